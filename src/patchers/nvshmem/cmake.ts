@@ -1,0 +1,106 @@
+import path from 'node:path';
+import type { CMakeCommand } from '../engine/cmake-scan.ts';
+import type { Doc, InsertSpec, Located } from '../engine/plan.ts';
+import { afterLine, indentAt } from '../engine/text.ts';
+import type { Template } from './template.ts';
+
+export const SRC_CMAKE = 'src/CMakeLists.txt';
+export const MODULE_CMAKE = 'src/modules/transport/libfabric/CMakeLists.txt.in';
+export const SYMBOLS = 'nvshmem_transport.sym';
+const TARGET = 'nvshmem_transport_libfabric';
+
+function commandsFor(doc: Doc, name: string, firstArg: string): CMakeCommand[] {
+  return doc.cmake!.filter((c) => c.name === name && c.args[0]?.text === firstArg);
+}
+
+/** After the single `target_link_libraries(nvshmem_transport_libfabric ...)`: the target exists by then. */
+function afterTargetLink(doc: Doc): Located {
+  const links = commandsFor(doc, 'target_link_libraries', TARGET);
+  if (links.length !== 1) {
+    const other = doc.cmake!.filter((c) => c.args.some((a) => a.text.includes(TARGET))).map((c) => `${c.name}() line ${c.line}`);
+    return {
+      refuse: `expected exactly one target_link_libraries(${TARGET} ...), found ${links.length} (commands naming ${TARGET}: ${other.join(', ') || 'none'})`,
+    };
+  }
+  const cmd = links[0]!;
+  if (doc.src.slice(cmd.end, afterLine(doc.src, cmd.end)).trim() !== '') {
+    return { refuse: `target_link_libraries(${TARGET} ...) at line ${cmd.line} is followed by more code on its line` };
+  }
+  return { offset: afterLine(doc.src, cmd.end), indent: indentAt(doc.src, cmd.start) };
+}
+
+function templateSources(t: Template, fromDir: string): string[] {
+  return t.manifest.sources.map((s) => path.posix.relative(fromDir, `${t.manifest.destination}/${s}`));
+}
+
+export function cmakeSpecs(t: Template): InsertSpec[] {
+  const why = 'compiles the EFA GDA transport into nvshmem_transport_libfabric and links the CUDA driver it uses';
+  const body = (fromDir: string) => [
+    `target_sources(${TARGET} PRIVATE ${templateSources(t, fromDir).join(' ')})`,
+    `target_link_libraries(${TARGET} PRIVATE CUDA::cuda_driver)`,
+  ];
+  const transportDir = 'src/modules/transport';
+  const exported = [...t.manifest.headers, ...t.manifest.sources].map((f) =>
+    path.posix.relative(transportDir, `${t.manifest.destination}/${f}`),
+  );
+  return [
+    {
+      kind: 'insert',
+      id: 'efa-gda-cmake',
+      file: SRC_CMAKE,
+      parse: 'cmake',
+      style: 'hash',
+      anchor: `after target_link_libraries(${TARGET} ...)`,
+      why,
+      lines: body('src'),
+      locate: afterTargetLink,
+    },
+    {
+      kind: 'insert',
+      id: 'efa-gda-cmake-exports',
+      file: SRC_CMAKE,
+      parse: 'cmake',
+      style: 'hash',
+      anchor: 'set(TRANSPORT_EXPORTS ...) after libfabric/libfabric.h',
+      why: 'ships the EFA GDA sources with the transport-plugin sources NVSHMEM installs, so the module build (CMakeLists.txt.in) finds them',
+      lines: exported,
+      locate(doc) {
+        const sets = commandsFor(doc, 'set', 'TRANSPORT_EXPORTS');
+        if (sets.length !== 1) return { refuse: `expected one set(TRANSPORT_EXPORTS ...), found ${sets.length}` };
+        const arg = sets[0]!.args.find((a) => a.text === 'libfabric/libfabric.h');
+        if (!arg) return { refuse: `set(TRANSPORT_EXPORTS ...) at line ${sets[0]!.line} does not list libfabric/libfabric.h` };
+        if (doc.src.slice(arg.end, afterLine(doc.src, arg.end)).trim() !== '') {
+          return { refuse: 'libfabric/libfabric.h is not alone on its line in set(TRANSPORT_EXPORTS ...)' };
+        }
+        return { offset: afterLine(doc.src, arg.end), indent: indentAt(doc.src, arg.start) };
+      },
+    },
+    {
+      kind: 'insert',
+      id: 'efa-gda-cmake-module',
+      file: MODULE_CMAKE,
+      parse: 'cmake',
+      style: 'hash',
+      anchor: `after target_link_libraries(${TARGET} ...)`,
+      why,
+      lines: body('src/modules/transport/libfabric'),
+      locate: afterTargetLink,
+    },
+    {
+      kind: 'insert',
+      id: 'efa-gda-symbols',
+      file: SYMBOLS,
+      parse: 'text',
+      style: 'c',
+      anchor: 'the global: list of the transport version script',
+      why: `the version script hides every symbol not listed; ${t.manifest.exportPattern} must stay visible to dlsym`,
+      lines: [`${t.manifest.exportPattern};`],
+      locate(doc) {
+        const m = /^([ \t]*)global:[^\n]*\n/m.exec(doc.src);
+        if (!m) return { refuse: 'no `global:` line' };
+        if (!/;\s*$/.test(m[0])) return { refuse: 'the `global:` line does not end with a complete symbol entry' };
+        return { offset: m.index + m[0].length, indent: m[1]! };
+      },
+    },
+  ];
+}

@@ -1,0 +1,50 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { packageRoot } from '../../core/paths.ts';
+import type { OwnedFileSpec } from '../engine/plan.ts';
+
+const Manifest = z.object({
+  name: z.string(),
+  stage: z.enum(['not-implemented', 'implemented']),
+  stageNote: z.string(),
+  destination: z.string(),
+  sources: z.array(z.string()).min(1),
+  headers: z.array(z.string()),
+  exportPattern: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*\*?$/),
+  enableEnv: z.string().regex(/^NVSHMEM_[A-Z0-9_]+$/),
+});
+export type TemplateManifest = z.infer<typeof Manifest>;
+
+export interface Template {
+  dir: string;
+  manifest: TemplateManifest;
+  files: { name: string; content: string }[];
+}
+
+/** Every template file carries this line; it is how the patcher recognises its own copies. */
+export const OWNER_MARK = 'nvshmem-efa template';
+
+export async function loadTemplate(dir = path.join(packageRoot(), 'templates', 'transport_efa_gda')): Promise<Template> {
+  const manifest = Manifest.parse(JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')));
+  const names = [...manifest.headers, ...manifest.sources];
+  const files = await Promise.all(
+    names.map(async (name) => ({ name, content: await readFile(path.join(dir, name), 'utf8') })),
+  );
+  for (const f of files) {
+    if (!f.content.includes(OWNER_MARK)) throw new Error(`template file ${f.name} lacks "${OWNER_MARK}"`);
+  }
+  return { dir, manifest, files };
+}
+
+export function templateFileSpecs(t: Template): OwnedFileSpec[] {
+  return t.files.map((f) => ({
+    kind: 'owned-file',
+    id: `efa-gda-template:${f.name}`,
+    file: `${t.manifest.destination}/${f.name}`,
+    anchor: `templates/${t.manifest.name}/${f.name}`,
+    why: 'the EFA GDA transport sources compiled into nvshmem_transport_libfabric',
+    content: f.content,
+    ownerMark: OWNER_MARK,
+  }));
+}

@@ -1,0 +1,86 @@
+import { Command, CommanderError, Option } from 'commander';
+import { cleanCommand } from './commands/clean.ts';
+import { planOnly } from './commands/dry-run.ts';
+import { reportCommand } from './commands/report.ts';
+import { runPipelineCommand } from './commands/run-pipeline.ts';
+import { formatError, NvshmemEfaError } from './core/errors.ts';
+import { toolVersion } from './core/paths.ts';
+import { resolveOptions, type Command as Cmd } from './options.ts';
+import { DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
+import { BUILD_STEPS, PATCH_STEPS } from './steps/index.ts';
+
+const EXIT_CODES = `
+Exit codes:
+  0    success
+  1    a step failed (the error names the log)
+  2    invalid command line
+  3    the NVSHMEM tree does not look as expected; nothing was changed
+  4    a required tool or library is missing
+  5    a fetched source does not match its pin
+  130  interrupted (rerun to resume)`;
+
+function addSourceOptions(c: Command): Command {
+  return c
+    .option('--nvshmem-src <dir>', 'NVSHMEM source tree to use (copied into the work dir unless --in-place)')
+    .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
+    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go', '.nvshmem-efa')
+    .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
+    .option('--dry-run', 'show what would change (a unified diff) and change nothing')
+    .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
+    .option('--force', 'rerun every step even if its inputs did not change')
+    .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')
+    .option('--verbose', 'print every step event and output line');
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const out = (s: string) => process.stdout.write(s + '\n');
+  let code = 0;
+  const program = new Command('nvshmem-efa')
+    .description('Build NVSHMEM with an EFA GPU-Direct-Async transport, reproducibly, in one command.')
+    .version(toolVersion())
+    .showHelpAfterError()
+    .exitOverride()
+    .addHelpText('after', EXIT_CODES);
+
+  const action = (cmd: Cmd, fn: (o: ReturnType<typeof resolveOptions>) => Promise<number>) => async (raw: Record<string, unknown>) => {
+    code = await fn(resolveOptions(cmd, raw));
+  };
+
+  addSourceOptions(program.command('build').description('detect, fetch or copy, patch, configure, build and install NVSHMEM; write the report'))
+    .option('--jobs <n>', 'parallel build jobs (default: all cores)')
+    .option('--cuda-arch <list>', 'CUDA architectures, e.g. 90 or "90;100" (default: detected GPUs, else 90)')
+    .option('--cuda-home <dir>', 'CUDA toolkit (default: CUDA_HOME, else the nvcc on PATH)')
+    .option('--libfabric-home <dir>', 'libfabric prefix (default: LIBFABRIC_HOME, /opt/amazon/efa, pkg-config, /usr)')
+    .option('--gdrcopy-home <dir>', 'GDRCopy prefix (default: GDRCOPY_HOME, /usr/local/gdrdrv, /usr)')
+    .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
+
+  addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))
+    .option('--export <dir>', 'write git-apply-able .patch files for the pristine tree to DIR; change nothing')
+    .action(action('patch', (o) => (o.dryRun || o.exportDir ? planOnly(o, out) : runPipelineCommand(o, PATCH_STEPS, out))));
+
+  program
+    .command('report')
+    .description("print the last run's report (Markdown, or JSON with --json)")
+    .option('--work-dir <dir>', 'the work dir of the run', '.nvshmem-efa')
+    .option('--json', 'print report.json')
+    .action(action('report', (o) => reportCommand(o, out)));
+
+  program
+    .command('clean')
+    .description('delete the work dir (only one nvshmem-efa created)')
+    .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
+    .option('--dry-run', 'say what would be deleted')
+    .action(action('clean', (o) => cleanCommand(o, out)));
+
+  try {
+    await program.parseAsync(argv as string[]);
+    return code;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // --help and --version end here with exit code 0; usage mistakes with 2.
+      return e.exitCode === 0 ? 0 : 2;
+    }
+    process.stderr.write(formatError(e) + '\n');
+    return e instanceof NvshmemEfaError ? e.exitCode : 1;
+  }
+}

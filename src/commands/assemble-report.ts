@@ -1,0 +1,59 @@
+import path from 'node:path';
+import { NvshmemEfaError } from '../core/errors.ts';
+import { toolVersion } from '../core/paths.ts';
+import type { Report } from '../core/report.ts';
+import type { StepOutcome } from '../pipeline.ts';
+import { pinFor } from '../steps/get-nvshmem.ts';
+import type { Ctx } from '../steps/types.ts';
+
+function gdaStatus(ctx: Ctx): Report['gda'] {
+  const lf = ctx.env?.libfabric;
+  if (ctx.patch?.templateStage === 'not-implemented') return { status: 'not-implemented', reason: ctx.patch.templateNote };
+  if (lf && !lf.gda.available) return { status: 'unavailable', reason: lf.gda.reason };
+  if (lf && ctx.patch) return { status: 'active-if-enabled', reason: `${lf.gda.reason}; set ${ctx.patch.gdaEnv}=1 at run time` };
+  return { status: 'unknown', reason: 'the run stopped before this was known' };
+}
+
+/** Environment variables a job needs to run on the result; printed and stored in the report. */
+export function runtimeEnv(ctx: Ctx): Record<string, string> {
+  if (!ctx.build) return {};
+  const gdaOn = gdaStatus(ctx).status === 'active-if-enabled';
+  const libDirs = [path.join(ctx.build.prefix, 'lib'), ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : [])];
+  return {
+    NVSHMEM_REMOTE_TRANSPORT: 'libfabric',
+    NVSHMEM_LIBFABRIC_PROVIDER: 'efa',
+    FI_EFA_ENABLE_SHM_TRANSFER: '0',
+    [ctx.patch?.gdaEnv ?? 'NVSHMEM_EFA_GDA_ENABLE']: gdaOn ? '1' : '0',
+    LD_LIBRARY_PATH: `${libDirs.join(':')}:$LD_LIBRARY_PATH`,
+  };
+}
+
+export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown): Report {
+  const src = ctx.source;
+  let pin: Report['nvshmem']['pin'];
+  if (src?.kind === 'git' && src.ref) {
+    const p = pinFor(src.ref);
+    pin = { ref: p.ref, commit: p.commit };
+  }
+  const err = error instanceof NvshmemEfaError ? error : error ? new NvshmemEfaError(String((error as Error).message ?? error), 'rerun with --verbose; if it persists, report it with the log') : undefined;
+  return {
+    schemaVersion: 1,
+    tool: { name: 'nvshmem-efa', version: toolVersion() },
+    command: ctx.opts.command,
+    createdAt: new Date().toISOString(),
+    ok: !error,
+    ...(err ? { error: { message: err.message, fix: err.fix, ...(err.logPath ? { log: err.logPath } : {}) } } : {}),
+    nvshmem: {
+      ...(src ? { source: src } : {}),
+      ...(pin ? { pin } : {}),
+      ...(ctx.build ? { installPrefix: ctx.build.prefix } : {}),
+      libraries: ctx.build?.libraries ?? [],
+      cmakeArgs: ctx.build?.cmakeArgs ?? [],
+    },
+    ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
+    gda: gdaStatus(ctx),
+    fixes: [...ctx.envFixes, ...(ctx.patch?.fixes ?? []), ...(ctx.build?.fixes ?? []), ...(ctx.refusals ?? [])],
+    steps: outcomes,
+    runtimeEnv: runtimeEnv(ctx),
+  };
+}

@@ -1,0 +1,77 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { writeFileAtomic } from './fs-atomic.ts';
+
+const Fix = z.object({
+  id: z.string(),
+  file: z.string().optional(),
+  anchor: z.string(),
+  why: z.string(),
+  status: z.enum(['applied', 'already-present', 'refused', 'warned']),
+  detail: z.string().optional(),
+});
+
+export const ReportSchema = z.object({
+  schemaVersion: z.literal(1),
+  tool: z.object({ name: z.literal('nvshmem-efa'), version: z.string() }),
+  command: z.string(),
+  createdAt: z.string(),
+  ok: z.boolean(),
+  error: z.object({ message: z.string(), fix: z.string(), log: z.string().optional() }).optional(),
+  nvshmem: z.object({
+    source: z.object({ kind: z.enum(['local', 'git']), dir: z.string(), origin: z.string(), ref: z.string().optional(), commit: z.string().optional(), version: z.string().optional() }).optional(),
+    pin: z.object({ ref: z.string(), commit: z.string() }).optional(),
+    installPrefix: z.string().optional(),
+    libraries: z.array(z.string()),
+    cmakeArgs: z.array(z.string()),
+  }),
+  environment: z.record(z.string(), z.unknown()).optional(),
+  gda: z.object({ status: z.enum(['active-if-enabled', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
+  fixes: z.array(Fix),
+  steps: z.array(z.object({ id: z.string(), title: z.string(), status: z.enum(['done', 'skipped', 'failed', 'not-run']), reason: z.string().optional(), ms: z.number() })),
+  runtimeEnv: z.record(z.string(), z.string()),
+});
+export type Report = z.infer<typeof ReportSchema>;
+
+export const REPORT_JSON = 'report.json';
+export const REPORT_MD = 'report.md';
+
+const esc = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+export function renderMarkdown(r: Report): string {
+  const L: string[] = [];
+  L.push(`# nvshmem-efa ${r.command} report`, '');
+  L.push(`- result: **${r.ok ? 'success' : 'FAILED'}** (${r.createdAt}, nvshmem-efa ${r.tool.version})`);
+  if (r.error) L.push(`- error: ${r.error.message}`, `- fix: ${r.error.fix}`, ...(r.error.log ? [`- log: ${r.error.log}`] : []));
+  const s = r.nvshmem.source;
+  if (s) L.push(`- NVSHMEM: ${s.version ?? 'unknown version'} from ${s.origin}${s.ref ? ` (${s.ref} @ ${s.commit})` : ''}, tree ${s.dir}`);
+  if (r.nvshmem.installPrefix) L.push(`- install prefix: ${r.nvshmem.installPrefix}`);
+  L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`, '');
+  L.push('## Fixes', '', '| status | id | where | why | detail |', '|---|---|---|---|---|');
+  for (const f of r.fixes) L.push(`| ${f.status} | ${f.id} | ${esc(f.file ? `${f.file}: ${f.anchor}` : f.anchor)} | ${esc(f.why)} | ${esc(f.detail ?? '')} |`);
+  L.push('', '## Steps', '', '| step | status | time |', '|---|---|---|');
+  for (const st of r.steps) L.push(`| ${st.title} | ${st.status}${st.reason ? ` (${esc(st.reason)})` : ''} | ${(st.ms / 1000).toFixed(1)} s |`);
+  if (r.environment) {
+    L.push('', '## Environment', '', '```json', JSON.stringify(r.environment, null, 2), '```');
+  }
+  if (r.nvshmem.cmakeArgs.length) L.push('', '## CMake arguments', '', '```', ...r.nvshmem.cmakeArgs, '```');
+  if (Object.keys(r.runtimeEnv).length) {
+    L.push('', '## Run-time environment', '', '```sh', ...Object.entries(r.runtimeEnv).map(([k, v]) => `export ${k}=${v}`), '```');
+  }
+  return L.join('\n') + '\n';
+}
+
+export async function writeReport(dir: string, r: Report): Promise<void> {
+  const valid = ReportSchema.parse(r);
+  await writeFileAtomic(path.join(dir, REPORT_JSON), JSON.stringify(valid, null, 2) + '\n');
+  await writeFileAtomic(path.join(dir, REPORT_MD), renderMarkdown(valid));
+}
+
+export async function readReport(dir: string): Promise<Report | undefined> {
+  try {
+    return ReportSchema.parse(JSON.parse(await readFile(path.join(dir, REPORT_JSON), 'utf8')));
+  } catch {
+    return undefined;
+  }
+}

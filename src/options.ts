@@ -1,0 +1,84 @@
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { UsageError } from './core/errors.ts';
+import { DEFAULT_NVSHMEM_REF } from './pins.ts';
+
+export type Command = 'build' | 'patch' | 'report' | 'clean';
+
+const Raw = z.object({
+  nvshmemSrc: z.string().optional(),
+  nvshmemRef: z.string().optional(),
+  workDir: z.string().default('.nvshmem-efa'),
+  inPlace: z.boolean().default(false),
+  dryRun: z.boolean().default(false),
+  export: z.string().optional(),
+  jobs: z.string().optional(),
+  cudaArch: z.string().optional(),
+  libfabricHome: z.string().optional(),
+  gdrcopyHome: z.string().optional(),
+  cudaHome: z.string().optional(),
+  offline: z.boolean().default(false),
+  force: z.boolean().default(false),
+  json: z.boolean().default(false),
+  verbose: z.boolean().default(false),
+});
+
+export interface Options {
+  command: Command;
+  nvshmemSrc?: string;
+  nvshmemRef: string;
+  /** True when the user named the ref (or the source) rather than taking the default pin. */
+  refExplicit: boolean;
+  workDir: string;
+  inPlace: boolean;
+  dryRun: boolean;
+  exportDir?: string;
+  jobs: number;
+  cudaArch?: string;
+  libfabricHome?: string;
+  gdrcopyHome?: string;
+  cudaHome?: string;
+  offline: boolean;
+  force: boolean;
+  json: boolean;
+  verbose: boolean;
+}
+
+const abs = (p: string | undefined, cwd: string) => (p === undefined ? undefined : path.resolve(cwd, p));
+
+/** Validates what commander parsed; every rejection says what to pass instead. */
+export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd()): Options {
+  const r = Raw.safeParse(raw);
+  if (!r.success) throw new UsageError(`invalid options: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'see nvshmem-efa --help');
+  const o = r.data;
+  if (o.nvshmemSrc && o.nvshmemRef) {
+    throw new UsageError('--nvshmem-src and --nvshmem-ref are mutually exclusive', 'pass --nvshmem-src DIR to use your tree, or --nvshmem-ref TAG to fetch a pinned release');
+  }
+  if (o.inPlace && !o.nvshmemSrc) throw new UsageError('--in-place needs --nvshmem-src', 'add --nvshmem-src DIR (the tree to patch in place)');
+  if (o.export !== undefined && command !== 'patch') throw new UsageError('--export belongs to the patch command', 'run: nvshmem-efa patch --export DIR');
+  let jobs = Math.max(1, os.availableParallelism());
+  if (o.jobs !== undefined) {
+    if (!/^[1-9]\d*$/.test(o.jobs)) throw new UsageError(`--jobs must be a positive integer, got '${o.jobs}'`, 'pass e.g. --jobs 8');
+    jobs = Number(o.jobs);
+  }
+  return {
+    command,
+    ...(o.nvshmemSrc ? { nvshmemSrc: abs(o.nvshmemSrc, cwd)! } : {}),
+    nvshmemRef: o.nvshmemRef ?? DEFAULT_NVSHMEM_REF,
+    refExplicit: !!o.nvshmemRef,
+    workDir: abs(o.workDir, cwd)!,
+    inPlace: o.inPlace,
+    dryRun: o.dryRun,
+    ...(o.export ? { exportDir: abs(o.export, cwd)! } : {}),
+    jobs,
+    ...(o.cudaArch ? { cudaArch: o.cudaArch } : {}),
+    ...(o.libfabricHome ? { libfabricHome: abs(o.libfabricHome, cwd)! } : {}),
+    ...(o.gdrcopyHome ? { gdrcopyHome: abs(o.gdrcopyHome, cwd)! } : {}),
+    ...(o.cudaHome ? { cudaHome: abs(o.cudaHome, cwd)! } : {}),
+    offline: o.offline,
+    force: o.force,
+    json: o.json,
+    verbose: o.verbose,
+  };
+}

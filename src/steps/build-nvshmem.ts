@@ -1,0 +1,136 @@
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { buildCudaLinkStub } from '../core/cuda-stub.ts';
+import type { DetectedEnv } from '../core/environment.ts';
+import { EnvironmentError } from '../core/errors.ts';
+import { openLog, run } from '../core/exec.ts';
+import { hashTree } from '../core/hash.ts';
+import { filesIncluding } from '../core/nvshmem-tree.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
+import { requireSource } from './get-nvshmem.ts';
+import type { BuildResult, Ctx, Step } from './types.ts';
+
+/** Everything not needed for libfabric/EFA is off: half the build steps of the common recipe, no MPI/IB deps. */
+export const LEAN_OPTIONS: Record<string, 'ON' | 'OFF'> = {
+  NVSHMEM_LIBFABRIC_SUPPORT: 'ON',
+  NVSHMEM_IBRC_SUPPORT: 'OFF',
+  NVSHMEM_IBGDA_SUPPORT: 'OFF',
+  NVSHMEM_IBDEVX_SUPPORT: 'OFF',
+  NVSHMEM_UCX_SUPPORT: 'OFF',
+  NVSHMEM_USE_MLX5DV: 'OFF',
+  NVSHMEM_MPI_SUPPORT: 'OFF',
+  NVSHMEM_SHMEM_SUPPORT: 'OFF',
+  NVSHMEM_PMIX_SUPPORT: 'OFF',
+  NVSHMEM_USE_NCCL: 'OFF',
+  NVSHMEM_BUILD_TESTS: 'OFF',
+  NVSHMEM_BUILD_EXAMPLES: 'OFF',
+  NVSHMEM_BUILD_BITCODE_LIBRARY: 'OFF',
+  NVSHMEM_BUILD_PYTHON_LIB: 'OFF',
+  NVSHMEM_BUILD_HYDRA_LAUNCHER: 'OFF',
+  NVSHMEM_BUILD_TXZ_PACKAGE: 'OFF',
+  NVSHMEM_BUILD_PACKAGES: 'OFF',
+};
+
+export function linkStubPath(ctx: Ctx): string {
+  return path.join(ctx.paths.stubs, 'libcuda.so');
+}
+
+export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
+  const args = [
+    '-S', requireSource(ctx).dir,
+    '-B', ctx.paths.build,
+    ...(env.ninja ? ['-G', 'Ninja'] : []),
+    '-DCMAKE_BUILD_TYPE=Release',
+    `-DCMAKE_INSTALL_PREFIX=${ctx.paths.install}`,
+    `-DCMAKE_CUDA_COMPILER=${env.cuda.nvcc}`,
+    `-DCMAKE_CUDA_ARCHITECTURES=${env.cudaArch}`,
+    `-DCUDA_HOME=${env.cuda.home}`,
+    `-DLIBFABRIC_HOME=${env.libfabric.home}`,
+    ...Object.entries(LEAN_OPTIONS).map(([k, v]) => `-D${k}=${v}`),
+    env.gdrcopy ? '-DNVSHMEM_USE_GDRCOPY=ON' : '-DNVSHMEM_USE_GDRCOPY=OFF',
+    ...(env.gdrcopy ? [`-DGDRCOPY_HOME=${env.gdrcopy.home}`] : []),
+    ...(env.libcuda.kind === 'none' ? [`-DCUDA_cuda_driver_LIBRARY=${linkStubPath(ctx)}`] : []),
+  ];
+  return args;
+}
+
+/** The libraries the install must hold for NVSHMEM to be usable (and for DeepEP to link later). */
+const EXPECTED = [/^libnvshmem_host\.so/, /^libnvshmem_device\.a$/, /^nvshmem_transport_libfabric\.so/];
+
+export async function installedLibraries(prefix: string): Promise<string[]> {
+  try {
+    return (await readdir(path.join(prefix, 'lib'))).sort();
+  } catch {
+    return [];
+  }
+}
+
+export const buildNvshmemStep: Step = {
+  id: 'build-nvshmem',
+  title: 'Configure, build and install NVSHMEM',
+  enabled: (ctx) => (ctx.opts.command === 'build' ? true : 'patch only'),
+  async stamp(ctx) {
+    const env = ctx.env!;
+    return { tree: await hashTree(requireSource(ctx).dir), args: cmakeArgs(ctx, env), cuda: env.cuda.version, libfabric: env.libfabric.version, jobs: ctx.opts.jobs };
+  },
+  async run(ctx, io) {
+    const env = ctx.env!;
+    const dir = requireSource(ctx).dir;
+    const fixes: FixRecord[] = [];
+    const log = await openLog(io.logPath);
+    const common = { log, logPath: io.logPath, signal: ctx.signal };
+    try {
+      const nvmlUsers = await filesIncluding(dir, 'nvml.h');
+      if (nvmlUsers.length && !env.nvml) {
+        throw new EnvironmentError(
+          `nvml.h not found, and NVSHMEM includes it (${nvmlUsers.join(', ')})`,
+          'install the NVML headers: apt-get install libnvidia-ml-dev (Debian: add the contrib and non-free components first; Ubuntu: multiverse), or cuda-nvml-dev-<ver> from the CUDA repository',
+        );
+      }
+      if (nvmlUsers.length) {
+        fixes.push({ id: 'nvml-header', anchor: env.nvml!, status: 'already-present', why: 'NVSHMEM includes <nvml.h>; trimmed CUDA toolkits lack it (error: nvml.h: No such file or directory)', detail: `using ${env.nvml}` });
+      }
+      if (env.libcuda.kind === 'none') {
+        io.progress('generating a libcuda.so link stub');
+        const stub = await buildCudaLinkStub(env.cuda.home, ctx.paths.stubs, io.logPath);
+        fixes.push({ id: 'cuda-driver-link-stub', anchor: 'CUDA::cuda_driver', status: 'applied', why: 'no libcuda.so and no toolkit stubs/ on this host: CMake fails with target CUDA::cuda_driver not found (at nvshmem-info)', detail: `generated ${stub.path} (${stub.symbols} driver entry points from cuda.h) and passed -DCUDA_cuda_driver_LIBRARY; used to link only, the driver's libcuda.so.1 is loaded at run time` });
+      } else if (env.libcuda.kind === 'toolkit-stub') {
+        fixes.push({ id: 'cuda-driver-link-stub', anchor: 'CUDA::cuda_driver', status: 'already-present', why: 'no driver libcuda.so on this host', detail: `CMake links against the toolkit stub ${env.libcuda.path}` });
+      }
+      const args = cmakeArgs(ctx, env);
+      io.progress('configuring');
+      await run(env.cmake.path, args, { ...common, fix: `read the CMake error above; configuration flags are in ${io.logPath}` });
+      const total = { n: 0, of: 0 };
+      await run(env.cmake.path, ['--build', ctx.paths.build, '--parallel', String(ctx.opts.jobs)], {
+        ...common,
+        fix: 'read the compiler error above; fix the environment and rerun (the build resumes where it stopped)',
+        onLine(line) {
+          const m = /^\[(\d+)\/(\d+)\]/.exec(line) ?? /^\[\s*(\d+)%\]/.exec(line);
+          if (!m) return;
+          if (m[2]) Object.assign(total, { n: Number(m[1]), of: Number(m[2]) });
+          io.progress(m[2] ? `[${m[1]}/${m[2]}] ${line.replace(/^\[\d+\/\d+\]\s*/, '').slice(0, 100)}` : line.slice(0, 110));
+        },
+      });
+      io.progress('installing');
+      await run(env.cmake.path, ['--install', ctx.paths.build], { ...common, fix: `check that ${ctx.paths.install} is writable` });
+    } finally {
+      log.end();
+    }
+    const libraries = await installedLibraries(ctx.paths.install);
+    const result: BuildResult = { prefix: ctx.paths.install, cmakeArgs: cmakeArgs(ctx, env), fixes, libraries };
+    ctx.build = result;
+    return result;
+  },
+  restore(ctx, result) {
+    const r = result as BuildResult;
+    // A deleted install means the skip would lie; rebuild (ninja makes that cheap).
+    if (!existsSync(path.join(r.prefix, 'lib'))) return false;
+    ctx.build = r;
+    return true;
+  },
+};
+
+export function missingLibraries(libraries: readonly string[]): string[] {
+  return EXPECTED.filter((re) => !libraries.some((l) => re.test(l))).map((re) => re.source.replace(/\\|\^|\$/g, ''));
+}

@@ -1,0 +1,116 @@
+import { existsSync } from 'node:fs';
+import { cp, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { simpleGit } from 'simple-git';
+import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { hashTree } from '../core/hash.ts';
+import { nvshmemVersion } from '../core/nvshmem-tree.ts';
+import { NVSHMEM_GIT_URL, NVSHMEM_PINS, type Pin } from '../pins.ts';
+import type { Ctx, SourceResult, Step } from './types.ts';
+
+export function pinFor(ref: string, pins: readonly Pin[] = NVSHMEM_PINS): Pin {
+  const pin = pins.find((p) => p.ref === ref);
+  if (!pin) {
+    throw new UsageError(
+      `NVSHMEM ref '${ref}' is not pinned (pinned: ${pins.map((p) => p.ref).join(', ')})`,
+      'use a pinned --nvshmem-ref, or check out the ref yourself and pass --nvshmem-src DIR',
+    );
+  }
+  return pin;
+}
+
+export async function headCommit(dir: string): Promise<string | undefined> {
+  try {
+    return (await simpleGit(dir).revparse(['HEAD'])).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Clones `pin.ref` into `dest` (through a temporary sibling) and checks HEAD is the pinned commit. */
+export async function fetchPinned(url: string, pin: Pin, dest: string, signal: AbortSignal, onProgress: (s: string) => void): Promise<void> {
+  const tmp = `${dest}.partial`;
+  await rm(tmp, { recursive: true, force: true });
+  const git = simpleGit({ abort: signal, progress: ({ stage, progress }) => onProgress(`git ${stage} ${progress}%`) });
+  try {
+    await git.clone(url, tmp, ['--depth', '1', '--branch', pin.ref, '--single-branch']);
+  } catch (e) {
+    await rm(tmp, { recursive: true, force: true });
+    if (signal.aborted) throw e;
+    throw new EnvironmentError(`cannot clone ${url} at ${pin.ref}: ${(e as Error).message.split('\n')[0]}`, 'check network access, or clone NVSHMEM yourself and pass --nvshmem-src DIR (or set NVSHMEM_EFA_NVSHMEM_URL to a mirror)');
+  }
+  const head = await headCommit(tmp);
+  if (head !== pin.commit) {
+    await rm(tmp, { recursive: true, force: true });
+    throw new VerificationError(`${url} ${pin.ref} resolved to ${head}, but the pin says ${pin.commit}`, 'the tag moved or the mirror is not genuine; use a trusted mirror (NVSHMEM_EFA_NVSHMEM_URL) or pass --nvshmem-src DIR');
+  }
+  await rm(dest, { recursive: true, force: true });
+  await rename(tmp, dest);
+}
+
+const skipCopy = (src: string) => {
+  const base = path.basename(src);
+  return base !== '.git' && base !== '.nvshmem-efa';
+};
+
+export const getNvshmemStep: Step = {
+  id: 'get-nvshmem',
+  title: 'Get NVSHMEM sources',
+  enabled: () => true,
+  async stamp(ctx) {
+    const o = ctx.opts;
+    if (o.nvshmemSrc) {
+      if (!existsSync(o.nvshmemSrc)) throw new UsageError(`--nvshmem-src ${o.nvshmemSrc} does not exist`, 'pass the root of an NVSHMEM source tree');
+      // In place, the tree is also the patch step's output; its content is that step's business.
+      return o.inPlace ? { src: o.nvshmemSrc, inPlace: true } : { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc) };
+    }
+    const pin = pinFor(o.nvshmemRef);
+    return { ref: pin.ref, commit: pin.commit, url: gitUrl() };
+  },
+  async run(ctx, io) {
+    const o = ctx.opts;
+    let result: SourceResult;
+    if (o.nvshmemSrc && o.inPlace) {
+      result = { kind: 'local', dir: o.nvshmemSrc, origin: o.nvshmemSrc };
+    } else if (o.nvshmemSrc) {
+      const dest = path.join(ctx.paths.sources, 'nvshmem');
+      const tmp = `${dest}.partial`;
+      io.progress(`copying ${o.nvshmemSrc}`);
+      await rm(tmp, { recursive: true, force: true });
+      await cp(o.nvshmemSrc, tmp, { recursive: true, filter: skipCopy });
+      await rm(dest, { recursive: true, force: true });
+      await rename(tmp, dest);
+      result = { kind: 'local', dir: dest, origin: o.nvshmemSrc };
+    } else {
+      const pin = pinFor(o.nvshmemRef);
+      const dest = path.join(ctx.paths.sources, `nvshmem-${pin.ref}`);
+      const cached = existsSync(dest) && (await headCommit(dest)) === pin.commit;
+      if (!cached) {
+        if (o.offline) {
+          throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dest}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
+        }
+        await fetchPinned(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
+      }
+      result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
+    }
+    const version = await nvshmemVersion(result.dir);
+    if (version) result.version = version;
+    ctx.source = result;
+    return result;
+  },
+  restore(ctx, result) {
+    const r = result as SourceResult;
+    if (!existsSync(r.dir)) return false;
+    ctx.source = r;
+    return true;
+  },
+};
+
+function gitUrl(): string {
+  return process.env.NVSHMEM_EFA_NVSHMEM_URL ?? NVSHMEM_GIT_URL;
+}
+
+export function requireSource(ctx: Ctx): SourceResult {
+  if (!ctx.source) throw new Error('internal: NVSHMEM source not resolved');
+  return ctx.source;
+}

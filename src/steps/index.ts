@@ -1,0 +1,26 @@
+import path from 'node:path';
+import { buildNvshmemStep } from './build-nvshmem.ts';
+import { detectEnvironmentStep } from './detect-environment.ts';
+import { getNvshmemStep } from './get-nvshmem.ts';
+import { patchNvshmemStep } from './patch-nvshmem.ts';
+import type { Step, WorkPaths } from './types.ts';
+
+/**
+ * The pipeline, in the order DEVELOPERS.md lists it. Later steps (vendored EFA headers, probe, DeepEP) slot
+ * in after build-nvshmem; each is a Step with its own stamp. The report is written by the command after
+ * the steps, whether they succeed or not.
+ */
+export const BUILD_STEPS: readonly Step[] = [detectEnvironmentStep, getNvshmemStep, patchNvshmemStep, buildNvshmemStep];
+export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, patchNvshmemStep];
+
+export function workPaths(workDir: string): WorkPaths {
+  return {
+    workDir,
+    logs: path.join(workDir, 'logs'),
+    sources: path.join(workDir, 'sources'),
+    build: path.join(workDir, 'build', 'nvshmem'),
+    install: path.join(workDir, 'install', 'nvshmem'),
+    stubs: path.join(workDir, 'stubs'),
+    report: workDir,
+  };
+}

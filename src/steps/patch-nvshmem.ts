@@ -1,0 +1,54 @@
+import { PatchRefusedError } from '../core/errors.ts';
+import { hashJson, hashTree } from '../core/hash.ts';
+import { toolVersion } from '../core/paths.ts';
+import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
+import type { PatchPlan } from '../patchers/engine/plan.ts';
+import { planNvshmem } from '../patchers/nvshmem/index.ts';
+import { loadTemplate } from '../patchers/nvshmem/template.ts';
+import { requireSource } from './get-nvshmem.ts';
+import type { PatchResult, Step } from './types.ts';
+
+export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedError {
+  return new PatchRefusedError(
+    `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,
+    'use a supported NVSHMEM (3.4.x or 3.5.x from NVIDIA, e.g. --nvshmem-ref v3.4.5-0); if the tree was patched by hand, restore it (git checkout -- .) and rerun',
+    plan.refusals.map((r) => `${r.id}: ${r.detail}`),
+  );
+}
+
+export const patchNvshmemStep: Step = {
+  id: 'patch-nvshmem',
+  title: 'Patch NVSHMEM with the EFA GDA transport',
+  enabled: () => true,
+  restampAfterRun: true,
+  async stamp(ctx) {
+    const t = await loadTemplate();
+    return { tree: await hashTree(requireSource(ctx).dir), template: hashJson(t.files), tool: toolVersion() };
+  },
+  async run(ctx, io) {
+    const dir = requireSource(ctx).dir;
+    const t = await loadTemplate();
+    const plan = await planNvshmem(dir, t);
+    if (plan.refusals.length) {
+      ctx.refusals = plan.refusals;
+      throw refusalError(plan, dir);
+    }
+    ctx.diff = renderDiff(plan.changes);
+    await writeChanges(dir, plan.changes);
+    const applied = plan.fixes.filter((f) => f.status === 'applied').length;
+    io.progress(`${applied} applied, ${plan.fixes.length - applied} already present`);
+    const result: PatchResult = {
+      changedFiles: plan.changes.map((c) => c.file),
+      fixes: plan.fixes,
+      templateStage: t.manifest.stage,
+      templateNote: t.manifest.stageNote,
+      gdaEnv: t.manifest.enableEnv,
+    };
+    ctx.patch = result;
+    return result;
+  },
+  restore(ctx, result) {
+    ctx.patch = result as PatchResult;
+    return true;
+  },
+};

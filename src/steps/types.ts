@@ -1,0 +1,76 @@
+import type { DetectedEnv } from '../core/environment.ts';
+import type { StateStore } from '../core/state.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
+import type { Options } from '../options.ts';
+
+/** Work-dir layout: one place that names every path the pipeline writes. */
+export interface WorkPaths {
+  workDir: string;
+  logs: string;
+  sources: string;
+  build: string;
+  install: string;
+  stubs: string;
+  report: string;
+}
+
+export interface SourceResult {
+  kind: 'local' | 'git';
+  /** The tree the pipeline patches and builds. */
+  dir: string;
+  origin: string;
+  ref?: string;
+  commit?: string;
+  version?: string;
+}
+
+export interface PatchResult {
+  changedFiles: string[];
+  fixes: FixRecord[];
+  templateStage: string;
+  templateNote: string;
+  gdaEnv: string;
+}
+
+export interface BuildResult {
+  prefix: string;
+  cmakeArgs: string[];
+  fixes: FixRecord[];
+  libraries: string[];
+}
+
+export interface Ctx {
+  opts: Options;
+  paths: WorkPaths;
+  state: StateStore;
+  signal: AbortSignal;
+  env?: DetectedEnv;
+  envFixes: FixRecord[];
+  source?: SourceResult;
+  patch?: PatchResult;
+  build?: BuildResult;
+  /** Patch refusals of this run, kept for the report. */
+  refusals?: FixRecord[];
+  /** Unified diff of the patch plan, for --dry-run. */
+  diff?: string;
+}
+
+/** What a step may tell the user while it runs; the pipeline maps it onto listr2 (steps never see listr2). */
+export interface StepIO {
+  progress(text: string): void;
+  logPath: string;
+}
+
+export interface Step {
+  id: string;
+  title: string;
+  /** true, or the reason the step does not apply to this run (shown as skipped). */
+  enabled(ctx: Ctx): true | string;
+  /** Inputs whose hash decides whether a finished step can be skipped; absent = always runs. */
+  stamp?(ctx: Ctx): Promise<unknown>;
+  /** Recompute the stamp after running (for steps that change their own inputs, like patching). */
+  restampAfterRun?: boolean;
+  run(ctx: Ctx, io: StepIO): Promise<unknown>;
+  /** Puts a skipped step's saved result back into the context; false = the result is stale, rerun. */
+  restore?(ctx: Ctx, result: unknown): boolean;
+}

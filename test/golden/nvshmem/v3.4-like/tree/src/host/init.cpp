@@ -1,0 +1,1 @@
+int nvshmemi_host_init_count(void) { return 1; }

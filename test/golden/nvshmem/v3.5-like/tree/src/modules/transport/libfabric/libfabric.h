@@ -1,0 +1,38 @@
+/* Fixture written for nvshmem-efa tests: the shape of NVSHMEM 3.4's libfabric transport state. */
+#ifndef MINI_LIBFABRIC_H
+#define MINI_LIBFABRIC_H
+#include <stdint.h>
+#include "rdma/fabric.h"
+#include "rdma/fi_domain.h"
+#include "rdma/fi_endpoint.h"
+
+#define NVSHMEMT_LIBFABRIC_DEFAULT_NUM_EPS 2
+#define NVSHMEMT_LIBFABRIC_EP_LEN 128
+
+typedef enum {
+    NVSHMEMT_LIBFABRIC_PROVIDER_VERBS = 0,
+    NVSHMEMT_LIBFABRIC_PROVIDER_SLINGSHOT,
+    NVSHMEMT_LIBFABRIC_PROVIDER_EFA
+} nvshmemt_libfabric_provider;
+
+typedef struct {
+    struct fid_ep *endpoint;
+    struct fid_cq *cq;
+    struct fid_cntr *counter;
+    int *signal_map;
+} nvshmemt_libfabric_endpoint_t;
+
+typedef struct {
+    char name[NVSHMEMT_LIBFABRIC_EP_LEN];
+} nvshmemt_libfabric_ep_name_t;
+
+typedef struct {
+    struct fi_info *prov_info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *addresses[NVSHMEMT_LIBFABRIC_DEFAULT_NUM_EPS];
+    nvshmemt_libfabric_endpoint_t *eps;
+    nvshmemt_libfabric_provider provider;
+    void *recv_buf;
+} nvshmemt_libfabric_state_t;
+#endif

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
-import { cp, rename, rm } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
+import { copyTree } from '../core/copy-tree.ts';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
@@ -48,11 +49,6 @@ export async function fetchPinned(url: string, pin: Pin, dest: string, signal: A
   await rename(tmp, dest);
 }
 
-const skipCopy = (src: string) => {
-  const base = path.basename(src);
-  return base !== '.git' && base !== '.nvshmem-efa';
-};
-
 export const getNvshmemStep: Step = {
   id: 'get-nvshmem',
   title: 'Get NVSHMEM sources',
@@ -62,7 +58,7 @@ export const getNvshmemStep: Step = {
     if (o.nvshmemSrc) {
       if (!existsSync(o.nvshmemSrc)) throw new UsageError(`--nvshmem-src ${o.nvshmemSrc} does not exist`, 'pass the root of an NVSHMEM source tree');
       // In place, the tree is also the patch step's output; its content is that step's business.
-      return o.inPlace ? { src: o.nvshmemSrc, inPlace: true } : { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc) };
+      return o.inPlace ? { src: o.nvshmemSrc, inPlace: true } : { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, [ctx.paths.workDir]) };
     }
     const pin = pinFor(o.nvshmemRef);
     return { ref: pin.ref, commit: pin.commit, url: gitUrl() };
@@ -77,7 +73,7 @@ export const getNvshmemStep: Step = {
       const tmp = `${dest}.partial`;
       io.progress(`copying ${o.nvshmemSrc}`);
       await rm(tmp, { recursive: true, force: true });
-      await cp(o.nvshmemSrc, tmp, { recursive: true, filter: skipCopy });
+      await copyTree(o.nvshmemSrc, tmp, [ctx.paths.workDir]);
       await rm(dest, { recursive: true, force: true });
       await rename(tmp, dest);
       result = { kind: 'local', dir: dest, origin: o.nvshmemSrc };

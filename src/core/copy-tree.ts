@@ -1,0 +1,18 @@
+import { copyFile, mkdir, readdir, readlink, symlink } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * Copies a source tree, leaving out VCS folders and any path in `skip` (absolute). Unlike fs.cp, it copes
+ * with the work dir living inside the tree being copied (`nvshmem-efa build --nvshmem-src .`).
+ */
+export async function copyTree(src: string, dst: string, skip: readonly string[]): Promise<void> {
+  await mkdir(dst, { recursive: true });
+  for (const e of await readdir(src, { withFileTypes: true })) {
+    const from = path.join(src, e.name);
+    const to = path.join(dst, e.name);
+    if (e.name === '.git' || skip.includes(from)) continue;
+    if (e.isDirectory()) await copyTree(from, to, skip);
+    else if (e.isSymbolicLink()) await symlink(await readlink(from), to);
+    else if (e.isFile()) await copyFile(from, to);
+  }
+}

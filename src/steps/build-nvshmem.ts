@@ -55,9 +55,6 @@ export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
   return args;
 }
 
-/** The libraries the install must hold for NVSHMEM to be usable (and for DeepEP to link later). */
-const EXPECTED = [/^libnvshmem_host\.so/, /^libnvshmem_device\.a$/, /^nvshmem_transport_libfabric\.so/];
-
 export async function installedLibraries(prefix: string): Promise<string[]> {
   try {
     return (await readdir(path.join(prefix, 'lib'))).sort();
@@ -101,14 +98,12 @@ export const buildNvshmemStep: Step = {
       const args = cmakeArgs(ctx, env);
       io.progress('configuring');
       await run(env.cmake.path, args, { ...common, fix: `read the CMake error above; configuration flags are in ${io.logPath}` });
-      const total = { n: 0, of: 0 };
       await run(env.cmake.path, ['--build', ctx.paths.build, '--parallel', String(ctx.opts.jobs)], {
         ...common,
         fix: 'read the compiler error above; fix the environment and rerun (the build resumes where it stopped)',
         onLine(line) {
           const m = /^\[(\d+)\/(\d+)\]/.exec(line) ?? /^\[\s*(\d+)%\]/.exec(line);
           if (!m) return;
-          if (m[2]) Object.assign(total, { n: Number(m[1]), of: Number(m[2]) });
           io.progress(m[2] ? `[${m[1]}/${m[2]}] ${line.replace(/^\[\d+\/\d+\]\s*/, '').slice(0, 100)}` : line.slice(0, 110));
         },
       });
@@ -130,7 +125,3 @@ export const buildNvshmemStep: Step = {
     return true;
   },
 };
-
-export function missingLibraries(libraries: readonly string[]): string[] {
-  return EXPECTED.filter((re) => !libraries.some((l) => re.test(l))).map((re) => re.source.replace(/\\|\^|\$/g, ''));
-}

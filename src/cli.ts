@@ -27,6 +27,7 @@ function addSourceOptions(c: Command): Command {
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
     .option('--dry-run', 'show what would change (a unified diff) and change nothing')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
+    .option('--efa-io-defs <file>', "rdma-core's efa_io_defs.h pinned in third_party/efa_gda/lock.json (default: download it; checked by sha256)")
     .option('--force', 'rerun every step even if its inputs did not change')
     .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')
     .option('--verbose', 'print every step event and output line');

@@ -18,6 +18,7 @@ const Raw = z.object({
   libfabricHome: z.string().optional(),
   gdrcopyHome: z.string().optional(),
   cudaHome: z.string().optional(),
+  efaIoDefs: z.string().optional(),
   offline: z.boolean().default(false),
   force: z.boolean().default(false),
   json: z.boolean().default(false),
@@ -39,6 +40,7 @@ export interface Options {
   libfabricHome?: string;
   gdrcopyHome?: string;
   cudaHome?: string;
+  efaIoDefs?: string;
   offline: boolean;
   force: boolean;
   json: boolean;
@@ -76,6 +78,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     ...(o.libfabricHome ? { libfabricHome: abs(o.libfabricHome, cwd)! } : {}),
     ...(o.gdrcopyHome ? { gdrcopyHome: abs(o.gdrcopyHome, cwd)! } : {}),
     ...(o.cudaHome ? { cudaHome: abs(o.cudaHome, cwd)! } : {}),
+    ...(o.efaIoDefs ? { efaIoDefs: abs(o.efaIoDefs, cwd)! } : {}),
     offline: o.offline,
     force: o.force,
     json: o.json,

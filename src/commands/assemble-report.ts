@@ -10,14 +10,23 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
   const lf = ctx.env?.libfabric;
   if (ctx.patch?.templateStage === 'not-implemented') return { status: 'not-implemented', reason: ctx.patch.templateNote };
   if (lf && !lf.gda.available) return { status: 'unavailable', reason: lf.gda.reason };
-  if (lf && ctx.patch) return { status: 'active-if-enabled', reason: `${lf.gda.reason}; set ${ctx.patch.gdaEnv}=1 at run time` };
+  if (lf && ctx.patch) {
+    const headers =
+      ctx.patch.deviceHeaders === 'without-efa-io-defs'
+        ? '; the device headers were installed without efa_io_defs.h (see the vendor-efa-io-defs fix)'
+        : '';
+    return {
+      status: 'available',
+      reason: `${lf.gda.reason}; compiled into the libfabric transport, active at run time with ${ctx.patch.gdaEnv}=1 on an efa-direct NIC that maps its SQ for the GPU${headers}`,
+    };
+  }
   return { status: 'unknown', reason: 'the run stopped before this was known' };
 }
 
 /** Environment variables a job needs to run on the result; printed and stored in the report. */
 export function runtimeEnv(ctx: Ctx): Record<string, string> {
   if (!ctx.build) return {};
-  const gdaOn = gdaStatus(ctx).status === 'active-if-enabled';
+  const gdaOn = gdaStatus(ctx).status === 'available';
   const libDirs = [path.join(ctx.build.prefix, 'lib'), ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : [])];
   return {
     NVSHMEM_REMOTE_TRANSPORT: 'libfabric',

@@ -27,7 +27,7 @@ export const ReportSchema = z.object({
     cmakeArgs: z.array(z.string()),
   }),
   environment: z.record(z.string(), z.unknown()).optional(),
-  gda: z.object({ status: z.enum(['active-if-enabled', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
+  gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
   fixes: z.array(Fix),
   steps: z.array(z.object({ id: z.string(), title: z.string(), status: z.enum(['done', 'skipped', 'failed', 'not-run']), reason: z.string().optional(), ms: z.number() })),
   runtimeEnv: z.record(z.string(), z.string()),

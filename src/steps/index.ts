@@ -4,14 +4,21 @@ import { detectEnvironmentStep } from './detect-environment.ts';
 import { getNvshmemStep } from './get-nvshmem.ts';
 import { patchNvshmemStep } from './patch-nvshmem.ts';
 import type { Step, WorkPaths } from './types.ts';
+import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
- * The pipeline, in the order DEVELOPERS.md lists it. Later steps (vendored EFA headers, probe, DeepEP) slot
- * in after build-nvshmem; each is a Step with its own stamp. The report is written by the command after
- * the steps, whether they succeed or not.
+ * The pipeline, in the order DEVELOPERS.md lists it. Later steps (probe, DeepEP) slot in after
+ * build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
+ * whether they succeed or not.
  */
-export const BUILD_STEPS: readonly Step[] = [detectEnvironmentStep, getNvshmemStep, patchNvshmemStep, buildNvshmemStep];
-export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, patchNvshmemStep];
+export const BUILD_STEPS: readonly Step[] = [
+  detectEnvironmentStep,
+  getNvshmemStep,
+  vendorEfaIoDefsStep,
+  patchNvshmemStep,
+  buildNvshmemStep,
+];
+export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, vendorEfaIoDefsStep, patchNvshmemStep];
 
 export function workPaths(workDir: string): WorkPaths {
   return {
@@ -21,6 +28,7 @@ export function workPaths(workDir: string): WorkPaths {
     build: path.join(workDir, 'build', 'nvshmem'),
     install: path.join(workDir, 'install', 'nvshmem'),
     stubs: path.join(workDir, 'stubs'),
+    vendor: path.join(workDir, 'vendor', 'efa_gda'),
     report: workDir,
   };
 }

@@ -4,9 +4,10 @@ import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
-import { loadTemplate } from '../patchers/nvshmem/template.ts';
+import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
+import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
-import type { PatchResult, Step } from './types.ts';
+import type { Ctx, PatchResult, Step } from './types.ts';
 
 export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedError {
   return new PatchRefusedError(
@@ -16,6 +17,11 @@ export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedErro
   );
 }
 
+async function vendoredFiles(ctx: Ctx): Promise<VendoredFile[]> {
+  const v = ctx.vendored;
+  return v ? [{ name: v.file, content: await readFile(v.path, 'utf8'), origin: v.origin }] : [];
+}
+
 export const patchNvshmemStep: Step = {
   id: 'patch-nvshmem',
   title: 'Patch NVSHMEM with the EFA GDA transport',
@@ -23,12 +29,12 @@ export const patchNvshmemStep: Step = {
   restampAfterRun: true,
   async stamp(ctx) {
     const t = await loadTemplate();
-    return { tree: await hashTree(requireSource(ctx).dir), template: hashJson(t.files), tool: toolVersion() };
+    return { tree: await hashTree(requireSource(ctx).dir), template: hashJson(t.files), vendored: ctx.vendored?.sha256 ?? null, tool: toolVersion() };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
     const t = await loadTemplate();
-    const plan = await planNvshmem(dir, t);
+    const plan = await planNvshmem(dir, t, await vendoredFiles(ctx));
     if (plan.refusals.length) {
       ctx.refusals = plan.refusals;
       throw refusalError(plan, dir);
@@ -43,6 +49,7 @@ export const patchNvshmemStep: Step = {
       templateStage: t.manifest.stage,
       templateNote: t.manifest.stageNote,
       gdaEnv: t.manifest.enableEnv,
+      deviceHeaders: ctx.vendored ? 'complete' : 'without-efa-io-defs',
     };
     ctx.patch = result;
     return result;

@@ -11,7 +11,16 @@ export interface WorkPaths {
   build: string;
   install: string;
   stubs: string;
+  vendor: string;
   report: string;
+}
+
+/** A third-party file verified against its lock and stored in the work dir. */
+export interface VendoredResult {
+  file: string;
+  path: string;
+  origin: string;
+  sha256: string;
 }
 
 export interface SourceResult {
@@ -30,6 +39,8 @@ export interface PatchResult {
   templateStage: string;
   templateNote: string;
   gdaEnv: string;
+  /** Whether the installed GDA device headers have the vendored efa_io_defs.h they include. */
+  deviceHeaders?: 'complete' | 'without-efa-io-defs';
 }
 
 export interface BuildResult {
@@ -47,6 +58,8 @@ export interface Ctx {
   env?: DetectedEnv;
   envFixes: FixRecord[];
   source?: SourceResult;
+  /** efa_io_defs.h, when it could be had (absent: offline without --efa-io-defs, or download failed). */
+  vendored?: VendoredResult;
   patch?: PatchResult;
   build?: BuildResult;
   /** Patch refusals of this run, kept for the report. */

@@ -2,31 +2,47 @@
 #ifndef NVSHMEM_EFA_TRANSPORT_EFA_GDA_H
 #define NVSHMEM_EFA_TRANSPORT_EFA_GDA_H
 
-/* Forward declarations only: libfabric.cpp includes this after NVSHMEM's and libfabric's own headers, and
- * this header must not pull either in a second way. */
-struct nvshmem_transport;
-struct fid_fabric;
-struct fid_domain;
+#include <stddef.h>
+
+#include "nvshmemx_efa_gda.h"
+
+/* Forward declaration only: libfabric.cpp includes this after libfabric's own headers. */
 struct fi_info;
 
 /* The run-time switch: GDA is attempted only when this is 1/y/yes/on/true. */
 #define NVSHMEM_EFA_GDA_ENABLE_ENV "NVSHMEM_EFA_GDA_ENABLE"
 
+/* NVSHMEM's bootstrap, passed in by the patched connect_endpoints so this file needs no NVSHMEM header. */
+typedef struct {
+    int my_pe;
+    int n_pes;
+    int (*allgather)(const void *in, void *out, int bytes, void *ctx);
+    void *ctx;
+} nvshmemt_efa_gda_bootstrap_t;
+
 int nvshmemt_efa_gda_enabled(void);
 
-/* Called by the patched nvshmemt_libfabric_connect_endpoints once every endpoint is enabled and the
- * addresses are exchanged, only for the EFA provider and only when the switch is on. Returns 0 when GDA is
- * active; otherwise GDA stays off, nvshmemx_efa_gda_status() says why, and NVSHMEM's own endpoints are
- * untouched. */
-int nvshmemt_efa_gda_init(struct nvshmem_transport *t, struct fid_fabric *fabric,
-                          struct fid_domain *domain, struct fi_info *info);
+/* Called by the patched nvshmemt_libfabric_connect_endpoints on every PE once NVSHMEM's endpoints are up,
+ * only for the EFA provider and only when the switch is on. Collective: every PE calls it and it performs
+ * exactly one all-gather, so all PEs agree whether GDA is active. nvshmem_info is NVSHMEM's fi_info: GDA
+ * opens its own efa-direct fabric, domain, endpoint, AV and GPU CQs on the same NIC and never touches
+ * NVSHMEM's. Returns 0 when GDA is active; otherwise nvshmemx_efa_gda_status() says why. */
+int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa_gda_bootstrap_t *boot);
 
-/* Called by the patched nvshmemt_libfabric_finalize before any endpoint, CQ, AV, domain or fabric is
- * closed. Safe to call when init never ran or failed. */
+/* 1 once init succeeded on every PE. */
+int nvshmemt_efa_gda_active(void);
+
+/* Called by the patched nvshmemt_libfabric_get_mem_handle after NVSHMEM registered a remotely accessible
+ * region (the symmetric heap), which NVSHMEM does on every PE in the same order. Registers it on the GDA
+ * domain and exchanges base address and rkey with all PEs (one all-gather). A failure leaves that region
+ * unusable for GDA and is reported in the status; NVSHMEM's registration is unaffected. */
+void nvshmemt_efa_gda_register_region(void *buf, size_t length);
+
+/* Called by the patched nvshmemt_libfabric_release_mem_handle. Local only. */
+void nvshmemt_efa_gda_release_region(void *buf);
+
+/* Called by the patched nvshmemt_libfabric_finalize before NVSHMEM closes any libfabric object. Safe to
+ * call when init never ran or failed. */
 void nvshmemt_efa_gda_fini(void);
-
-/* Exported from the transport (version script pattern nvshmemx_efa_gda_*): a one-line account of the
- * GDA state, for applications and the nvshmem-efa probe to dlsym. */
-extern "C" const char *nvshmemx_efa_gda_status(void);
 
 #endif

@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,8 +8,21 @@ import { describe, expect, it } from 'vitest';
 import { ReportSchema } from '../../src/core/report.ts';
 import { materialize } from '../helpers/golden.ts';
 
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'nvshmem-efa.js');
-const ENV = { ...process.env, CI: 'true', NO_COLOR: '1' };
+const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BIN = path.join(ROOT, 'bin', 'nvshmem-efa.js');
+// CI cannot download rdma-core's efa_io_defs.h: the runs vendor our own test header instead, through a lock
+// that pins its checksum the way third_party/efa_gda/lock.json pins the upstream file.
+const IO_DEFS = path.join(ROOT, 'test/efa_abi/efa_io_defs.h');
+const LOCK = path.join(mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-lock-')), 'lock.json');
+writeFileSync(
+  LOCK,
+  JSON.stringify({
+    ...JSON.parse(readFileSync(path.join(ROOT, 'third_party/efa_gda/lock.json'), 'utf8')),
+    sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
+  }),
+);
+const ENV = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
 
 function cli(args: string[]): { code: number; stdout: string; stderr: string } {
   try {
@@ -28,16 +42,24 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
   const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
 
   it('patches, configures, compiles and installs the transport with the EFA GDA template', () => {
-    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2']);
+    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS]);
     expect(r.stderr + r.stdout).not.toMatch(/error:/);
     expect(r.code).toBe(0);
     const rep = report(work);
     expect(rep.ok).toBe(true);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done' });
     const so = path.join(work, 'install/nvshmem/lib/nvshmem_transport_libfabric.so');
     const exported = execFileSync('nm', ['-D', '--defined-only', so], { encoding: 'utf8' });
-    expect(exported).toMatch(/ T nvshmemx_efa_gda_status$/m);
+    for (const sym of ['nvshmemx_efa_gda_status', 'nvshmemx_efa_gda_is_active', 'nvshmemx_efa_gda_get_device_state']) {
+      expect(exported).toMatch(new RegExp(` T ${sym}$`, 'm'));
+    }
     expect(exported).not.toMatch(/nvshmemt_efa_gda_init/);
+    // The GDA public and device headers are installed with NVSHMEM's, next to the vendored efa_io_defs.h.
+    const inc = path.join(work, 'install/nvshmem/include/nvshmem_efa');
+    for (const h of ['nvshmemx_efa_gda.h', 'nvshmemx_efa_gda_wqe.h', 'nvshmemx_efa_gda_device.cuh', 'efa_io_defs.h']) {
+      expect(existsSync(path.join(inc, h)), h).toBe(true);
+    }
+    expect(rep.fixes.find((f) => f.id === 'vendor-efa-io-defs')?.status).toBe('applied');
     // The module build gets the template sources too.
     expect(existsSync(path.join(work, 'build/nvshmem/src/share/src/transport-plugins/libfabric/efa_gda/transport_efa_gda.cpp'))).toBe(true);
     const ids = rep.fixes.map((f) => `${f.id}:${f.status}`);
@@ -46,21 +68,61 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     // Without a driver (CI, this machine) the tool must have generated the link stub; with one it is not needed.
     const envLibcuda = (rep.environment as { libcuda: { kind: string } }).libcuda.kind;
     if (envLibcuda === 'none') expect(ids).toContain('cuda-driver-link-stub:applied');
-    expect(rep.gda.status).toBe('not-implemented');
+    // Debian's libfabric 1.17 has no GDA ops: the transport is built with GDA compiled out, and says why.
+    expect(rep.gda.status).toBe('unavailable');
+    expect(rep.gda.reason).toMatch(/libfabric 1\.17.*2\.3\.0/);
     expect(rep.runtimeEnv).toMatchObject({ NVSHMEM_REMOTE_TRANSPORT: 'libfabric', NVSHMEM_LIBFABRIC_PROVIDER: 'efa', FI_EFA_ENABLE_SHM_TRANSFER: '0', NVSHMEM_EFA_GDA_ENABLE: '0' });
     expect(readFileSync(path.join(work, 'report.md'), 'utf8')).toContain('| applied | efa-gda-init |');
     // The user's tree is never touched without --in-place.
     expect(readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8')).not.toContain('nvshmem-efa:begin');
   });
 
+  it.skipIf(!NVCC)('a kernel compiles against the installed GDA device header (nvcc, sm_90)', () => {
+    const inc = path.join(work, 'install/nvshmem/include/nvshmem_efa');
+    const cu = path.join(work, 'user_kernel.cu');
+    writeFileSync(
+      cu,
+      [
+        '#include <nvshmemx_efa_gda_device.cuh>',
+        '__global__ void k(nvshmemx_efa_gda_device_state_t *s, char *dst, const char *src, int *err) {',
+        '    int e = efa_gda_put_nbi_warp(s, dst, src, 4096, 1);',
+        '    if ((threadIdx.x & 31) == 0) *err = e ? e : efa_gda_quiet(s);',
+        '}',
+        '',
+      ].join('\n'),
+    );
+    execFileSync(NVCC!, ['-std=c++17', '-arch=sm_90', '-c', cu, '-I', inc, '-o', path.join(work, 'user_kernel.o')], { stdio: 'pipe' });
+    expect(existsSync(path.join(work, 'user_kernel.o'))).toBe(true);
+  });
+
   it('skips every step but detection on a rerun with nothing changed', () => {
-    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work]);
+    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped' });
+  });
+
+  it('refuses an efa_io_defs.h whose checksum differs from the lock (exit 5), naming both checksums', () => {
+    const wrong = path.join(work, 'wrong_efa_io_defs.h');
+    writeFileSync(wrong, readFileSync(IO_DEFS, 'utf8') + '\n/* edited */\n');
+    const w2 = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', w2, '--efa-io-defs', wrong]);
+    expect(r.code).toBe(5);
+    expect(r.stderr).toMatch(/is not the pinned efa_io_defs.h: sha256 [0-9a-f]{64}, expected [0-9a-f]{64}/);
+    expect(r.stderr).toMatch(/^fix: use exactly providers\/efa\/efa_io_defs.h of linux-rdma\/rdma-core at v60.0/m);
+  });
+
+  it('offline without --efa-io-defs still patches, and the report says the device headers lack efa_io_defs.h', () => {
+    const w2 = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', w2, '--offline']);
+    expect(r.code).toBe(0);
+    const fix = report(w2).fixes.find((f) => f.id === 'vendor-efa-io-defs');
+    expect(fix?.status).toBe('warned');
+    expect(fix?.detail).toContain('--efa-io-defs PATH');
+    expect(existsSync(path.join(w2, 'sources/nvshmem/src/modules/transport/libfabric/efa_gda/efa_io_defs.h'))).toBe(false);
   });
 
   it('resumes from the unfinished step after the run is killed', async () => {
-    const child = spawn(process.execPath, [BIN, 'build', '--nvshmem-src', src, '--work-dir', work, '--force'], { env: ENV, stdio: 'ignore', detached: true });
+    const child = spawn(process.execPath, [BIN, 'build', '--nvshmem-src', src, '--work-dir', work, '--force', '--efa-io-defs', IO_DEFS], { env: ENV, stdio: 'ignore', detached: true });
     const log = path.join(work, 'logs/build-nvshmem.log');
     const before = existsSync(log) ? readFileSync(log, 'utf8').length : 0;
     // Kill the whole process group once the build step has started writing its log.
@@ -68,10 +130,10 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     process.kill(-child.pid!, 'SIGKILL');
     await new Promise((r) => child.on('exit', r));
     const state = JSON.parse(readFileSync(path.join(work, 'state.json'), 'utf8'));
-    expect(Object.keys(state.steps).sort()).toEqual(['get-nvshmem', 'patch-nvshmem']);
-    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work]);
+    expect(Object.keys(state.steps).sort()).toEqual(['get-nvshmem', 'patch-nvshmem', 'vendor-efa-io-defs']);
+    const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done' });
   });
 
   it('report prints the last report', () => {
@@ -96,17 +158,17 @@ describe('nvshmem-efa patch', () => {
   it('--in-place patches the tree, and a second run changes nothing', () => {
     const src = materialize('v3.4-like');
     const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
-    expect(cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work]).code).toBe(0);
+    expect(cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work, '--offline']).code).toBe(0);
     const after = readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8');
     expect(after).toContain('/* nvshmem-efa:begin efa-gda-init */');
-    expect(cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work, '--force']).code).toBe(0);
+    expect(cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work, '--force', '--offline']).code).toBe(0);
     expect(readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8')).toBe(after);
-    expect(report(work).fixes.filter((f) => f.file).every((f) => f.status === 'already-present')).toBe(true);
+    expect(report(work).fixes.filter((f) => f.file && f.id !== 'vendor-efa-io-defs').every((f) => f.status === 'already-present')).toBe(true);
   });
 
   it('exits 3 naming the file and the function when connect_endpoints is renamed', () => {
     const src = materialize('anchor-missing');
-    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', path.join(src, '.w')]);
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', path.join(src, '.w'), '--offline']);
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('src/modules/transport/libfabric/libfabric.cpp: no definition of nvshmemt_libfabric_connect_endpoints() found');
     expect(r.stderr).toMatch(/^fix: /m);

@@ -48,3 +48,28 @@ describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () 
     expect(existsSync(path.join(dir, 'efa_gda_proof'))).toBe(true);
   });
 });
+
+describe('EFA GDA host code (C++11, g++)', () => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'gda-host-'));
+  const cuInc = NVCC ? path.join(path.dirname(path.dirname(NVCC)), 'include') : '/usr/local/cuda/include';
+  const harness = (name: string, extra: string[]) => {
+    const exe = path.join(tmp, name);
+    execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', ...extra, '-I', path.join(ROOT, 'templates/transport_efa_gda'), '-I', cuInc,
+      path.join(ROOT, 'templates/transport_efa_gda/transport_efa_gda.cpp'), path.join(ROOT, 'test/native/harness/gda_host_harness.cpp'),
+      '-lfabric', '-ldl', '-o', exe], { stdio: 'pipe' });
+    return execFileSync(exe, { encoding: 'utf8', env: { ...process.env, NVSHMEM_EFA_GDA_ENABLE: '1' } });
+  };
+
+  it('with GDA ops (our fi_ext_efa.h): on a host without EFA, init joins the all-gather, fails with the reason, and leaves nothing', () => {
+    const out = harness('with_gda', ['-I', path.join(ROOT, 'test/efa_abi/include')]);
+    expect(out).toContain('init=-1 gathers=1 active=0 state=(nil)');
+    expect(out).toMatch(/status: EFA GDA off: no efa-direct fabric for this NIC \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0/);
+    expect(out).toContain('after fini: gathers=1 active=0');
+  });
+
+  it('against a libfabric without GDA ops (Debian 1.17): GDA is compiled out and says how to get it', () => {
+    const out = harness('without_gda', []);
+    expect(out).toContain('init=-1 gathers=0 active=0');
+    expect(out).toContain('without FI_EFA_GDA_OPS (needs libfabric >= 2.3.0');
+  });
+});

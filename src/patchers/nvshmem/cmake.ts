@@ -34,10 +34,17 @@ function templateSources(t: Template, fromDir: string): string[] {
 }
 
 export function cmakeSpecs(t: Template): InsertSpec[] {
-  const why = 'compiles the EFA GDA transport into nvshmem_transport_libfabric and links the CUDA driver it uses';
+  const why =
+    'compiles the EFA GDA transport into nvshmem_transport_libfabric (CUDA headers; the driver itself is dlopen()ed so the transport still loads where GDA cannot run) and installs the GDA device headers';
+  const installDir = t.manifest.installHeaders.map((f) => path.posix.relative('src', `${t.manifest.destination}/${f}`));
   const body = (fromDir: string) => [
     `target_sources(${TARGET} PRIVATE ${templateSources(t, fromDir).join(' ')})`,
-    `target_link_libraries(${TARGET} PRIVATE CUDA::cuda_driver)`,
+    `target_link_libraries(${TARGET} PRIVATE CUDA::toolkit \${CMAKE_DL_LIBS})`,
+  ];
+  // OPTIONAL: efa_io_defs.h is vendored only when its pinned copy could be had (third_party/efa_gda).
+  const install = [
+    `install(FILES ${installDir.map((f) => `\${CMAKE_CURRENT_SOURCE_DIR}/${f}`).join(' ')}`,
+    `        DESTINATION ${t.manifest.installDir} OPTIONAL)`,
   ];
   const transportDir = 'src/modules/transport';
   const exported = [...t.manifest.headers, ...t.manifest.sources].map((f) =>
@@ -52,7 +59,7 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
       style: 'hash',
       anchor: `after target_link_libraries(${TARGET} ...)`,
       why,
-      lines: body('src'),
+      lines: [...body('src'), ...install],
       locate: afterTargetLink,
     },
     {

@@ -3,11 +3,11 @@ import path from 'node:path';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
 import { cmakeSpecs } from './cmake.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
-import { templateFileSpecs, type Template } from './template.ts';
+import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
 
 /** Everything the NVSHMEM patcher does, in the order the report lists it. */
-export function nvshmemSpecs(t: Template): PatchSpec[] {
-  return [...libfabricCppSpecs(t), ...cmakeSpecs(t), ...templateFileSpecs(t)];
+export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = []): PatchSpec[] {
+  return [...libfabricCppSpecs(t), ...cmakeSpecs(t), ...templateFileSpecs(t), ...vendored.map((v) => vendoredFileSpec(t, v))];
 }
 
 /** Looks for the transport elsewhere, so a refusal can say "found X instead" for older layouts. */
@@ -29,8 +29,8 @@ async function findElsewhere(root: string, base: string, depth = 0): Promise<str
   return hits;
 }
 
-export async function planNvshmem(root: string, t: Template): Promise<PatchPlan> {
-  return planPatches(root, nvshmemSpecs(t), {
+export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<PatchPlan> {
+  return planPatches(root, nvshmemSpecs(t, vendored), {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
       const hits = await findElsewhere(root, '');

@@ -7,6 +7,8 @@ export const LIBFABRIC_CPP = 'src/modules/transport/libfabric/libfabric.cpp';
 export const LIBFABRIC_H = 'src/modules/transport/libfabric/libfabric.h';
 const CONNECT = 'nvshmemt_libfabric_connect_endpoints';
 const FINALIZE = 'nvshmemt_libfabric_finalize';
+const GET_MEM_HANDLE = 'nvshmemt_libfabric_get_mem_handle';
+const RELEASE_MEM_HANDLE = 'nvshmemt_libfabric_release_mem_handle';
 
 function similarNames(doc: Doc, name: string): string {
   const stem = name.split('_').slice(0, 2).join('_');
@@ -91,11 +93,19 @@ export function libfabricCppSpecs(t: Template): (InsertSpec | CheckSpec)[] {
       anchor: `${CONNECT}(): before label out:, after fi_enable() and fi_av_insert()`,
       why: 'starts EFA GDA only on the success path, once every endpoint is enabled and addresses are exchanged',
       lines: [
-        '/* EFA GDA uses endpoints of its own; if it fails it stays off and these endpoints are untouched. */',
+        '/* EFA GDA uses endpoints of its own; if it fails on any PE it stays off everywhere and these endpoints are',
+        ' * untouched. The all-gather adapter keeps the GDA sources free of NVSHMEM headers. */',
         `if (status == 0 && state->provider == NVSHMEMT_LIBFABRIC_PROVIDER_EFA && nvshmemt_efa_gda_enabled()) {`,
-        '    if (nvshmemt_efa_gda_init(t, state->fabric, state->domain, state->prov_info) != 0) {',
-        '        NVSHMEMI_WARN_PRINT("EFA GDA is off (%s); using the libfabric proxy path\\n",',
-        '                            nvshmemx_efa_gda_status());',
+        '    nvshmemt_efa_gda_bootstrap_t efa_gda_boot;',
+        '    efa_gda_boot.my_pe = t->my_pe;',
+        '    efa_gda_boot.n_pes = t->n_pes;',
+        '    efa_gda_boot.allgather = [](const void *in, void *out, int bytes, void *ctx) -> int {',
+        '        bootstrap_handle_t *h = (bootstrap_handle_t *)ctx;',
+        '        return h->allgather(in, out, bytes, h);',
+        '    };',
+        '    efa_gda_boot.ctx = t->boot_handle;',
+        '    if (nvshmemt_efa_gda_init(state->prov_info, &efa_gda_boot) != 0) {',
+        '        NVSHMEMI_WARN_PRINT("%s; using the libfabric proxy path\\n", nvshmemx_efa_gda_status());',
         '    }',
         '}',
       ],
@@ -111,6 +121,51 @@ export function libfabricCppSpecs(t: Template): (InsertSpec | CheckSpec)[] {
           const before = (n: string) => f.calls.some((c) => c.name === n && c.span.start < out.start);
           const missing = ['fi_enable', 'fi_av_insert'].filter((n) => !before(n));
           if (missing.length) return `no ${missing.join(' or ')}() call before label out:`;
+          if (!startsLine(doc.src, out.start)) return 'label out: does not start its line';
+          return { offset: lineStart(doc.src, out.start), indent: bodyIndent(doc, f) };
+        });
+      },
+    },
+    {
+      kind: 'insert',
+      id: 'efa-gda-register-region',
+      file: LIBFABRIC_CPP,
+      parse: 'cpp',
+      style: 'c',
+      anchor: `${GET_MEM_HANDLE}(): before label out:`,
+      why: 'GDA kernels address the symmetric heap through their own registration: each remotely accessible region NVSHMEM registers (on every PE, in the same order) is registered on the GDA domain and its rkey and base exchanged',
+      lines: ['if (status == 0 && !local_only && nvshmemt_efa_gda_active()) nvshmemt_efa_gda_register_region(buf, length);'],
+      locate(doc) {
+        return withFunction(doc, GET_MEM_HANDLE, (f) => {
+          const head = doc.src.slice(f.start, f.body.start);
+          const missing = ['buf', 'length', 'local_only'].filter((p) => !new RegExp(`\\b${p}\\b`).test(head));
+          if (missing.length) return `no parameter named ${missing.join(', ')}`;
+          if (!/\bint\s+status\b/.test(doc.src.slice(f.body.start, f.end))) return 'no local `int status`';
+          const out = f.labels.get('out');
+          if (!out) return `no label out: (labels: ${[...f.labels.keys()].join(', ') || 'none'})`;
+          if (!f.calls.some((c) => c.name === 'fi_mr_regattr' && c.span.start < out.start)) return 'no fi_mr_regattr() call before label out:';
+          if (!startsLine(doc.src, out.start)) return 'label out: does not start its line';
+          return { offset: lineStart(doc.src, out.start), indent: bodyIndent(doc, f) };
+        });
+      },
+    },
+    {
+      kind: 'insert',
+      id: 'efa-gda-release-region',
+      file: LIBFABRIC_CPP,
+      parse: 'cpp',
+      style: 'c',
+      anchor: `${RELEASE_MEM_HANDLE}(): before label out:`,
+      why: 'drops the GDA registration of a region NVSHMEM releases, so the GDA domain holds no MR on freed memory',
+      lines: ['if (nvshmemt_efa_gda_active()) nvshmemt_efa_gda_release_region(fabric_handle->buf);'],
+      locate(doc) {
+        return withFunction(doc, RELEASE_MEM_HANDLE, (f) => {
+          const body = doc.src.slice(f.body.start, f.end);
+          if (!/\bfabric_handle\s*=\s*\(nvshmemt_libfabric_mem_handle_t\s*\*\)\s*mem_handle\b/.test(body)) {
+            return 'no local `fabric_handle = (nvshmemt_libfabric_mem_handle_t *)mem_handle`';
+          }
+          const out = f.labels.get('out');
+          if (!out) return `no label out: (labels: ${[...f.labels.keys()].join(', ') || 'none'})`;
           if (!startsLine(doc.src, out.start)) return 'label out: does not start its line';
           return { offset: lineStart(doc.src, out.start), indent: bodyIndent(doc, f) };
         });

@@ -11,6 +11,9 @@ const Manifest = z.object({
   destination: z.string(),
   sources: z.array(z.string()).min(1),
   headers: z.array(z.string()),
+  /** Headers installed for applications: the public API, the device API and the vendored efa_io_defs.h. */
+  installHeaders: z.array(z.string()).min(1),
+  installDir: z.string(),
   exportPattern: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*\*?$/),
   enableEnv: z.string().regex(/^NVSHMEM_[A-Z0-9_]+$/),
 });
@@ -47,4 +50,24 @@ export function templateFileSpecs(t: Template): OwnedFileSpec[] {
     content: f.content,
     ownerMark: OWNER_MARK,
   }));
+}
+
+/** A verified third-party file the template needs next to its own (efa_io_defs.h). */
+export interface VendoredFile {
+  name: string;
+  content: string;
+  origin: string;
+}
+
+export function vendoredFileSpec(t: Template, v: VendoredFile): OwnedFileSpec {
+  return {
+    kind: 'owned-file',
+    id: `efa-gda-vendored:${v.name}`,
+    file: `${t.manifest.destination}/${v.name}`,
+    anchor: v.origin,
+    why: 'the upstream EFA I/O definitions the GDA device header includes (pinned, sha256-verified)',
+    // The first line is how a rerun recognises the copy as ours; the rest is the verified file, unchanged.
+    content: `/* ${OWNER_MARK} ${t.manifest.name}: vendored by nvshmem-efa from ${v.origin}. */\n${v.content}`,
+    ownerMark: OWNER_MARK,
+  };
 }

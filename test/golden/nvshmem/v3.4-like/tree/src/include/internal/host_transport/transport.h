@@ -5,6 +5,10 @@ typedef struct bootstrap_handle {
     int (*allgather)(const void *in, void *out, int bytes, struct bootstrap_handle *h);
 } bootstrap_handle_t;
 
+typedef struct {
+    char reserved[512];
+} nvshmem_mem_handle_t;
+
 typedef struct nvshmem_transport {
     bootstrap_handle_t *boot_handle;
     void *state;

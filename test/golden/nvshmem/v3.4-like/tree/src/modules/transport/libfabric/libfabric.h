@@ -34,4 +34,15 @@ typedef struct {
     nvshmemt_libfabric_provider provider;
     void *recv_buf;
 } nvshmemt_libfabric_state_t;
+typedef struct {
+    struct fid_mr *mr;
+    uint64_t key;
+    void *local_desc;
+} nvshmemt_libfabric_mem_handle_ep_t;
+
+typedef struct {
+    nvshmemt_libfabric_mem_handle_ep_t hdls[NVSHMEMT_LIBFABRIC_DEFAULT_NUM_EPS];
+    void *buf;
+} nvshmemt_libfabric_mem_handle_t;
+
 #endif

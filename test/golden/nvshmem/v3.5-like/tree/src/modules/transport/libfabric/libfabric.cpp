@@ -177,6 +177,60 @@ static int nvshmemt_libfabric_finalize(nvshmem_transport_t transport) {
     return 0;
 }
 
+static int nvshmemt_libfabric_release_mem_handle(nvshmem_mem_handle_t *mem_handle, nvshmem_transport_t t) {
+    nvshmemt_libfabric_state_t *libfabric_state = (nvshmemt_libfabric_state_t *)t->state;
+    nvshmemt_libfabric_mem_handle_t *fabric_handle;
+    int status = 0;
+
+    assert(mem_handle != NULL);
+    fabric_handle = (nvshmemt_libfabric_mem_handle_t *)mem_handle;
+    if (libfabric_state->provider == NVSHMEMT_LIBFABRIC_PROVIDER_EFA) {
+#ifdef NVSHMEM_USE_GDRCOPY
+        status = use_gdrcopy ? 0 : 0;
+        NVSHMEMI_NZ_ERROR_JMP(status, NVSHMEMX_ERROR_INTERNAL, out, "gdr_unmap failed\n");
+#endif
+    }
+    for (int i = 0; i < NVSHMEMT_LIBFABRIC_DEFAULT_NUM_EPS; i++) {
+        if (fabric_handle->hdls[i].mr == NULL) continue;
+        int rc = fi_close(&fabric_handle->hdls[i].mr->fid);
+        if (rc) NVSHMEMI_WARN_PRINT("Error releasing mem handle idx %d (%d)\n", i, rc);
+        if (i == 0 || fabric_handle->hdls[i].mr != fabric_handle->hdls[0].mr) fabric_handle->hdls[i].mr = NULL;
+    }
+
+out:
+    return status;
+}
+
+static int nvshmemt_libfabric_get_mem_handle(nvshmem_mem_handle_t *mem_handle, void *buf, size_t length,
+                                             nvshmem_transport_t t, bool local_only) {
+    nvshmemt_libfabric_state_t *libfabric_state = (nvshmemt_libfabric_state_t *)t->state;
+    nvshmemt_libfabric_mem_handle_t *fabric_handle = (nvshmemt_libfabric_mem_handle_t *)mem_handle;
+    struct fi_mr_attr mr_attr;
+    struct iovec mr_iovec;
+    struct fid_mr *mr;
+    int status;
+
+    memset(&mr_attr, 0, sizeof(struct fi_mr_attr));
+    mr_iovec.iov_base = buf;
+    mr_iovec.iov_len = length;
+    mr_attr.mr_iov = &mr_iovec;
+    mr_attr.iov_count = 1;
+    mr_attr.access = FI_READ | FI_WRITE;
+    if (!local_only) mr_attr.access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    fabric_handle->buf = buf;
+    status = fi_mr_regattr(libfabric_state->domain, &mr_attr, 0, &mr);
+    NVSHMEMI_NZ_ERROR_JMP(status, NVSHMEMX_ERROR_INTERNAL, out, "Error registering memory region: %s\n",
+                          fi_strerror(status * -1));
+    for (int i = 0; i < NVSHMEMT_LIBFABRIC_DEFAULT_NUM_EPS; i++) {
+        fabric_handle->hdls[i].mr = mr;
+        fabric_handle->hdls[i].key = fi_mr_key(mr);
+    }
+
+out:
+    if (status) fabric_handle->buf = NULL;
+    return status;
+}
+
 extern "C" int nvshmemt_init(nvshmem_transport_t *t, void *table, int api_version) {
     (void)table;
     (void)api_version;
@@ -187,5 +241,8 @@ extern "C" int nvshmemt_init(nvshmem_transport_t *t, void *table, int api_versio
     /* Reference both so they are compiled and linked, as in the real transport's host ops table. */
     static int (*const connect)(nvshmem_transport_t, int *, int, int *, int) = nvshmemt_libfabric_connect_endpoints;
     static int (*const finalize)(nvshmem_transport_t) = nvshmemt_libfabric_finalize;
-    return (connect && finalize && nvshmemt_common_ok()) ? 0 : NVSHMEMX_ERROR_INTERNAL;
+    static int (*const get_mh)(nvshmem_mem_handle_t *, void *, size_t, nvshmem_transport_t, bool) =
+        nvshmemt_libfabric_get_mem_handle;
+    static int (*const release_mh)(nvshmem_mem_handle_t *, nvshmem_transport_t) = nvshmemt_libfabric_release_mem_handle;
+    return (connect && finalize && get_mh && release_mh && nvshmemt_common_ok()) ? 0 : NVSHMEMX_ERROR_INTERNAL;
 }

@@ -1,9 +1,11 @@
-import { copyFile, mkdir, readdir, readlink, symlink } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readlink, stat, symlink, utimes } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
  * Copies a source tree, leaving out VCS folders and any path in `skip` (absolute). Unlike fs.cp, it copes
- * with the work dir living inside the tree being copied (`nvshmem-efa build --nvshmem-src .`).
+ * with the work dir living inside the tree being copied (`nvshmem-efa build --nvshmem-src .`). Files keep
+ * their modification times, so that after a fresh copy the incremental build recompiles only what the
+ * patch step rewrote.
  */
 export async function copyTree(src: string, dst: string, skip: readonly string[]): Promise<void> {
   await mkdir(dst, { recursive: true });
@@ -13,6 +15,10 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
     if (e.name === '.git' || skip.includes(from)) continue;
     if (e.isDirectory()) await copyTree(from, to, skip);
     else if (e.isSymbolicLink()) await symlink(await readlink(from), to);
-    else if (e.isFile()) await copyFile(from, to);
+    else if (e.isFile()) {
+      await copyFile(from, to);
+      const st = await stat(from);
+      await utimes(to, st.atime, st.mtime);
+    }
   }
 }

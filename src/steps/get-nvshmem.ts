@@ -4,7 +4,9 @@ import { copyTree } from '../core/copy-tree.ts';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
-import { hashTree } from '../core/hash.ts';
+import { hashJson, hashTree } from '../core/hash.ts';
+import { toolVersion } from '../core/paths.ts';
+import { loadTemplate } from '../patchers/nvshmem/template.ts';
 import { nvshmemVersion } from '../core/nvshmem-tree.ts';
 import { NVSHMEM_GIT_URL, NVSHMEM_PINS, type Pin } from '../pins.ts';
 import type { Ctx, SourceResult, Step } from './types.ts';
@@ -58,10 +60,11 @@ export const getNvshmemStep: Step = {
     if (o.nvshmemSrc) {
       if (!existsSync(o.nvshmemSrc)) throw new UsageError(`--nvshmem-src ${o.nvshmemSrc} does not exist`, 'pass the root of an NVSHMEM source tree');
       // In place, the tree is also the patch step's output; its content is that step's business.
-      return o.inPlace ? { src: o.nvshmemSrc, inPlace: true } : { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, [ctx.paths.workDir]) };
+      if (o.inPlace) return { src: o.nvshmemSrc, inPlace: true };
+      return { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, [ctx.paths.workDir]), patches: await patchesIdentity() };
     }
     const pin = pinFor(o.nvshmemRef);
-    return { ref: pin.ref, commit: pin.commit, url: gitUrl() };
+    return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches: await patchesIdentity() };
   },
   async run(ctx, io) {
     const o = ctx.opts;
@@ -86,6 +89,11 @@ export const getNvshmemStep: Step = {
           throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dest}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
         }
         await fetchPinned(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
+      } else {
+        // The cached clone carries the previous run's patches; start again from the pinned commit.
+        io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
+        await simpleGit(dest).raw(['checkout', '-qf', pin.commit]);
+        await simpleGit(dest).raw(['clean', '-qfdx']);
       }
       result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
     }
@@ -101,6 +109,14 @@ export const getNvshmemStep: Step = {
     return true;
   },
 };
+
+/**
+ * What the patch step will write. Part of this step's stamp so that a new template or tool version starts from
+ * a fresh copy instead of finding another version's blocks in the work dir's tree.
+ */
+async function patchesIdentity(): Promise<string> {
+  return hashJson({ tool: toolVersion(), template: (await loadTemplate()).files });
+}
 
 function gitUrl(): string {
   return process.env.NVSHMEM_EFA_NVSHMEM_URL ?? NVSHMEM_GIT_URL;

@@ -41,11 +41,12 @@ if [ ${#io[@]} -gt 0 ]; then
   done
 fi
 if [ ${#fi[@]} -gt 0 ]; then
-  dump ours_fi -DDUMP_FI -I "$here/include" || exit 1
   for d in "${fi[@]}"; do
     n=up_fi_$RANDOM
+    # Ours takes rdma/fabric.h and friends from the same libfabric, which need not be installed here.
+    dump ours_$n -DDUMP_FI -I "$here/include" -I "$d" || exit 1
     dump $n -DDUMP_FI -I "$d" || { echo "MISMATCH: $d/rdma/fi_ext_efa.h does not compile with the fields nvshmem-efa uses"; status=1; continue; }
-    compare "test/efa_abi/include/rdma/fi_ext_efa.h vs $d/rdma/fi_ext_efa.h" "$tmp/ours_fi.txt" "$tmp/$n.txt"
+    compare "test/efa_abi/include/rdma/fi_ext_efa.h vs $d/rdma/fi_ext_efa.h" "$tmp/ours_$n.txt" "$tmp/$n.txt"
   done
 fi
 exit $status

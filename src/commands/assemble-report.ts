@@ -20,6 +20,7 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
       reason: `${lf.gda.reason}; compiled into the libfabric transport, active at run time with ${ctx.patch.gdaEnv}=1 on an efa-direct NIC that maps its SQ for the GPU${headers}`,
     };
   }
+  if (ctx.opts.command === 'patch' && ctx.patch) return { status: 'unknown', reason: '`patch` does not look at libfabric; `build` reports whether GDA can be compiled in' };
   return { status: 'unknown', reason: 'the run stopped before this was known' };
 }
 

@@ -181,3 +181,43 @@ describe('nvshmem-efa patch', () => {
     expect(r.stderr).toContain('fix: pass --nvshmem-src DIR');
   });
 });
+
+describe('nvshmem-efa --nvshmem-ref (real git clone from a file:// mirror)', () => {
+  it('clones the pinned tag, and refuses a tree whose commit is not the pinned one (exit 5), naming both commits', () => {
+    const tree = materialize('v3.4-like');
+    const git = (...a: string[]) => execFileSync('git', a, { cwd: tree, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+    git('init', '-q');
+    git('add', '-A');
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'fixture');
+    git('tag', 'v3.4.5-0');
+    const head = git('rev-parse', 'HEAD');
+    const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const env = { ...ENV, NVSHMEM_EFA_NVSHMEM_URL: `file://${tree}` };
+    let r: { code: number; stderr: string };
+    try {
+      execFileSync(process.execPath, [BIN, 'patch', '--nvshmem-ref', 'v3.4.5-0', '--work-dir', work, '--offline'], { env, stdio: 'pipe', encoding: 'utf8' });
+      r = { code: 0, stderr: '' };
+    } catch (e) {
+      r = { code: (e as { status: number }).status, stderr: (e as { stderr: string }).stderr };
+    }
+    // --offline with nothing cached: exit 4 and the way out.
+    expect(r.code).toBe(4);
+    try {
+      execFileSync(process.execPath, [BIN, 'patch', '--nvshmem-ref', 'v3.4.5-0', '--work-dir', work], { env, stdio: 'pipe', encoding: 'utf8' });
+      r = { code: 0, stderr: '' };
+    } catch (e) {
+      r = { code: (e as { status: number }).status, stderr: (e as { stderr: string }).stderr };
+    }
+    expect(r.code).toBe(5);
+    expect(r.stderr).toContain(`v3.4.5-0 resolved to ${head}, but the pin says 131da55f643ac87c810ba0bc51d359258bf433a1`);
+    // Nothing half-fetched is left behind.
+    expect(existsSync(path.join(work, 'sources/nvshmem-v3.4.5-0'))).toBe(false);
+    expect(existsSync(path.join(work, 'sources/nvshmem-v3.4.5-0.partial'))).toBe(false);
+  });
+
+  it('refuses a ref that is not pinned (exit 2)', () => {
+    const r = cli(['patch', '--nvshmem-ref', 'v9.9.9', '--work-dir', mkdtempSync(path.join(os.tmpdir(), 'w-'))]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("NVSHMEM ref 'v9.9.9' is not pinned (pinned: v3.4.5-0)");
+  });
+});

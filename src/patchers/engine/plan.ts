@@ -37,6 +37,21 @@ export interface InsertSpec extends SpecBase {
   locate(doc: Doc): Located;
 }
 
+/** Where a replaced span lies: whole lines, [start, end), and the indent the block takes. */
+export type LocatedSpan = { start: number; end: number; indent: string } | { refuse: string };
+
+/**
+ * Replace located whole lines with a marked block. The block says what it replaced (in `lines`), so the
+ * marker check alone tells a second run that the replacement is already there.
+ */
+export interface ReplaceSpec extends SpecBase {
+  kind: 'replace';
+  parse: 'cpp' | 'cmake' | 'text';
+  style: CommentStyle;
+  lines: readonly string[];
+  locate(doc: Doc): LocatedSpan;
+}
+
 /** Verify a precondition; a returned string is the refusal (what was found instead). */
 export interface CheckSpec extends SpecBase {
   kind: 'check';
@@ -52,7 +67,7 @@ export interface OwnedFileSpec extends SpecBase {
   ownerMark: string;
 }
 
-export type PatchSpec = InsertSpec | CheckSpec | OwnedFileSpec;
+export type PatchSpec = InsertSpec | ReplaceSpec | CheckSpec | OwnedFileSpec;
 
 export interface FileChange {
   file: string;
@@ -111,7 +126,7 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
         record(s, 'applied', before === null ? undefined : 'replaced an older copy');
       }
     }
-    const edits = fileSpecs.filter((s): s is InsertSpec | CheckSpec => s.kind !== 'owned-file');
+    const edits = fileSpecs.filter((s): s is InsertSpec | ReplaceSpec | CheckSpec => s.kind !== 'owned-file');
     if (edits.length === 0) continue;
 
     let doc: Doc | undefined;
@@ -150,7 +165,9 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
         record(s, 'refused', `${file}: ${at.refuse}`);
         continue;
       }
-      ms.appendLeft(at.offset, renderBlock(s.style, s.id, s.lines, at.indent));
+      const block = renderBlock(s.style, s.id, s.lines, at.indent);
+      if ('offset' in at) ms.appendLeft(at.offset, block);
+      else ms.overwrite(at.start, at.end, block);
       record(s, 'applied');
     }
     if (ms.hasChanged()) plan.changes.push({ file, before: doc.src, after: ms.toString() });

@@ -1,0 +1,130 @@
+import type { InsertSpec, PatchSpec, ReplaceSpec } from '../engine/plan.ts';
+import { afterTheLine, theLine } from './lines.ts';
+import type { DeepEpLayout } from './layout.ts';
+import { SHIM_FILE, shimFileSpec } from './template.ts';
+
+const IBGDA_INCLUDE = '#include "ibgda_device.cuh"';
+const INIT_CALL = 'nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);';
+const IBGDA_ENV = "os.environ['NVSHMEM_IB_ENABLE_IBGDA'] = '1'";
+
+function swapInclude(id: string, file: string, extra: string[], why: string): ReplaceSpec {
+  return {
+    kind: 'replace',
+    id,
+    file,
+    parse: 'text',
+    style: 'c',
+    anchor: `the line ${IBGDA_INCLUDE}`,
+    why,
+    lines: [`// replaced ${IBGDA_INCLUDE} (mlx5 WQEs, IBGDA device state) with the EFA shim`, ...extra, `#include "${SHIM_FILE}"`],
+    locate: (doc) => theLine(doc, IBGDA_INCLUDE),
+  };
+}
+
+function dropInclude(id: string, file: string, include: string, why: string): ReplaceSpec {
+  return {
+    kind: 'replace',
+    id,
+    file,
+    parse: 'text',
+    style: 'c',
+    anchor: `the line ${include}`,
+    why,
+    lines: [`// removed ${include}: the NVSHMEM nvshmem-efa builds has no IBGDA`],
+    locate: (doc) => theLine(doc, include),
+  };
+}
+
+function initState(file: string): InsertSpec {
+  return {
+    kind: 'insert',
+    id: 'deepep-shim-init',
+    file,
+    parse: 'text',
+    style: 'c',
+    anchor: `after ${INIT_CALL}`,
+    why: "DeepEP's device asserts read num_rc_per_pe / num_devices_initialized: without this they read 0 and trap (the seed left {1,1}, which fails both)",
+    lines: ['EP_HOST_ASSERT(nvshmem_efa_shim::init_state() == 0);'],
+    locate: (doc) => afterTheLine(doc, INIT_CALL),
+  };
+}
+
+function ibgdaEnv(file: string): ReplaceSpec {
+  return {
+    kind: 'replace',
+    id: 'deepep-ibgda-env',
+    file,
+    parse: 'text',
+    style: 'hash',
+    anchor: `the line ${IBGDA_ENV}`,
+    why: 'NVSHMEM_IB_ENABLE_IBGDA=1 asks an IBGDA-less NVSHMEM for a transport it does not have; set it only where IBGDA exists',
+    lines: [
+      '# IBGDA only when the NVSHMEM in use has it (nvshmem-efa builds NVSHMEM without IBGDA)',
+      "if os.environ.get('NVSHMEM_EFA_DEEPEP_IBGDA', '0') == '1':",
+      `    ${IBGDA_ENV}`,
+    ],
+    locate: (doc) => theLine(doc, IBGDA_ENV),
+  };
+}
+
+const CCCL_LINES = [
+  '# CUDA 13 moved libcu++ (cuda/std/...) under include/cccl: "cuda/std/tuple: No such file or directory"',
+  "_nvshmem_efa_cccl = os.path.join(os.environ.get('CUDA_HOME', '/usr/local/cuda'), 'include', 'cccl')",
+  'if os.path.isdir(_nvshmem_efa_cccl):',
+  '    include_dirs.append(_nvshmem_efa_cccl)',
+];
+
+export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
+  const swapWhy = 'DeepEP kernels call the IBGDA device layer, which needs NVSHMEM IBGDA (undefined nvshmemi_ibgda_device_state_d at link time without it)';
+  if (layout === 'v1') {
+    const k = 'csrc/kernels';
+    return [
+      swapInclude('deepep-shim-include:internode.cu', `${k}/internode.cu`, [], swapWhy),
+      swapInclude('deepep-shim-include:internode_ll.cu', `${k}/internode_ll.cu`, [], swapWhy),
+      swapInclude(
+        'deepep-shim-include:runtime.cu',
+        `${k}/runtime.cu`,
+        ['#define NVSHMEM_EFA_SHIM_DEFINE_STATE  // the one translation unit that defines the shim state'],
+        `${swapWhy}; runtime.cu also defines the shim's __device__ state, once (no multiple definition under -rdc=true)`,
+      ),
+      initState(`${k}/runtime.cu`),
+      dropInclude('deepep-drop-ibgda-header', `${k}/configs.cuh`, '#include <device_host_transport/nvshmem_common_ibgda.h>',
+        "nvshmem_common_ibgda.h declares nvshmemi_ibgda_device_state_d, which an IBGDA-less NVSHMEM does not define (nvlink error: Undefined reference to 'nvshmemi_ibgda_device_state_d')"),
+      dropInclude('deepep-drop-mlx5dv', `${k}/configs.cuh`, '#include <infiniband/mlx5dv.h>',
+        'mlx5dv.h comes from rdma-core\'s mlx5 provider, which EFA hosts need not have ("infiniband/mlx5dv.h: No such file or directory")'),
+      ibgdaEnv('deep_ep/buffer.py'),
+      {
+        kind: 'insert',
+        id: 'deepep-cccl-include',
+        file: 'setup.py',
+        parse: 'text',
+        style: 'hash',
+        anchor: "after include_dirs = ['csrc/']",
+        why: 'CUDA 13 moved libcu++ under include/cccl: "cuda/std/tuple: No such file or directory"',
+        lines: CCCL_LINES,
+        locate: (doc) => afterTheLine(doc, "include_dirs = ['csrc/']"),
+      },
+      shimFileSpec(k, shim),
+    ];
+  }
+  const l = 'csrc/kernels/legacy';
+  const legacyNs = '#define NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE  // the shim functions go to deep_ep::legacy';
+  return [
+    swapInclude('deepep-shim-include:internode.cu', `${l}/internode.cu`, [legacyNs], swapWhy),
+    swapInclude('deepep-shim-include:internode_ll.cu', `${l}/internode_ll.cu`, [legacyNs], swapWhy),
+    {
+      kind: 'insert',
+      id: 'deepep-shim-state',
+      file: 'csrc/kernels/backend/nvshmem.cu',
+      parse: 'text',
+      style: 'c',
+      anchor: 'after #include <nvshmem.h>',
+      why: "the shim's __device__ state is defined once, in the translation unit that initialises NVSHMEM",
+      lines: ['#define NVSHMEM_EFA_SHIM_DEFINE_STATE', '#define NVSHMEM_EFA_SHIM_STATE_ONLY', `#include "../legacy/${SHIM_FILE}"`],
+      locate: (doc) => afterTheLine(doc, '#include <nvshmem.h>'),
+    },
+    initState('csrc/kernels/backend/nvshmem.cu'),
+    ibgdaEnv('deep_ep/buffers/legacy.py'),
+    shimFileSpec(l, shim),
+  ];
+}

@@ -1,0 +1,31 @@
+// Fixture written for nvshmem-efa tests: the shapes of DeepEP V1's configs.cuh that the patcher anchors on
+// (567632d include order: the IBGDA header first, inside #ifndef DISABLE_NVSHMEM).
+#pragma once
+
+#define NUM_MAX_NVL_PEERS 8
+#define NUM_MAX_LOCAL_EXPERTS 1024
+
+#ifndef DISABLE_NVSHMEM
+#ifndef __CUDACC_RDC__
+#define __CUDACC_RDC__
+#endif
+#endif
+
+#include <cuda_runtime.h>
+
+namespace deep_ep {
+inline int fixture_config() { return NUM_MAX_NVL_PEERS; }
+}  // namespace deep_ep
+
+#ifndef DISABLE_NVSHMEM
+/* nvshmem-efa:begin deepep-drop-ibgda-header */
+// removed #include <device_host_transport/nvshmem_common_ibgda.h>: the NVSHMEM nvshmem-efa builds has no IBGDA
+/* nvshmem-efa:end deepep-drop-ibgda-header */
+/* nvshmem-efa:begin deepep-drop-mlx5dv */
+// removed #include <infiniband/mlx5dv.h>: the NVSHMEM nvshmem-efa builds has no IBGDA
+/* nvshmem-efa:end deepep-drop-mlx5dv */
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <non_abi/device/threadgroup/nvshmemi_common_device_defines.cuh>
+#endif

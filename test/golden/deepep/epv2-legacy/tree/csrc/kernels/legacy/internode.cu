@@ -1,0 +1,13 @@
+// Fixture written for nvshmem-efa tests: DeepEP EPv2 legacy/internode.cu include block.
+#include <functional>
+#include <optional>
+
+#include "buffer.cuh"
+#include "compiled.cuh"
+#include "ibgda_device.cuh"
+#include "launch.cuh"
+#include "utils.cuh"
+
+namespace deep_ep::legacy {
+__global__ void fixture_internode() {}
+}  // namespace deep_ep::legacy

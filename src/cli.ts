@@ -6,7 +6,7 @@ import { runPipelineCommand } from './commands/run-pipeline.ts';
 import { formatError, NvshmemEfaError } from './core/errors.ts';
 import { toolVersion } from './core/paths.ts';
 import { resolveOptions, type Command as Cmd } from './options.ts';
-import { DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
+import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
 import { BUILD_STEPS, PATCH_STEPS } from './steps/index.ts';
 
 const EXIT_CODES = `
@@ -27,6 +27,8 @@ function addSourceOptions(c: Command): Command {
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
     .option('--dry-run', 'show what would change (a unified diff) and change nothing')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
+    .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
+    .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it`)
     .option('--efa-io-defs <file>', "rdma-core's efa_io_defs.h pinned in third_party/efa_gda/lock.json (default: download it; checked by sha256)")
     .option('--force', 'rerun every step even if its inputs did not change')
     .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')

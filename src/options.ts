@@ -19,6 +19,8 @@ const Raw = z.object({
   gdrcopyHome: z.string().optional(),
   cudaHome: z.string().optional(),
   efaIoDefs: z.string().optional(),
+  deepepSrc: z.string().optional(),
+  deepepRef: z.string().optional(),
   offline: z.boolean().default(false),
   force: z.boolean().default(false),
   json: z.boolean().default(false),
@@ -41,6 +43,8 @@ export interface Options {
   gdrcopyHome?: string;
   cudaHome?: string;
   efaIoDefs?: string;
+  deepepSrc?: string;
+  deepepRef?: string;
   offline: boolean;
   force: boolean;
   json: boolean;
@@ -56,6 +60,9 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
   const o = r.data;
   if (o.nvshmemSrc && o.nvshmemRef) {
     throw new UsageError('--nvshmem-src and --nvshmem-ref are mutually exclusive', 'pass --nvshmem-src DIR to use your tree, or --nvshmem-ref TAG to fetch a pinned release');
+  }
+  if (o.deepepSrc && o.deepepRef) {
+    throw new UsageError('--deepep-src and --deepep-ref are mutually exclusive', 'pass --deepep-src DIR to use your checkout, or --deepep-ref 567632d to fetch the pinned commit');
   }
   if (o.inPlace && !o.nvshmemSrc) throw new UsageError('--in-place needs --nvshmem-src', 'add --nvshmem-src DIR (the tree to patch in place)');
   if (o.export !== undefined && command !== 'patch') throw new UsageError('--export belongs to the patch command', 'run: nvshmem-efa patch --export DIR');
@@ -79,6 +86,8 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     ...(o.gdrcopyHome ? { gdrcopyHome: abs(o.gdrcopyHome, cwd)! } : {}),
     ...(o.cudaHome ? { cudaHome: abs(o.cudaHome, cwd)! } : {}),
     ...(o.efaIoDefs ? { efaIoDefs: abs(o.efaIoDefs, cwd)! } : {}),
+    ...(o.deepepSrc ? { deepepSrc: abs(o.deepepSrc, cwd)! } : {}),
+    ...(o.deepepRef ? { deepepRef: o.deepepRef } : {}),
     offline: o.offline,
     force: o.force,
     json: o.json,

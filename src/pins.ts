@@ -15,3 +15,12 @@ export const NVSHMEM_PINS: readonly Pin[] = [
 export const DEFAULT_NVSHMEM_REF = 'v3.4.5-0';
 
 export const NVSHMEM_GIT_URL = 'https://github.com/NVIDIA/nvshmem.git';
+
+/** DeepEP commits nvshmem-efa patches: short or full ref -> the commit the fetched tree must be. */
+export const DEEPEP_PINS: readonly Pin[] = [
+  { ref: '567632d', commit: '567632dd59810d77b3cc05553df953cc0f779799', note: 'last V1-only DeepEP commit (2026-02-03)' },
+];
+
+export const DEFAULT_DEEPEP_REF = '567632d';
+
+export const DEEPEP_GIT_URL = 'https://github.com/deepseek-ai/DeepEP.git';

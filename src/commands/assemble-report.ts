@@ -60,9 +60,25 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
       libraries: ctx.build?.libraries ?? [],
       cmakeArgs: ctx.build?.cmakeArgs ?? [],
     },
+    ...(ctx.deepep
+      ? {
+          deepep: {
+            source: { kind: ctx.deepep.kind, dir: ctx.deepep.dir, origin: ctx.deepep.origin, ...(ctx.deepep.ref ? { ref: ctx.deepep.ref, commit: ctx.deepep.commit } : {}) },
+            ...(ctx.deepepPatch ? { layout: ctx.deepepPatch.layout } : {}),
+            ...(ctx.deepepBuild ? { module: ctx.deepepBuild.module, check: ctx.deepepBuild.check } : {}),
+          },
+        }
+      : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
-    fixes: [...ctx.envFixes, ...(ctx.patch?.fixes ?? []), ...(ctx.build?.fixes ?? []), ...(ctx.refusals ?? [])],
+    fixes: [
+      ...ctx.envFixes,
+      ...(ctx.patch?.fixes ?? []),
+      ...(ctx.build?.fixes ?? []),
+      ...(ctx.deepepPatch?.fixes ?? []),
+      ...(ctx.deepepBuild?.fixes ?? []),
+      ...(ctx.refusals ?? []),
+    ],
     steps: outcomes,
     runtimeEnv: runtimeEnv(ctx),
   };

@@ -26,6 +26,14 @@ export const ReportSchema = z.object({
     libraries: z.array(z.string()),
     cmakeArgs: z.array(z.string()),
   }),
+  deepep: z
+    .object({
+      source: z.object({ kind: z.enum(['local', 'git']), dir: z.string(), origin: z.string(), ref: z.string().optional(), commit: z.string().optional() }),
+      layout: z.enum(['v1', 'epv2']).optional(),
+      module: z.string().optional(),
+      check: z.enum(['import', 'link']).optional(),
+    })
+    .optional(),
   environment: z.record(z.string(), z.unknown()).optional(),
   gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
   fixes: z.array(Fix),
@@ -47,6 +55,11 @@ export function renderMarkdown(r: Report): string {
   const s = r.nvshmem.source;
   if (s) L.push(`- NVSHMEM: ${s.version ?? 'unknown version'} from ${s.origin}${s.ref ? ` (${s.ref} @ ${s.commit})` : ''}, tree ${s.dir}`);
   if (r.nvshmem.installPrefix) L.push(`- install prefix: ${r.nvshmem.installPrefix}`);
+  if (r.deepep) {
+    const d = r.deepep;
+    L.push(`- DeepEP: ${d.source.origin}${d.source.ref ? ` (${d.source.ref} @ ${d.source.commit})` : ''}, ${d.layout ?? 'layout unknown'} layout, tree ${d.source.dir}`);
+    if (d.module) L.push(`- DeepEP module: ${d.module} (${d.check} check passed; run with PYTHONPATH=${d.source.dir})`);
+  }
   L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`, '');
   L.push('## Fixes', '', '| status | id | where | why | detail |', '|---|---|---|---|---|');
   for (const f of r.fixes) L.push(`| ${f.status} | ${f.id} | ${esc(f.file ? `${f.file}: ${f.anchor}` : f.anchor)} | ${esc(f.why)} | ${esc(f.detail ?? '')} |`);

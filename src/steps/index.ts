@@ -1,5 +1,8 @@
 import path from 'node:path';
+import { buildDeepEpStep } from './build-deepep.ts';
 import { buildNvshmemStep } from './build-nvshmem.ts';
+import { getDeepEpStep } from './get-deepep.ts';
+import { patchDeepEpStep } from './patch-deepep.ts';
 import { detectEnvironmentStep } from './detect-environment.ts';
 import { getNvshmemStep } from './get-nvshmem.ts';
 import { patchNvshmemStep } from './patch-nvshmem.ts';
@@ -7,8 +10,8 @@ import type { Step, WorkPaths } from './types.ts';
 import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
- * The pipeline, in the order DEVELOPERS.md lists it. Later steps (probe, DeepEP) slot in after
- * build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
+ * The pipeline, in the order DEVELOPERS.md lists it. The DeepEP steps run when --deepep-src / --deepep-ref is
+ * given; the probe slots in after build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
  * whether they succeed or not.
  */
 export const BUILD_STEPS: readonly Step[] = [
@@ -17,8 +20,11 @@ export const BUILD_STEPS: readonly Step[] = [
   vendorEfaIoDefsStep,
   patchNvshmemStep,
   buildNvshmemStep,
+  getDeepEpStep,
+  patchDeepEpStep,
+  buildDeepEpStep,
 ];
-export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, vendorEfaIoDefsStep, patchNvshmemStep];
+export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, vendorEfaIoDefsStep, patchNvshmemStep, getDeepEpStep, patchDeepEpStep];
 
 export function workPaths(workDir: string): WorkPaths {
   return {

@@ -43,6 +43,18 @@ export interface PatchResult {
   deviceHeaders?: 'complete' | 'without-efa-io-defs';
 }
 
+export interface DeepEpPatchResult {
+  layout: 'v1' | 'epv2';
+  fixes: FixRecord[];
+}
+
+export interface DeepEpBuildResult {
+  /** The built extension module (deep_ep_cpp*.so) and how it was checked. */
+  module: string;
+  check: 'import' | 'link';
+  fixes: FixRecord[];
+}
+
 export interface BuildResult {
   prefix: string;
   cmakeArgs: string[];
@@ -62,6 +74,9 @@ export interface Ctx {
   vendored?: VendoredResult;
   patch?: PatchResult;
   build?: BuildResult;
+  deepep?: SourceResult;
+  deepepPatch?: DeepEpPatchResult;
+  deepepBuild?: DeepEpBuildResult;
   /** Patch refusals of this run, kept for the report. */
   refusals?: FixRecord[];
   /** Unified diff of the patch plan, for --dry-run. */

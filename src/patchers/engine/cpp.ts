@@ -1,15 +1,26 @@
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
 import { flattenPreprocessor } from './flatten.ts';
 
 const require = createRequire(import.meta.url);
 let parserPromise: Promise<Parser> | undefined;
 
+/** The C++ grammar: from node_modules, or next to a standalone bundle (scripts/bundle.mjs --standalone). */
+function grammarPath(): string {
+  try {
+    return require.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm');
+  } catch {
+    return path.join(path.dirname(fileURLToPath(import.meta.url)), 'tree-sitter-cpp.wasm');
+  }
+}
+
 /** One parser for the process: loading the wasm grammar costs ~30 ms and the first parse warms it up. */
 function getParser(): Promise<Parser> {
   parserPromise ??= (async () => {
     await Parser.init();
-    const lang = await Language.load(require.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm'));
+    const lang = await Language.load(grammarPath());
     const parser = new Parser();
     parser.setLanguage(lang);
     return parser;

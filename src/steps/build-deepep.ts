@@ -1,0 +1,121 @@
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { EnvironmentError } from '../core/errors.ts';
+import { openLog, probe, run } from '../core/exec.ts';
+import { hashTree } from '../core/hash.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
+import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
+import type { Ctx, DeepEpBuildResult, Step } from './types.ts';
+
+const python = () => process.env.PYTHON ?? 'python3';
+
+/** "90;100" -> "9.0;10.0", the form TORCH_CUDA_ARCH_LIST takes. */
+export function torchArchList(cudaArch: string): string {
+  return cudaArch
+    .split(/[;,\s]+/)
+    .filter(Boolean)
+    .map((a) => {
+      const m = /^(\d+)(\d)([a-z]?)$/.exec(a);
+      return m ? `${m[1]}.${m[2]}${m[3] ?? ''}` : a;
+    })
+    .join(';');
+}
+
+/** What DeepEP's setup.py reads from NVSHMEM_DIR; a missing piece fails the link long after the compile. */
+async function validateNvshmemDir(prefix: string): Promise<string[]> {
+  const lib = path.join(prefix, 'lib');
+  const libs = existsSync(lib) ? await readdir(lib) : [];
+  const missing: string[] = [];
+  if (!existsSync(path.join(prefix, 'include', 'nvshmem.h'))) missing.push('include/nvshmem.h');
+  if (!libs.some((f) => f.startsWith('libnvshmem_host.so'))) missing.push('lib/libnvshmem_host.so*');
+  if (!libs.includes('libnvshmem_device.a')) missing.push('lib/libnvshmem_device.a');
+  if (!libs.some((f) => f.startsWith('nvshmem_transport_libfabric.so'))) missing.push('lib/nvshmem_transport_libfabric.so*');
+  return missing;
+}
+
+export function deepEpEnv(ctx: Ctx, gda: boolean): Record<string, string> {
+  const env = ctx.env!;
+  return {
+    NVSHMEM_DIR: ctx.build!.prefix,
+    TORCH_CUDA_ARCH_LIST: torchArchList(env.cudaArch),
+    MAX_JOBS: String(ctx.opts.jobs),
+    CUDA_HOME: env.cuda.home,
+    ...(gda ? { NVCC_APPEND_FLAGS: `${process.env.NVCC_APPEND_FLAGS ?? ''} -DNVSHMEM_EFA_SHIM_GDA`.trim() } : {}),
+  };
+}
+
+export const buildDeepEpStep: Step = {
+  id: 'build-deepep',
+  title: 'Build DeepEP against this NVSHMEM',
+  enabled: (ctx) => (ctx.opts.command !== 'build' ? 'patch only' : wantsDeepEp(ctx)),
+  async stamp(ctx) {
+    return { tree: await hashTree(requireDeepEp(ctx).dir), prefix: ctx.build?.prefix, libs: ctx.build?.libraries, arch: ctx.env?.cudaArch, python: await probe(python(), ['--version']) };
+  },
+  async run(ctx, io) {
+    const dir = requireDeepEp(ctx).dir;
+    const prefix = ctx.build!.prefix;
+    const fixes: FixRecord[] = [];
+    const missing = await validateNvshmemDir(prefix);
+    if (missing.length) {
+      throw new EnvironmentError(`NVSHMEM install ${prefix} lacks ${missing.join(', ')}, which DeepEP's setup.py links against`, 'rerun the NVSHMEM build with --force');
+    }
+    fixes.push({ id: 'deepep-nvshmem-dir', anchor: `NVSHMEM_DIR=${prefix}`, status: 'applied', why: "DeepEP's setup.py takes NVSHMEM from NVSHMEM_DIR, else from a pip nvidia-nvshmem package (which has IBGDA, not this transport)", detail: 'include/nvshmem.h, libnvshmem_host.so, libnvshmem_device.a and the libfabric transport are present' });
+    const torch = await probe(python(), ['-c', 'import torch; print(torch.__version__, torch.version.cuda)']);
+    if (!torch) {
+      throw new EnvironmentError(`${python()} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it');
+    }
+    const pipNvshmem = (await probe(python(), ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim();
+    if (pipNvshmem) {
+      fixes.push({ id: 'deepep-pip-nvshmem', anchor: pipNvshmem, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pipNvshmem}; DeepEP is linked with an rpath to ${prefix}/lib, but if both load, NVSHMEM initialises twice. Fix: pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 in this environment` });
+    }
+    const gda = existsSync(path.join(prefix, 'include', 'nvshmem_efa', 'efa_io_defs.h')) && !!ctx.env?.libfabric.gda.available;
+    fixes.push({ id: 'deepep-gda-path', anchor: 'NVSHMEM_EFA_SHIM_GDA', status: gda ? 'applied' : 'warned', why: 'the shim drives the EFA GDA device path when the NVSHMEM it is built against has it', detail: gda ? 'compiled in; used at run time when nvshmemx_efa_gda_status() says active' : 'not compiled in: this NVSHMEM has no GDA (see the EFA GDA line of the report); remote puts go through NVSHMEM\'s proxy' });
+
+    const log = await openLog(io.logPath);
+    try {
+      io.progress(`python setup.py build_ext --inplace (torch ${torch.trim()})`);
+      await run(python(), ['setup.py', 'build_ext', '--inplace'], {
+        cwd: dir,
+        env: { ...process.env, ...deepEpEnv(ctx, gda) },
+        log,
+        logPath: io.logPath,
+        signal: ctx.signal,
+        fix: 'read the compiler error above; the patched sources are in ' + dir,
+        onLine(line) {
+          const m = /^\[(\d+)\/(\d+)\]/.exec(line);
+          if (m) io.progress(`[${m[1]}/${m[2]}] ${line.replace(/^\[\d+\/\d+\]\s*/, '').slice(0, 90)}`);
+        },
+      });
+    } finally {
+      log.end();
+    }
+    const module = (await readdir(dir)).find((f) => /^deep_ep_cpp.*\.so$/.test(f));
+    if (!module) throw new EnvironmentError(`setup.py finished but no deep_ep_cpp*.so in ${dir}`, `read ${io.logPath}`);
+    const modulePath = path.join(dir, module);
+    let check: DeepEpBuildResult['check'];
+    if (ctx.env?.gpus.length) {
+      check = 'import';
+      const ok = await probe(python(), ['-c', 'import deep_ep, sys; print(deep_ep.__file__)'], { ...process.env, PYTHONPATH: dir });
+      if (!ok) throw new EnvironmentError(`import deep_ep fails with the built ${module}`, `run: PYTHONPATH=${dir} ${python()} -c "import deep_ep" to see why`);
+    } else {
+      check = 'link';
+      const dyn = (await probe('readelf', ['-d', modulePath])) ?? '';
+      const undef = (await probe('nm', ['-D', '--undefined-only', modulePath])) ?? '';
+      if (!/libnvshmem_host\.so/.test(dyn) || !dyn.includes(path.join(prefix, 'lib'))) {
+        throw new EnvironmentError(`${module} does not link libnvshmem_host from ${prefix}/lib`, `read ${io.logPath}`);
+      }
+      if (/nvshmemi_ibgda_device_state_d/.test(undef)) throw new EnvironmentError(`${module} still references IBGDA device state`, 'the IBGDA layer was not replaced; rerun with --force');
+    }
+    fixes.push({ id: 'deepep-check', anchor: modulePath, status: 'applied', why: check === 'import' ? 'a GPU is present: import deep_ep must succeed' : 'no GPU: the module must link libnvshmem_host from this prefix and no IBGDA symbol', detail: `${check} check passed` });
+    const result: DeepEpBuildResult = { module: modulePath, check, fixes };
+    ctx.deepepBuild = result;
+    return result;
+  },
+  restore(ctx, result) {
+    const r = result as DeepEpBuildResult;
+    if (!existsSync(r.module)) return false;
+    ctx.deepepBuild = r;
+    return true;
+  },
+};

@@ -1,0 +1,107 @@
+import { existsSync } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { simpleGit } from 'simple-git';
+import { copyTree } from '../core/copy-tree.ts';
+import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { hashJson, hashTree } from '../core/hash.ts';
+import { toolVersion } from '../core/paths.ts';
+import { loadShim } from '../patchers/deepep/template.ts';
+import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
+import { headCommit } from './get-nvshmem.ts';
+import type { Ctx, SourceResult, Step } from './types.ts';
+
+export function deepEpPinFor(ref: string): Pin {
+  const pin = DEEPEP_PINS.find((p) => p.ref === ref || p.commit === ref);
+  if (!pin) {
+    throw new UsageError(
+      `DeepEP ref '${ref}' is not pinned (pinned: ${DEEPEP_PINS.map((p) => `${p.ref} = ${p.commit}`).join(', ')})`,
+      'use a pinned --deepep-ref, or check the ref out yourself and pass --deepep-src DIR (the layout is checked either way)',
+    );
+  }
+  return pin;
+}
+
+const gitUrl = () => process.env.NVSHMEM_EFA_DEEPEP_URL ?? DEEPEP_GIT_URL;
+
+/** Fetches exactly the pinned commit (shallow where the server allows it) and verifies HEAD. */
+async function fetchCommit(url: string, pin: Pin, dest: string, signal: AbortSignal, onProgress: (s: string) => void): Promise<void> {
+  const tmp = `${dest}.partial`;
+  await rm(tmp, { recursive: true, force: true });
+  const git = simpleGit({ abort: signal, progress: ({ stage, progress }) => onProgress(`git ${stage} ${progress}%`) });
+  try {
+    await git.clone(url, tmp, ['--no-checkout']);
+    await simpleGit(tmp).raw(['checkout', '-q', pin.commit]);
+  } catch (e) {
+    await rm(tmp, { recursive: true, force: true });
+    if (signal.aborted) throw e;
+    throw new EnvironmentError(`cannot fetch DeepEP ${pin.ref} from ${url}: ${(e as Error).message.split('\n')[0]}`, 'check network access, or clone DeepEP yourself and pass --deepep-src DIR (or set NVSHMEM_EFA_DEEPEP_URL to a mirror)');
+  }
+  const head = await headCommit(tmp);
+  if (head !== pin.commit) {
+    await rm(tmp, { recursive: true, force: true });
+    throw new VerificationError(`${url} ${pin.ref} resolved to ${head}, but the pin says ${pin.commit}`, 'use a trusted mirror (NVSHMEM_EFA_DEEPEP_URL) or pass --deepep-src DIR');
+  }
+  await rm(dest, { recursive: true, force: true });
+  await rename(tmp, dest);
+}
+
+export const wantsDeepEp = (ctx: Ctx): true | string =>
+  ctx.opts.deepepSrc || ctx.opts.deepepRef ? true : 'no --deepep-src / --deepep-ref given';
+
+export const getDeepEpStep: Step = {
+  id: 'get-deepep',
+  title: 'Get DeepEP sources',
+  enabled: wantsDeepEp,
+  async stamp(ctx) {
+    const o = ctx.opts;
+    const patches = hashJson({ tool: toolVersion(), shim: await loadShim() });
+    if (o.deepepSrc) {
+      if (!existsSync(o.deepepSrc)) throw new UsageError(`--deepep-src ${o.deepepSrc} does not exist`, 'pass the root of a DeepEP checkout');
+      if (o.inPlace) return { src: o.deepepSrc, inPlace: true };
+      return { src: o.deepepSrc, tree: await hashTree(o.deepepSrc, [ctx.paths.workDir]), patches };
+    }
+    const pin = deepEpPinFor(o.deepepRef!);
+    return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches };
+  },
+  async run(ctx, io) {
+    const o = ctx.opts;
+    let result: SourceResult;
+    if (o.deepepSrc && o.inPlace) {
+      result = { kind: 'local', dir: o.deepepSrc, origin: o.deepepSrc };
+    } else if (o.deepepSrc) {
+      const dest = path.join(ctx.paths.sources, 'deepep');
+      io.progress(`copying ${o.deepepSrc}`);
+      await rm(`${dest}.partial`, { recursive: true, force: true });
+      await copyTree(o.deepepSrc, `${dest}.partial`, [ctx.paths.workDir]);
+      await rm(dest, { recursive: true, force: true });
+      await rename(`${dest}.partial`, dest);
+      result = { kind: 'local', dir: dest, origin: o.deepepSrc };
+    } else {
+      const pin = deepEpPinFor(o.deepepRef!);
+      const dest = path.join(ctx.paths.sources, `deepep-${pin.ref}`);
+      if (existsSync(dest) && (await headCommit(dest)) === pin.commit) {
+        io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
+        await simpleGit(dest).raw(['checkout', '-qf', pin.commit]);
+        await simpleGit(dest).raw(['clean', '-qfdx']);
+      } else {
+        if (o.offline) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dest}`, 'run once with network access, or pass --deepep-src DIR');
+        await fetchCommit(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
+      }
+      result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
+    }
+    ctx.deepep = result;
+    return result;
+  },
+  restore(ctx, result) {
+    const r = result as SourceResult;
+    if (!existsSync(r.dir)) return false;
+    ctx.deepep = r;
+    return true;
+  },
+};
+
+export function requireDeepEp(ctx: Ctx): SourceResult {
+  if (!ctx.deepep) throw new Error('internal: DeepEP source not resolved');
+  return ctx.deepep;
+}

@@ -1,7 +1,7 @@
 /**
  * Measures, in one run: the time to plan + apply the NVSHMEM patches on a real tree (goal < 1.5 s, in a
  * fresh process including start-up) and the time of a no-op `build` rerun (goal < 3 s).
- *   npx tsx bench/patch-and-rerun.ts <nvshmem-tree> [<work-dir of a finished build>]
+ *   npx tsx bench/patch-and-rerun.ts <nvshmem-tree> [<work-dir of a finished build> <its --nvshmem-src> [its other options...]]
  * Without a finished build, the rerun is measured on the miniature fixture (built first, not timed).
  */
 import { execFileSync } from 'node:child_process';
@@ -26,8 +26,9 @@ const time = (args: string[]) => {
 
 const copy = mkdtempSync(path.join(os.tmpdir(), 'bench-tree-'));
 cpSync(tree, copy, { recursive: true });
-const patch = time(['patch', '--nvshmem-src', copy, '--in-place', '--work-dir', path.join(copy, '.w')]);
-const repatch = time(['patch', '--nvshmem-src', copy, '--in-place', '--work-dir', path.join(copy, '.w'), '--force']);
+// --offline: the patch time must not include downloading efa_io_defs.h.
+const patch = time(['patch', '--nvshmem-src', copy, '--in-place', '--work-dir', path.join(copy, '.w'), '--offline']);
+const repatch = time(['patch', '--nvshmem-src', copy, '--in-place', '--work-dir', path.join(copy, '.w'), '--force', '--offline']);
 
 let work = process.argv[3];
 let src = process.argv[4];
@@ -36,7 +37,7 @@ if (!work || !src) {
   work = mkdtempSync(path.join(os.tmpdir(), 'bench-work-'));
   time(['build', '--nvshmem-src', src, '--work-dir', work]);
 }
-const rerun = time(['build', '--nvshmem-src', src, '--work-dir', work]);
+const rerun = time(['build', '--nvshmem-src', src, '--work-dir', work, ...process.argv.slice(5)]);
 
 console.log('| measurement | seconds | goal | ratio to goal |');
 console.log('|---|---|---|---|');

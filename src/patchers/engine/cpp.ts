@@ -169,20 +169,27 @@ export async function indexCpp(src: string): Promise<CppIndex> {
   }
   tree.delete();
 
-  // Parsed eagerly (one more ~30 ms parse) so lookups stay synchronous; only consulted when the raw parse
-  // lost the function or one of its anchors to an ERROR node.
-  const t2 = parser.parse(flattenPreprocessor(src));
-  if (!t2) throw new Error('tree-sitter returned no tree');
-  const flat = indexTree(t2, true).defs;
-  t2.delete();
-  const functionNames = [...new Set([...defs.keys(), ...flat.keys()])];
+  // The `#if`-flattened copy is parsed only when asked for: a lookup whose raw parse lost the function or
+  // one of its anchors to an ERROR node, or a refusal listing function names. Most trees never need it.
+  let flatDefs: Map<string, FunctionAnchor | null> | undefined;
+  const flat = (): Map<string, FunctionAnchor | null> => {
+    if (!flatDefs) {
+      const t2 = parser.parse(flattenPreprocessor(src));
+      if (!t2) throw new Error('tree-sitter returned no tree');
+      flatDefs = indexTree(t2, true).defs;
+      t2.delete();
+    }
+    return flatDefs;
+  };
   return {
     lastTopLevelInclude,
-    functionNames,
+    get functionNames() {
+      return [...new Set([...defs.keys(), ...flat().keys()])];
+    },
     findFunction: (name) => {
       const raw = defs.get(name) ?? undefined;
-      const flattened = flat.get(name) ?? undefined;
-      return raw || flattened ? { raw, flattened } : undefined;
+      const found = { raw, get flattened() { return flat().get(name) ?? undefined; } };
+      return raw || found.flattened ? found : undefined;
     },
     structFields: (typeName) => structs.get(typeName),
   };

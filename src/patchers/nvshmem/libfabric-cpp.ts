@@ -24,7 +24,9 @@ function withFunction(doc: Doc, name: string, need: (f: FunctionAnchor) => strin
   const found = doc.cpp!.findFunction(name);
   if (!found) return { refuse: `no definition of ${name}() found (${similarNames(doc, name)})` };
   let firstProblem = '';
-  for (const f of [found.raw, found.flattened]) {
+  // The flattened parse is made only if the raw one does not do.
+  for (const pick of [() => found.raw, () => found.flattened]) {
+    const f = pick();
     if (!f) continue;
     const r = need(f);
     if (typeof r !== 'string') return r;

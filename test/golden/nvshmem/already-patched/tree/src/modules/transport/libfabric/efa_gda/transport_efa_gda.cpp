@@ -167,7 +167,12 @@ struct Gda {
     struct fi_efa_ops_gda *ops = nullptr;
     GpuCq tx, rx;
     Mapping sq, db;
-    struct fi_efa_wq_attr sq_attr = {}, rq_attr = {};
+    /* Newer libfabric appends fields to fi_efa_wq_attr (caps, after v2.5) and query_qp_wqs fills the
+     * struct of the library loaded at run time: the padding keeps a newer library from writing past ours. */
+    struct fi_efa_wq_attr sq_attr = {};
+    uint8_t sq_attr_pad[64] = {};
+    struct fi_efa_wq_attr rq_attr = {};
+    uint8_t rq_attr_pad[64] = {};
     Region regions[NVSHMEMX_EFA_GDA_MAX_REGIONS];
     nvshmemx_efa_gda_device_state_t host_state = {};
     std::vector<nvshmemx_efa_gda_region_t> remote;

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { detectEnvironment } from '../core/environment.ts';
-import { EnvironmentError } from '../core/errors.ts';
+import { EnvironmentError, PatchRefusedError } from '../core/errors.ts';
 import { exportPatches, renderDiff } from '../patchers/engine/apply.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
+import { planDeepEp } from '../patchers/deepep/index.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
 import type { Options } from '../options.ts';
 import { cmakeArgs } from '../steps/build-nvshmem.ts';
@@ -30,6 +31,15 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   const tree = await pristineTree(opts);
   const plan = await planNvshmem(tree, await loadTemplate());
   if (plan.refusals.length) throw refusalError(plan, tree);
+  if (opts.deepepSrc) {
+    // DeepEP's files go under deepep/ in the diff and the export, so the two trees cannot be confused.
+    const dp = await planDeepEp(opts.deepepSrc);
+    if (dp.refusals.length) {
+      throw new PatchRefusedError(`DeepEP tree ${opts.deepepSrc} does not look as expected`, 'use DeepEP 567632d, a V1 revision from v1.2.1 on, or EPv2', dp.refusals.map((r) => `${r.id}: ${r.detail}`));
+    }
+    plan.fixes.push(...dp.fixes);
+    plan.changes.push(...dp.changes.map((c) => ({ ...c, file: `deepep/${c.file}` })));
+  }
   if (opts.exportDir) {
     const names = await exportPatches(opts.exportDir, plan.changes);
     out(`wrote ${names.length} patch file(s) to ${opts.exportDir} (apply with: git apply ${path.join(opts.exportDir, '*.patch')})`);

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ReportSchema } from '../../src/core/report.ts';
-import { materialize } from '../helpers/golden.ts';
+import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'bin', 'nvshmem-efa.js');
@@ -219,5 +219,41 @@ describe('nvshmem-efa --nvshmem-ref (real git clone from a file:// mirror)', () 
     const r = cli(['patch', '--nvshmem-ref', 'v9.9.9', '--work-dir', mkdtempSync(path.join(os.tmpdir(), 'w-'))]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("NVSHMEM ref 'v9.9.9' is not pinned (pinned: v3.4.5-0)");
+  });
+});
+
+describe('nvshmem-efa with DeepEP (--deepep-src)', () => {
+  const deepep = materialize('v1', GOLDEN_DEEPEP);
+
+  it('patch applies the DeepEP fixes after NVSHMEM and lists them in the report', () => {
+    const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--offline']);
+    expect(r.code).toBe(0);
+    expect(stepStatus(work)).toMatchObject({ 'get-deepep': 'done', 'patch-deepep': 'done' });
+    const rep = report(work);
+    expect(rep.deepep?.layout).toBe('v1');
+    const ids = rep.fixes.map((f) => `${f.id}:${f.status}`);
+    for (const id of ['deepep-shim-include:internode.cu', 'deepep-shim-init', 'deepep-drop-ibgda-header', 'deepep-drop-mlx5dv', 'deepep-ibgda-env', 'deepep-cccl-include', 'deepep-shim-file']) {
+      expect(ids).toContain(`${id}:applied`);
+    }
+    // The user's checkout is not touched.
+    expect(readFileSync(path.join(deepep, 'csrc/kernels/internode.cu'), 'utf8')).not.toContain('nvshmem-efa:begin');
+  });
+
+  it('refuses a tree that is not a known DeepEP layout (exit 3), naming what it found', () => {
+    const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', materialize('unknown-layout', GOLDEN_DEEPEP), '--work-dir', work, '--offline']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('not a DeepEP layout nvshmem-efa patches');
+  });
+
+  it('build checks the NVSHMEM install before building DeepEP against it (exit 4, naming what is missing)', () => {
+    // The miniature project installs no nvshmem.h: DeepEP's setup.py could not compile against it, and the
+    // build step says so instead of failing in the link half an hour later.
+    const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const r = cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS]);
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain("lacks include/nvshmem.h, which DeepEP's setup.py links against");
+    expect(stepStatus(work)).toMatchObject({ 'build-nvshmem': 'done', 'patch-deepep': 'done', 'build-deepep': 'failed' });
   });
 });

@@ -3,6 +3,8 @@
 #   bench/deepep-gpu-proof.sh build CARRY_DIR OUT_DIR   # phase 1: tool build (NVSHMEM + patched DeepEP) and
 #                                                       #          upstream DeepEP against pip NVSHMEM, in parallel
 #   bench/deepep-gpu-proof.sh test  CARRY_DIR OUT_DIR   # phase 2: intranode + low-latency tests, and the ratio
+#   bench/deepep-gpu-proof.sh ref   CARRY_DIR OUT_DIR   # a new user's run: build --deepep-ref 567632d, fetched
+#                                                       # from CARRY_DIR/deepep.bundle (no network there)
 # CARRY_DIR holds: node.xz, nvshmem-efa-standalone.tar.gz (scripts/bundle.mjs --standalone), the NVSHMEM and
 # DeepEP source tarballs, libfabric-2.3.0.tar.gz, efa_io_defs.h, and cmake-3.25.tar.xz (used if cmake is missing).
 # The ratio printed is ours / upstream of the low-latency "Dispatch + combine" avg_t, rank 0, one run each.
@@ -12,7 +14,7 @@ W=/tmp/nvshmem-efa-gpu
 mkdir -p "$W" "$OUT"
 cd "$W"
 export PATH=$W:$PATH
-if [ "$phase" = build ]; then
+if [ "$phase" = build ] || [ "$phase" = ref ]; then
   xz -dc "$C/node.xz" > node && chmod +x node
   for t in nvshmem-efa-standalone nvshmem-v3.4.5 deepep-567632d libfabric-2.3.0; do tar xzf "$C/$t.tar.gz"; done
   tar xJf "$C/cmake-3.25.tar.xz"
@@ -23,6 +25,15 @@ export PATH=$PATH:$W/cmk/bin LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:$W/cmk/lib
 export LD_LIBRARY_PATH=$W/lfcarry/lib:${LD_LIBRARY_PATH:-}
 PY=$(command -v python3 || command -v python)
 { nvidia-smi -L; $PY -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; $PY -m pip list 2>/dev/null | grep -i -E 'nvshmem|torch'; cmake --version | head -1; nproc; } >> "$OUT/env.log" 2>&1
+
+if [ "$phase" = ref ]; then
+  NVSHMEM_EFA_DEEPEP_URL="$C/deepep.bundle" CI=true PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" \
+      --deepep-ref 567632d --work-dir "$W/ref" --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --jobs 16 > "$OUT/ref-build.log" 2>&1
+  echo "ref build exit $?" | tee -a "$OUT/ref-build.log"
+  cp "$W/ref/report.md" "$OUT/ref-report.md"
+  tail -30 "$OUT/ref-build.log"
+  exit 0
+fi
 
 if [ "$phase" = build ]; then
   cp -r 567632d upstream

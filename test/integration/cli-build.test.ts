@@ -34,6 +34,8 @@ function cli(args: string[]): { code: number; stdout: string; stderr: string } {
   }
 }
 
+// Without --deepep-src / --deepep-ref the DeepEP steps are listed as skipped, with the reason.
+const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped' };
 const report = (work: string) => ReportSchema.parse(JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')));
 const stepStatus = (work: string) => Object.fromEntries(report(work).steps.map((s) => [s.id, s.status]));
 
@@ -47,7 +49,7 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     expect(r.code).toBe(0);
     const rep = report(work);
     expect(rep.ok).toBe(true);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done', ...NO_DEEPEP });
     const so = path.join(work, 'install/nvshmem/lib/nvshmem_transport_libfabric.so');
     const exported = execFileSync('nm', ['-D', '--defined-only', so], { encoding: 'utf8' });
     for (const sym of ['nvshmemx_efa_gda_status', 'nvshmemx_efa_gda_is_active', 'nvshmemx_efa_gda_get_device_state']) {
@@ -98,7 +100,7 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
   it('skips every step but detection on a rerun with nothing changed', () => {
     const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped', ...NO_DEEPEP });
   });
 
   it('refuses an efa_io_defs.h whose checksum differs from the lock (exit 5), naming both checksums', () => {
@@ -133,7 +135,7 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     expect(Object.keys(state.steps).sort()).toEqual(['get-nvshmem', 'patch-nvshmem', 'vendor-efa-io-defs']);
     const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done' });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done', ...NO_DEEPEP });
   });
 
   it('report prints the last report', () => {

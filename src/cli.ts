@@ -1,6 +1,8 @@
 import { Command, CommanderError, Option } from 'commander';
 import { cleanCommand } from './commands/clean.ts';
 import { planOnly } from './commands/dry-run.ts';
+import { doctorCommand } from './commands/doctor.ts';
+import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
 import { formatError, NvshmemEfaError } from './core/errors.ts';
@@ -67,6 +69,25 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--work-dir <dir>', 'the work dir of the run', '.nvshmem-efa')
     .option('--json', 'print report.json')
     .action(action('report', (o) => reportCommand(o, out)));
+
+  program
+    .command('probe')
+    .description('build (once) and run the standalone EFA/GDA probe (native/probe); exit 1 when a check fails')
+    .option('--work-dir <dir>', 'where the probe is built', '.nvshmem-efa')
+    .option('--libfabric-home <dir>', 'libfabric to build the probe against (GDA checks need >= 2.3.0)')
+    .option('--cuda-home <dir>', 'CUDA toolkit (for cuda.h)')
+    .option('--root <dir>', 'read /sys, /proc and /dev under this prefix (testing)')
+    .option('--json', "print the probe's JSON document")
+    .action(action('probe', (o) => probeCommand({ workDir: o.workDir, libfabricHome: o.libfabricHome, cudaHome: o.cudaHome, json: o.json, root: o.root }, out, (s) => process.stderr.write(s + '\n'))));
+
+  program
+    .command('doctor')
+    .description('fast host checks, building nothing: tools, build paths, run-time environment, pip NVSHMEM shadowing')
+    .option('--libfabric-home <dir>', 'libfabric the build would use')
+    .option('--cuda-home <dir>', 'CUDA toolkit the build would use')
+    .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
+    .option('--json', 'print the checks as JSON')
+    .action(action('doctor', (o) => doctorCommand(o, out)));
 
   program
     .command('clean')

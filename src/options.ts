@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { UsageError } from './core/errors.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';
 
-export type Command = 'build' | 'patch' | 'report' | 'clean';
+export type Command = 'build' | 'patch' | 'report' | 'clean' | 'probe' | 'doctor';
 
 const Raw = z.object({
   nvshmemSrc: z.string().optional(),
@@ -21,6 +21,7 @@ const Raw = z.object({
   efaIoDefs: z.string().optional(),
   deepepSrc: z.string().optional(),
   deepepRef: z.string().optional(),
+  root: z.string().optional(),
   offline: z.boolean().default(false),
   force: z.boolean().default(false),
   json: z.boolean().default(false),
@@ -45,6 +46,8 @@ export interface Options {
   efaIoDefs?: string;
   deepepSrc?: string;
   deepepRef?: string;
+  /** probe: read /sys, /proc and /dev under this prefix. */
+  root?: string;
   offline: boolean;
   force: boolean;
   json: boolean;
@@ -88,6 +91,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     ...(o.efaIoDefs ? { efaIoDefs: abs(o.efaIoDefs, cwd)! } : {}),
     ...(o.deepepSrc ? { deepepSrc: abs(o.deepepSrc, cwd)! } : {}),
     ...(o.deepepRef ? { deepepRef: o.deepepRef } : {}),
+    ...(o.root ? { root: abs(o.root, cwd)! } : {}),
     offline: o.offline,
     force: o.force,
     json: o.json,

@@ -69,6 +69,15 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
           },
         }
       : {}),
+    ...(ctx.probe
+      ? {
+          probe: {
+            verdict: ctx.probe.verdict,
+            summary: ctx.probe.summary,
+            problems: ctx.probe.checks.filter((c) => c.status === 'fail' || c.status === 'warn').map((c) => `${c.status} ${c.id}: ${c.evidence}`),
+          },
+        }
+      : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
     fixes: [

@@ -34,6 +34,9 @@ export const ReportSchema = z.object({
       check: z.enum(['import', 'link']).optional(),
     })
     .optional(),
+  probe: z
+    .object({ verdict: z.string(), summary: z.object({ pass: z.number(), warn: z.number(), fail: z.number(), skip: z.number() }), problems: z.array(z.string()) })
+    .optional(),
   environment: z.record(z.string(), z.unknown()).optional(),
   gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
   fixes: z.array(Fix),
@@ -60,7 +63,12 @@ export function renderMarkdown(r: Report): string {
     L.push(`- DeepEP: ${d.source.origin}${d.source.ref ? ` (${d.source.ref} @ ${d.source.commit})` : ''}, ${d.layout ?? 'layout unknown'} layout, tree ${d.source.dir}`);
     if (d.module) L.push(`- DeepEP module: ${d.module} (${d.check} check passed; run with PYTHONPATH=${d.source.dir})`);
   }
-  L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`, '');
+  L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`);
+  if (r.probe) {
+    const p = r.probe.summary;
+    L.push(`- probe: ${r.probe.verdict} (${p.pass} pass, ${p.warn} warn, ${p.fail} fail, ${p.skip} skip)`, ...r.probe.problems.map((x) => `  - ${x}`));
+  }
+  L.push('');
   L.push('## Fixes', '', '| status | id | where | why | detail |', '|---|---|---|---|---|');
   for (const f of r.fixes) L.push(`| ${f.status} | ${f.id} | ${esc(f.file ? `${f.file}: ${f.anchor}` : f.anchor)} | ${esc(f.why)} | ${esc(f.detail ?? '')} |`);
   L.push('', '## Steps', '', '| step | status | time |', '|---|---|---|');

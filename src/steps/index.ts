@@ -3,6 +3,7 @@ import { buildDeepEpStep } from './build-deepep.ts';
 import { buildNvshmemStep } from './build-nvshmem.ts';
 import { getDeepEpStep } from './get-deepep.ts';
 import { patchDeepEpStep } from './patch-deepep.ts';
+import { probeStep } from './probe.ts';
 import { detectEnvironmentStep } from './detect-environment.ts';
 import { getNvshmemStep } from './get-nvshmem.ts';
 import { patchNvshmemStep } from './patch-nvshmem.ts';
@@ -11,7 +12,7 @@ import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
  * The pipeline, in the order DEVELOPERS.md lists it. The DeepEP steps run when --deepep-src / --deepep-ref is
- * given; the probe slots in after build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
+ * given; the probe runs after build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
  * whether they succeed or not.
  */
 export const BUILD_STEPS: readonly Step[] = [
@@ -20,6 +21,7 @@ export const BUILD_STEPS: readonly Step[] = [
   vendorEfaIoDefsStep,
   patchNvshmemStep,
   buildNvshmemStep,
+  probeStep,
   getDeepEpStep,
   patchDeepEpStep,
   buildDeepEpStep,

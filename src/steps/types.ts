@@ -1,4 +1,5 @@
 import type { DetectedEnv } from '../core/environment.ts';
+import type { ProbeReport } from '../core/probe-schema.ts';
 import type { StateStore } from '../core/state.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Options } from '../options.ts';
@@ -77,6 +78,8 @@ export interface Ctx {
   deepep?: SourceResult;
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;
+  /** The probe's document, from the probe step. */
+  probe?: ProbeReport;
   /** Patch refusals of this run, kept for the report. */
   refusals?: FixRecord[];
   /** Unified diff of the patch plan, for --dry-run. */

@@ -49,7 +49,9 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     expect(r.code).toBe(0);
     const rep = report(work);
     expect(rep.ok).toBe(true);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done', ...NO_DEEPEP });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done', probe: 'done', ...NO_DEEPEP });
+    // The probe ran on this host (no EFA device here) and its verdict is in the report.
+    expect(rep.probe?.verdict).toMatch(/EFA/);
     const so = path.join(work, 'install/nvshmem/lib/nvshmem_transport_libfabric.so');
     const exported = execFileSync('nm', ['-D', '--defined-only', so], { encoding: 'utf8' });
     for (const sym of ['nvshmemx_efa_gda_status', 'nvshmemx_efa_gda_is_active', 'nvshmemx_efa_gda_get_device_state']) {
@@ -100,7 +102,7 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
   it('skips every step but detection on a rerun with nothing changed', () => {
     const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped', ...NO_DEEPEP });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped', probe: 'skipped', ...NO_DEEPEP });
   });
 
   it('refuses an efa_io_defs.h whose checksum differs from the lock (exit 5), naming both checksums', () => {
@@ -132,10 +134,11 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     process.kill(-child.pid!, 'SIGKILL');
     await new Promise((r) => child.on('exit', r));
     const state = JSON.parse(readFileSync(path.join(work, 'state.json'), 'utf8'));
-    expect(Object.keys(state.steps).sort()).toEqual(['get-nvshmem', 'patch-nvshmem', 'vendor-efa-io-defs']);
+    // Finished steps keep their stamps (the probe's from the first run); build-nvshmem's was removed when it started.
+    expect(Object.keys(state.steps).sort()).toEqual(['get-nvshmem', 'patch-nvshmem', 'probe', 'vendor-efa-io-defs']);
     const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
-    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done', ...NO_DEEPEP });
+    expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'done', probe: 'skipped', ...NO_DEEPEP });
   });
 
   it('report prints the last report', () => {

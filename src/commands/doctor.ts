@@ -1,0 +1,95 @@
+import { detectEnvironment, type DetectedEnv } from '../core/environment.ts';
+import { NvshmemEfaError } from '../core/errors.ts';
+import { probe as runQuiet } from '../core/exec.ts';
+import type { ProbeCheck } from '../core/probe-schema.ts';
+import { renderChecks } from '../core/probe-schema.ts';
+
+/** Build-time CMake options: set in a job's environment they do nothing, and usually mean a mixed-up recipe. */
+const BUILD_TIME_NAMES = [
+  'NVSHMEM_LIBFABRIC_SUPPORT', 'NVSHMEM_IBGDA_SUPPORT', 'NVSHMEM_IBRC_SUPPORT', 'NVSHMEM_USE_GDRCOPY', 'NVSHMEM_MPI_SUPPORT',
+  'NVSHMEM_PMIX_SUPPORT', 'NVSHMEM_SHMEM_SUPPORT', 'NVSHMEM_UCX_SUPPORT', 'NVSHMEM_USE_NCCL', 'NVSHMEM_BUILD_TESTS',
+];
+
+export interface DoctorInput {
+  env: NodeJS.ProcessEnv;
+  /** Environment detection as the build would do it (an error when a required tool is missing). */
+  detected: DetectedEnv | NvshmemEfaError;
+  /** Where a pip nvidia-nvshmem package lives, if the Python that would run DeepEP has one. */
+  pipNvshmem?: string;
+  nodeVersion: string;
+  torch?: string;
+}
+
+const check = (id: string, title: string, status: ProbeCheck['status'], evidence: string, fix = ''): ProbeCheck => ({ id, title, status, evidence, fix });
+
+/** Fast host checks that build nothing: tools, the paths the build would use, the run-time environment. */
+export function doctorChecks(d: DoctorInput): ProbeCheck[] {
+  const out: ProbeCheck[] = [];
+  const [maj, min] = d.nodeVersion.replace(/^v/, '').split('.').map(Number);
+  out.push(maj! > 20 || (maj === 20 && min! >= 19)
+    ? check('node', 'Node.js', 'pass', d.nodeVersion)
+    : check('node', 'Node.js', 'fail', `${d.nodeVersion} (needs >= 20.19)`, 'install Node.js 20.19 or newer'));
+  if (d.detected instanceof NvshmemEfaError) {
+    out.push(check('build-tools', 'Build tools and paths', 'fail', d.detected.message, d.detected.fix));
+  } else {
+    const e = d.detected;
+    out.push(check('build-tools', 'Build tools and paths', 'pass', `CUDA ${e.cuda.version} at ${e.cuda.home}; cmake ${e.cmake.version}${e.ninja ? '; ninja' : '; no ninja (make is slower)'}; arch ${e.cudaArch}`));
+    out.push(e.libfabric.gda.available
+      ? check('libfabric', 'libfabric the build would use', 'pass', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`)
+      : check('libfabric', 'libfabric the build would use', 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'for EFA GDA use libfabric >= 2.3.0 (EFA installer >= 1.43) with --libfabric-home'));
+    out.push(e.gdrcopy
+      ? check('gdrcopy', 'GDRCopy the build would use', 'pass', e.gdrcopy.home)
+      : check('gdrcopy', 'GDRCopy the build would use', 'warn', 'not found: NVSHMEM would be built without it and refuse the EFA provider', 'install GDRCopy and pass --gdrcopy-home'));
+  }
+  const env = d.env;
+  const transport = env.NVSHMEM_REMOTE_TRANSPORT;
+  out.push(transport === 'libfabric'
+    ? check('env-transport', 'NVSHMEM_REMOTE_TRANSPORT', 'pass', 'libfabric')
+    : check('env-transport', 'NVSHMEM_REMOTE_TRANSPORT', 'warn', transport ? `${transport}: not the libfabric transport` : 'unset: NVSHMEM uses IB RC, not libfabric/EFA', 'export NVSHMEM_REMOTE_TRANSPORT=libfabric'));
+  const provider = env.NVSHMEM_LIBFABRIC_PROVIDER;
+  out.push(provider === 'efa'
+    ? check('env-provider', 'NVSHMEM_LIBFABRIC_PROVIDER', 'pass', 'efa')
+    : check('env-provider', 'NVSHMEM_LIBFABRIC_PROVIDER', 'warn', provider ? `${provider}: not EFA` : 'unset: NVSHMEM picks cxi (HPE Slingshot), not EFA', 'export NVSHMEM_LIBFABRIC_PROVIDER=efa'));
+  const shm = env.FI_EFA_ENABLE_SHM_TRANSFER;
+  out.push(shm === '0'
+    ? check('env-shm', 'FI_EFA_ENABLE_SHM_TRANSFER', 'pass', '0')
+    : check('env-shm', 'FI_EFA_ENABLE_SHM_TRANSFER', 'warn', shm === undefined ? 'unset (libfabric then routes intra-node traffic through its shm provider)' : shm, 'export FI_EFA_ENABLE_SHM_TRANSFER=0'));
+  const misplaced = BUILD_TIME_NAMES.filter((n) => env[n] !== undefined);
+  out.push(misplaced.length
+    ? check('env-build-time', 'Build-time names in the environment', 'warn', `${misplaced.join(', ')} set: these are CMake options of the NVSHMEM build and do nothing at run time`, 'pass them to the build (nvshmem-efa sets them) and unset them in jobs')
+    : check('env-build-time', 'Build-time names in the environment', 'pass', 'none set'));
+  if (env.NVSHMEM_IB_ENABLE_IBGDA === '1') out.push(check('env-ibgda', 'NVSHMEM_IB_ENABLE_IBGDA', 'warn', '1: asks for IBGDA, which an EFA build of NVSHMEM does not have', 'unset NVSHMEM_IB_ENABLE_IBGDA (the EFA GDA switch is NVSHMEM_EFA_GDA_ENABLE)'));
+  const gda = env.NVSHMEM_EFA_GDA_ENABLE;
+  if (gda !== undefined && !/^(0|1|y|yes|on|true|n|no|off|false)$/i.test(gda)) out.push(check('env-gda', 'NVSHMEM_EFA_GDA_ENABLE', 'warn', `'${gda}' is neither on (1/y/yes/on/true) nor off`, 'export NVSHMEM_EFA_GDA_ENABLE=1 (or 0)'));
+  const ldPip = (env.LD_LIBRARY_PATH ?? '').split(':').filter((p) => /nvidia\/nvshmem/.test(p));
+  if (d.pipNvshmem || ldPip.length) {
+    out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'warn', [d.pipNvshmem && `pip package at ${d.pipNvshmem}`, ldPip.length && `LD_LIBRARY_PATH has ${ldPip.join(', ')}`].filter(Boolean).join('; ') + ': its libnvshmem can load instead of the one nvshmem-efa builds', 'pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 (and drop it from LD_LIBRARY_PATH) in the environment that runs the job'));
+  } else {
+    out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'pass', 'no pip nvidia-nvshmem package, nothing in LD_LIBRARY_PATH'));
+  }
+  out.push(d.torch ? check('torch', 'PyTorch (for DeepEP)', 'pass', d.torch) : check('torch', 'PyTorch (for DeepEP)', 'skip', 'python3 cannot import torch: only needed with --deepep-*'));
+  return out;
+}
+
+export function doctorVerdict(checks: readonly ProbeCheck[]): string {
+  if (checks.some((c) => c.status === 'fail')) return 'not ready: fix the failed checks, then run nvshmem-efa build';
+  if (checks.some((c) => c.status === 'warn')) return 'the build can run; fix the warnings before running jobs on EFA';
+  return 'ready';
+}
+
+export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; json: boolean }, out: (s: string) => void): Promise<number> {
+  let detected: DetectedEnv | NvshmemEfaError;
+  try {
+    detected = (await detectEnvironment({ ...opts, env: process.env })).env;
+  } catch (e) {
+    if (!(e instanceof NvshmemEfaError)) throw e;
+    detected = e;
+  }
+  const py = process.env.PYTHON ?? 'python3';
+  const pipNvshmem = (await runQuiet(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
+  const torch = (await runQuiet(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
+  const checks = doctorChecks({ env: process.env, detected, pipNvshmem, nodeVersion: process.version, torch });
+  const verdict = doctorVerdict(checks);
+  out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict }, null, 2) : renderChecks(checks, verdict));
+  return checks.some((c) => c.status === 'fail') ? 1 : 0;
+}

@@ -1,0 +1,23 @@
+import path from 'node:path';
+import { detectEnvironment } from '../core/environment.ts';
+import { buildProbe, runProbe } from '../core/probe-build.ts';
+import { renderChecks } from '../core/probe-schema.ts';
+
+export interface ProbeOptions {
+  workDir: string;
+  cudaHome?: string;
+  libfabricHome?: string;
+  json: boolean;
+  root?: string;
+}
+
+/** `nvshmem-efa probe`: builds native/probe once per work dir (cmake reuses it), runs it, shows the result. */
+export async function probeCommand(opts: ProbeOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  const { env } = await detectEnvironment({ cudaHome: opts.cudaHome, libfabricHome: opts.libfabricHome, env: process.env });
+  const buildDir = path.join(opts.workDir, 'build', 'probe');
+  err(`building the probe in ${buildDir} (libfabric ${env.libfabric.version} at ${env.libfabric.home})`);
+  const bin = await buildProbe(env, buildDir, path.join(opts.workDir, 'logs', 'probe.log'));
+  const report = await runProbe(bin, opts.root);
+  out(opts.json ? JSON.stringify(report, null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
+  return report.summary.fail > 0 ? 1 : 0;
+}

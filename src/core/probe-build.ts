@@ -1,0 +1,41 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { execa } from 'execa';
+import type { DetectedEnv } from './environment.ts';
+import { CommandFailedError } from './errors.ts';
+import { openLog, run } from './exec.ts';
+import { packageRoot } from './paths.ts';
+import { ProbeReportSchema, type ProbeReport } from './probe-schema.ts';
+
+/** Configures (once per libfabric/CUDA) and builds native/probe in `buildDir`; cmake makes reruns cheap. */
+export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: string, signal?: AbortSignal): Promise<string> {
+  const log = await openLog(logPath);
+  try {
+    const common = { log, logPath, signal };
+    await run(env.cmake.path, ['-S', path.join(packageRoot(), 'native', 'probe'), '-B', buildDir, ...(env.ninja ? ['-G', 'Ninja'] : []),
+      `-DLIBFABRIC_HOME=${env.libfabric.home}`, `-DCUDA_HOME=${env.cuda.home}`], { ...common, fix: `read the CMake error above (libfabric headers under ${env.libfabric.home}/include, cuda.h under ${env.cuda.home}/include)` });
+    await run(env.cmake.path, ['--build', buildDir], { ...common, fix: 'read the compiler error above' });
+  } finally {
+    log.end();
+  }
+  return path.join(buildDir, 'nvshmem-efa-probe');
+}
+
+/** Runs the probe and validates what it printed; a failing check is not an error here (exit status 1). */
+export async function runProbe(bin: string, root?: string): Promise<ProbeReport> {
+  if (!existsSync(bin)) throw new Error(`probe binary ${bin} missing`);
+  const r = await execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore' });
+  if (r.exitCode !== 0 && r.exitCode !== 1) {
+    throw new CommandFailedError(`nvshmem-efa-probe exited with ${r.exitCode ?? r.signal}`, 'rerun with --verbose and report the output', undefined, String(r.stderr).split('\n').slice(-10));
+  }
+  try {
+    return ProbeReportSchema.parse(JSON.parse(String(r.stdout)));
+  } catch (e) {
+    throw new CommandFailedError(`nvshmem-efa-probe printed a document that does not match its schema: ${(e as Error).message.slice(0, 300)}`, 'rebuild the probe: delete the probe build dir and rerun', undefined, []);
+  }
+}
+
+export async function readProbeJson(file: string): Promise<ProbeReport> {
+  return ProbeReportSchema.parse(JSON.parse(await readFile(file, 'utf8')));
+}

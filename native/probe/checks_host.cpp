@@ -195,7 +195,7 @@ void host_checks(Context &c) {
             if (!nics.empty() && best_numa != g_numa) cross_numa = true;
             ev += (ev.empty() ? "" : "; ") + g.first + " (NUMA " + g_numa + ") -> " + (nics.empty() ? "no EFA" : best + " (NUMA " + best_numa + ")");
         }
-        c.add("topology", "GPU to EFA topology", cross_numa ? Status::Warn : Status::Pass, ev,
+        c.add("topology", "GPU to EFA topology", nics.empty() ? Status::Skip : cross_numa ? Status::Warn : Status::Pass, ev,
               cross_numa ? "a GPU's nearest EFA device is on another NUMA node: check NVSHMEM_ENABLE_NIC_PE_MAPPING / NVSHMEM_NETDEVS_POLICY" : "");
     }
 }

@@ -60,13 +60,20 @@ void fabric_checks(Context &c) {
     }
     std::set<std::string> fabrics, domains;
     bool rma = false, hmem = false;
-    size_t max_msg = 0;
+    size_t max_msg = 0, inject = 0;
+    std::string mr_mode;
     for (fi_info *i = info; i; i = i->next) {
         fabrics.insert(i->fabric_attr->name);
         domains.insert(i->domain_attr->name);
         rma |= (i->caps & FI_RMA) != 0;
         hmem |= (i->caps & FI_HMEM) != 0;
-        if (std::string(i->fabric_attr->name) == "efa-direct") max_msg = i->ep_attr->max_msg_size;
+        if (std::string(i->fabric_attr->name) == "efa-direct") {
+            max_msg = i->ep_attr->max_msg_size;
+            inject = i->tx_attr->inject_size;
+            const int m = i->domain_attr->mr_mode;
+            mr_mode = std::string(m & FI_MR_LOCAL ? "LOCAL " : "") + (m & FI_MR_VIRT_ADDR ? "VIRT_ADDR " : "") + (m & FI_MR_ALLOCATED ? "ALLOCATED " : "") +
+                      (m & FI_MR_PROV_KEY ? "PROV_KEY " : "") + (m & FI_MR_HMEM ? "HMEM" : "");
+        }
     }
     fi_freeinfo(info);
     std::string fl;
@@ -74,7 +81,8 @@ void fabric_checks(Context &c) {
     const bool direct = fabrics.count("efa-direct") > 0;
     c.add("efa-provider", "libfabric EFA provider", direct && rma && hmem ? Status::Pass : Status::Warn,
           std::to_string(domains.size()) + " domain(s); fabrics: " + fl + "; FI_RMA " + (rma ? "yes" : "no (device lacks RDMA read+write)") +
-              ", FI_HMEM " + (hmem ? "yes" : "no") + (max_msg ? ", efa-direct max_msg_size " + std::to_string(max_msg) : ""),
+              ", FI_HMEM " + (hmem ? "yes" : "no") +
+              (max_msg ? "; efa-direct max_msg_size " + std::to_string(max_msg) + ", inject_size " + std::to_string(inject) + ", mr_mode " + trim(mr_mode) : ""),
           direct ? "" : "no efa-direct fabric: NVSHMEM 3.5+ and GDA need libfabric >= 2.1 (GDA: >= 2.3.0)");
 
 #ifndef FI_EFA_GDA_OPS

@@ -4,6 +4,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
 #include <string>
 
 #include "probe.h"
@@ -95,6 +100,7 @@ void gpu_checks(Context &c) {
     if (!drv.load()) {
         c.add("gpu-driver", "CUDA driver and GPUs", Status::Skip, drv.why);
         c.add("dmabuf-export", "GPU memory as dma-buf", Status::Skip, "no usable CUDA driver");
+        c.add("gpu-mr", "GPU memory registered with EFA", Status::Skip, "no usable CUDA driver");
         c.add("iomemory-map", "NIC memory mapped for the GPU (IOMEMORY)", Status::Skip, "no usable CUDA driver");
         return;
     }
@@ -125,6 +131,42 @@ void gpu_checks(Context &c) {
     } else {
         c.add("dmabuf-export", "GPU memory as dma-buf", Status::Fail, "dma-buf export failed: " + drv.name(r),
               "use the open NVIDIA kernel module (driver >= 515) on a kernel >= 5.12, or load nvidia_peermem");
+    }
+    // The same buffer registered with the EFA provider, as NVSHMEM registers its symmetric heap.
+    if (c.efa_devices.empty() || !buf) {
+        c.add("gpu-mr", "GPU memory registered with EFA", Status::Skip, c.efa_devices.empty() ? "no EFA device" : "no GPU buffer");
+    } else {
+        fi_info *hints = fi_allocinfo(), *info = nullptr;
+        hints->fabric_attr->prov_name = strdup("efa");
+        hints->ep_attr->type = FI_EP_RDM;
+        hints->caps = FI_RMA | FI_HMEM;
+        hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_HMEM;
+        fid_fabric *fabric = nullptr;
+        fid_domain *domain = nullptr;
+        fid_mr *mr = nullptr;
+        int rc = fi_getinfo(FI_VERSION(1, 18), nullptr, nullptr, 0, hints, &info);
+        fi_freeinfo(hints);
+        if (!rc) rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
+        if (!rc) rc = fi_domain(fabric, info, &domain, nullptr);
+        if (!rc) {
+            CUdevice dev = 0;
+            drv.deviceGet(&dev, 0);
+            iovec iov = {(void *)buf, len};
+            fi_mr_attr attr = {};
+            attr.mr_iov = &iov;
+            attr.iov_count = 1;
+            attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+            attr.iface = FI_HMEM_CUDA;
+            attr.device.cuda = dev;
+            rc = fi_mr_regattr(domain, &attr, 0, &mr);
+        }
+        if (!rc) c.add("gpu-mr", "GPU memory registered with EFA", Status::Pass, "fi_mr_regattr(FI_HMEM_CUDA) of a 2 MiB GPU buffer on " + std::string(info->domain_attr->name));
+        else c.add("gpu-mr", "GPU memory registered with EFA", Status::Fail, std::string("registering GPU memory with the efa provider: ") + fi_strerror(-rc),
+                   "libfabric needs dma-buf (see above) or a peer-memory module to register GPU memory; FI_LOG_LEVEL=info shows why");
+        if (mr) fi_close(&mr->fid);
+        if (domain) fi_close(&domain->fid);
+        if (fabric) fi_close(&fabric->fid);
+        if (info) fi_freeinfo(info);
     }
     if (buf) drv.memFree(buf);
 

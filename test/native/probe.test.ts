@@ -94,7 +94,7 @@ describe('native/probe (built against Debian libfabric, run on fake /sys trees)'
     expect(doc!.summary.fail).toBe(1);
     expect(byId(doc!)['efa-devices']?.evidence).toContain('no EFA device on this host');
     expect(doc!.verdict).toMatch(/^no EFA device/);
-    expect(doc!.checks.map((c) => c.id)).toEqual(expect.arrayContaining(['gpu-driver', 'dmabuf-export', 'iomemory-map']));
+    expect(doc!.checks.map((c) => c.id)).toEqual(expect.arrayContaining(['gpu-driver', 'dmabuf-export', 'gpu-mr', 'iomemory-map']));
     const human = probe(bin, root, true).out;
     expect(human).toMatch(/^fail  EFA devices/m);
     expect(human).toMatch(/^verdict: no EFA device/m);

@@ -1,4 +1,4 @@
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { cleanCommand } from './commands/clean.ts';
 import { planOnly } from './commands/dry-run.ts';
 import { doctorCommand } from './commands/doctor.ts';

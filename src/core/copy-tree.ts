@@ -1,4 +1,4 @@
-import { copyFile, mkdir, readdir, readlink, stat, symlink, utimes } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readlink, rename, rm, stat, symlink, utimes } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -21,4 +21,13 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
       await utimes(to, st.atime, st.mtime);
     }
   }
+}
+
+/** Replaces `dest` with a fresh copy of `src`, through `dest.partial`, so a killed copy never looks finished. */
+export async function replaceWithCopy(src: string, dest: string, skip: readonly string[]): Promise<void> {
+  const tmp = `${dest}.partial`;
+  await rm(tmp, { recursive: true, force: true });
+  await copyTree(src, tmp, skip);
+  await rm(dest, { recursive: true, force: true });
+  await rename(tmp, dest);
 }

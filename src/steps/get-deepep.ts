@@ -2,13 +2,13 @@ import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { copyTree } from '../core/copy-tree.ts';
+import { replaceWithCopy } from '../core/copy-tree.ts';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
 import { hashJson, hashTree } from '../core/hash.ts';
 import { toolVersion } from '../core/paths.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
-import { headCommit } from './get-nvshmem.ts';
+import { headCommit, resetClone } from './get-nvshmem.ts';
 import type { Ctx, SourceResult, Step } from './types.ts';
 
 export function deepEpPinFor(ref: string): Pin {
@@ -72,18 +72,14 @@ export const getDeepEpStep: Step = {
     } else if (o.deepepSrc) {
       const dest = path.join(ctx.paths.sources, 'deepep');
       io.progress(`copying ${o.deepepSrc}`);
-      await rm(`${dest}.partial`, { recursive: true, force: true });
-      await copyTree(o.deepepSrc, `${dest}.partial`, [ctx.paths.workDir]);
-      await rm(dest, { recursive: true, force: true });
-      await rename(`${dest}.partial`, dest);
+      await replaceWithCopy(o.deepepSrc, dest, [ctx.paths.workDir]);
       result = { kind: 'local', dir: dest, origin: o.deepepSrc };
     } else {
       const pin = deepEpPinFor(o.deepepRef!);
       const dest = path.join(ctx.paths.sources, `deepep-${pin.ref}`);
       if (existsSync(dest) && (await headCommit(dest)) === pin.commit) {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
-        await simpleGit(dest).raw(['checkout', '-qf', pin.commit]);
-        await simpleGit(dest).raw(['clean', '-qfdx']);
+        await resetClone(dest, pin.commit);
       } else {
         if (o.offline) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dest}`, 'run once with network access, or pass --deepep-src DIR');
         await fetchCommit(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
-import { copyTree } from '../core/copy-tree.ts';
+import { replaceWithCopy } from '../core/copy-tree.ts';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
@@ -73,12 +73,8 @@ export const getNvshmemStep: Step = {
       result = { kind: 'local', dir: o.nvshmemSrc, origin: o.nvshmemSrc };
     } else if (o.nvshmemSrc) {
       const dest = path.join(ctx.paths.sources, 'nvshmem');
-      const tmp = `${dest}.partial`;
       io.progress(`copying ${o.nvshmemSrc}`);
-      await rm(tmp, { recursive: true, force: true });
-      await copyTree(o.nvshmemSrc, tmp, [ctx.paths.workDir]);
-      await rm(dest, { recursive: true, force: true });
-      await rename(tmp, dest);
+      await replaceWithCopy(o.nvshmemSrc, dest, [ctx.paths.workDir]);
       result = { kind: 'local', dir: dest, origin: o.nvshmemSrc };
     } else {
       const pin = pinFor(o.nvshmemRef);
@@ -90,10 +86,8 @@ export const getNvshmemStep: Step = {
         }
         await fetchPinned(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
       } else {
-        // The cached clone carries the previous run's patches; start again from the pinned commit.
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
-        await simpleGit(dest).raw(['checkout', '-qf', pin.commit]);
-        await simpleGit(dest).raw(['clean', '-qfdx']);
+        await resetClone(dest, pin.commit);
       }
       result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
     }
@@ -109,6 +103,12 @@ export const getNvshmemStep: Step = {
     return true;
   },
 };
+
+/** A cached clone carries the previous run's patches: start again from the pinned commit. */
+export async function resetClone(dir: string, commit: string): Promise<void> {
+  await simpleGit(dir).raw(['checkout', '-qf', commit]);
+  await simpleGit(dir).raw(['clean', '-qfdx']);
+}
 
 /**
  * What the patch step will write. Part of this step's stamp so that a new template or tool version starts from

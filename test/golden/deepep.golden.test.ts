@@ -1,20 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
 import { planDeepEp, type DeepEpPlan } from '../../src/patchers/deepep/index.ts';
-import { GOLDEN_DEEPEP, goldenCases, materialize } from '../helpers/golden.ts';
+import { GOLDEN_DEEPEP, golden, goldenCases, materialize } from '../helpers/golden.ts';
 
-const UPDATE = process.env.UPDATE_GOLDEN === '1';
-
-function golden(file: string, actual: string) {
-  if (UPDATE || !existsSync(file)) {
-    if (!UPDATE) throw new Error(`missing golden file ${file}; run with UPDATE_GOLDEN=1 and review it`);
-    writeFileSync(file, actual);
-  }
-  expect(actual).toBe(readFileSync(file, 'utf8'));
-}
 
 const refusalText = (plan: DeepEpPlan) => plan.refusals.map((r) => `${r.id} (${r.file ?? '-'}: ${r.anchor})\n  ${r.detail}\n`).join('');
 

@@ -1,23 +1,13 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
 import type { PatchPlan } from '../../src/patchers/engine/plan.ts';
 import { planNvshmem } from '../../src/patchers/nvshmem/index.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
-import { goldenCases, materialize } from '../helpers/golden.ts';
+import { golden, goldenCases, materialize } from '../helpers/golden.ts';
 
-const UPDATE = process.env.UPDATE_GOLDEN === '1';
-
-/** Byte-for-byte comparison with a checked-in file; UPDATE_GOLDEN=1 rewrites it. */
-function golden(file: string, actual: string) {
-  if (UPDATE || !existsSync(file)) {
-    if (!UPDATE) throw new Error(`missing golden file ${file}; run with UPDATE_GOLDEN=1 and review it`);
-    writeFileSync(file, actual);
-  }
-  expect(actual).toBe(readFileSync(file, 'utf8'));
-}
 
 function refusalText(plan: PatchPlan): string {
   return plan.refusals.map((r) => `${r.id} (${r.file}: ${r.anchor})\n  ${r.detail}\n`).join('');

@@ -1,4 +1,5 @@
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { expect } from 'vitest';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +14,14 @@ export interface GoldenCase {
   base?: string;
   expect: 'patch' | 'refuse';
   note: string;
+  /**
+   * Template files to copy into the tree when it is materialised: {from (repo-relative dir), to (tree dir)}.
+   * Already-patched cases get the current templates this way instead of keeping stale copies.
+   */
+  templates?: { from: string; to: string };
 }
+
+const REPO = path.join(GOLDEN_ROOT, '..', '..');
 
 export function goldenCases(root = GOLDEN): GoldenCase[] {
   return readdirSync(root)
@@ -28,5 +36,21 @@ export function materialize(c: GoldenCase | string, root = GOLDEN): string {
   const dst = mkdtempSync(path.join(os.tmpdir(), `nvshmem-efa-${gc.name}-`));
   if (gc.base) cpSync(path.join(path.dirname(gc.dir), gc.base, 'tree'), dst, { recursive: true });
   cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
+  if (gc.templates) {
+    for (const f of readdirSync(path.join(REPO, gc.templates.from)).filter((n) => !n.endsWith('.json'))) {
+      cpSync(path.join(REPO, gc.templates.from, f), path.join(dst, gc.templates.to, f));
+    }
+  }
   return dst;
+}
+
+const UPDATE = process.env.UPDATE_GOLDEN === '1';
+
+/** Byte-for-byte comparison with a checked-in file; UPDATE_GOLDEN=1 rewrites it (review the diff). */
+export function golden(file: string, actual: string): void {
+  if (UPDATE || !existsSync(file)) {
+    if (!UPDATE) throw new Error(`missing golden file ${file}; run with UPDATE_GOLDEN=1 and review it`);
+    writeFileSync(file, actual);
+  }
+  expect(actual).toBe(readFileSync(file, 'utf8'));
 }

@@ -19,6 +19,11 @@ export interface GoldenCase {
    * Already-patched cases get the current templates this way instead of keeping stale copies.
    */
   templates?: { from: string; to: string };
+  /**
+   * Changes to the base case's files, each `find` present exactly once: a variant says only how it differs
+   * from its base instead of repeating whole files.
+   */
+  edits?: { file: string; find: string; replace: string }[];
 }
 
 const REPO = path.join(GOLDEN_ROOT, '..', '..');
@@ -35,7 +40,14 @@ export function materialize(c: GoldenCase | string, root = GOLDEN): string {
   const gc = typeof c === 'string' ? goldenCases(root).find((x) => x.name === c)! : c;
   const dst = mkdtempSync(path.join(os.tmpdir(), `nvshmem-efa-${gc.name}-`));
   if (gc.base) cpSync(path.join(path.dirname(gc.dir), gc.base, 'tree'), dst, { recursive: true });
-  cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
+  if (existsSync(path.join(gc.dir, 'tree'))) cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
+  for (const e of gc.edits ?? []) {
+    const file = path.join(dst, e.file);
+    const text = readFileSync(file, 'utf8');
+    const at = text.indexOf(e.find);
+    if (at < 0 || text.indexOf(e.find, at + 1) >= 0) throw new Error(`golden case ${gc.name}: edit of ${e.file} must match exactly once: ${JSON.stringify(e.find.slice(0, 80))}`);
+    writeFileSync(file, text.slice(0, at) + e.replace + text.slice(at + e.find.length));
+  }
   if (gc.templates) {
     for (const f of readdirSync(path.join(REPO, gc.templates.from)).filter((n) => !n.endsWith('.json'))) {
       cpSync(path.join(REPO, gc.templates.from, f), path.join(dst, gc.templates.to, f));

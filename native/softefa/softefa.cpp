@@ -159,6 +159,11 @@ int Device::add_qp(const QpConfig &cfg) {
 
 void Device::violation(const Qp &qp, uint32_t slot, std::string what) {
     std::lock_guard<std::mutex> g(mu_);
+    violation_locked(qp, slot, std::move(what));
+}
+
+// Bounded, so a runaway device cannot exhaust memory with reports.
+void Device::violation_locked(const Qp &qp, uint32_t slot, std::string what) {
     if (violations_.size() < 1000) violations_.push_back({qp.cfg.qpn, slot, std::move(what)});
 }
 
@@ -261,7 +266,7 @@ size_t Device::poll_once() {
             uint8_t status;
             uint8_t op = (uint8_t)EFA_GDA_GET(EFA_IO_TX_META_DESC_OP_TYPE_MASK, raw[offsetof(efa_io_tx_meta_desc, ctrl1)]);
             if (!parse_wqe(raw, slot, qp.log2, &w, &why)) {
-                if (violations_.size() < 1000) violations_.push_back({qp.cfg.qpn, slot, "slot " + std::to_string(slot) + ": " + why});
+                violation_locked(qp, slot, "slot " + std::to_string(slot) + ": " + why);
                 status = EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR;
                 w.req_id = load<uint16_t>(raw + offsetof(efa_io_tx_meta_desc, req_id));
             } else {
@@ -291,9 +296,7 @@ size_t Device::poll_once() {
         const uint32_t db_after = *qp.cfg.db;
         if (ahead > qp.cfg.max_batch && db_after == db && !qp.warned_ahead) {
             qp.warned_ahead = true;
-            if (violations_.size() < 1000)
-                violations_.push_back({qp.cfg.qpn, db, "more than max_batch " + std::to_string(qp.cfg.max_batch) +
-                                                           " WQEs written past doorbell " + std::to_string(db)});
+            violation_locked(qp, db, "more than max_batch " + std::to_string(qp.cfg.max_batch) + " WQEs written past doorbell " + std::to_string(db));
         }
     }
     return served;

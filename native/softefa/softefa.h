@@ -125,6 +125,7 @@ private:
     void complete_rx(Qp &target, const Qp &src, uint32_t imm, uint32_t length, uint8_t status);
     const Region *find_region(uint32_t key, uint64_t addr, uint64_t len) const;
     void violation(const Qp &qp, uint32_t slot, std::string what);
+    void violation_locked(const Qp &qp, uint32_t slot, std::string what);  // mu_ held
 
     Memory &mem_;
     std::vector<Region> regions_;

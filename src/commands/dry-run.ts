@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { detectEnvironment } from '../core/environment.ts';
-import { EnvironmentError, PatchRefusedError } from '../core/errors.ts';
+import { EnvironmentError } from '../core/errors.ts';
 import { exportPatches, renderDiff } from '../patchers/engine/apply.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
@@ -10,6 +10,7 @@ import type { Options } from '../options.ts';
 import { cmakeArgs } from '../steps/build-nvshmem.ts';
 import { headCommit, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
+import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { refusalError } from '../steps/patch-nvshmem.ts';
 import type { Ctx } from '../steps/types.ts';
 import { StateStore } from '../core/state.ts';
@@ -34,9 +35,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   if (opts.deepepSrc) {
     // DeepEP's files go under deepep/ in the diff and the export, so the two trees cannot be confused.
     const dp = await planDeepEp(opts.deepepSrc);
-    if (dp.refusals.length) {
-      throw new PatchRefusedError(`DeepEP tree ${opts.deepepSrc} does not look as expected`, 'use DeepEP 567632d, a V1 revision from v1.2.1 on, or EPv2', dp.refusals.map((r) => `${r.id}: ${r.detail}`));
-    }
+    if (dp.refusals.length) throw deepEpRefusalError(dp, opts.deepepSrc);
     plan.fixes.push(...dp.fixes);
     plan.changes.push(...dp.changes.map((c) => ({ ...c, file: `deepep/${c.file}` })));
   }

@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import type { DetectedEnv } from './environment.ts';
@@ -34,8 +33,4 @@ export async function runProbe(bin: string, root?: string): Promise<ProbeReport>
   } catch (e) {
     throw new CommandFailedError(`nvshmem-efa-probe printed a document that does not match its schema: ${(e as Error).message.slice(0, 300)}`, 'rebuild the probe: delete the probe build dir and rerun', undefined, []);
   }
-}
-
-export async function readProbeJson(file: string): Promise<ProbeReport> {
-  return ProbeReportSchema.parse(JSON.parse(await readFile(file, 'utf8')));
 }

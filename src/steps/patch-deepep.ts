@@ -4,8 +4,17 @@ import { toolVersion } from '../core/paths.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { writeChanges } from '../patchers/engine/apply.ts';
+import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import type { DeepEpPatchResult, Step } from './types.ts';
+
+export function deepEpRefusalError(plan: PatchPlan, dir: string): PatchRefusedError {
+  return new PatchRefusedError(
+    `DeepEP tree ${dir} does not look as expected; nothing was changed`,
+    'use DeepEP 567632d (--deepep-ref 567632d), a V1 revision from v1.2.1 on, or EPv2; if the tree was edited by hand, restore it (git checkout -- .) and rerun',
+    plan.refusals.map((r) => `${r.id}: ${r.detail}`),
+  );
+}
 
 export const patchDeepEpStep: Step = {
   id: 'patch-deepep',
@@ -20,11 +29,7 @@ export const patchDeepEpStep: Step = {
     const plan = await planDeepEp(dir);
     if (plan.refusals.length) {
       ctx.refusals = [...(ctx.refusals ?? []), ...plan.refusals];
-      throw new PatchRefusedError(
-        `DeepEP tree ${dir} does not look as expected; nothing was changed`,
-        'use DeepEP 567632d (--deepep-ref 567632d), a V1 revision from v1.2.1 on, or EPv2; if the tree was edited by hand, restore it (git checkout -- .) and rerun',
-        plan.refusals.map((r) => `${r.id}: ${r.detail}`),
-      );
+      throw deepEpRefusalError(plan, dir);
     }
     await writeChanges(dir, plan.changes);
     const applied = plan.fixes.filter((f) => f.status === 'applied').length;

@@ -8,7 +8,7 @@ import { flattenPreprocessor } from '../../src/patchers/engine/flatten.ts';
 import { findBlock, renderBlock } from '../../src/patchers/engine/markers.ts';
 import { planPatches, type InsertSpec } from '../../src/patchers/engine/plan.ts';
 import { readFileSync } from 'node:fs';
-import { GOLDEN } from '../helpers/golden.ts';
+import { materialize } from '../helpers/golden.ts';
 
 describe('flattenPreprocessor', () => {
   it('keeps the first branch, blanks directives and other branches, preserves offsets', () => {
@@ -37,7 +37,7 @@ describe('indexCpp', () => {
     expect(f.finalReturn).toBeDefined();
   });
   it('falls back to the #if-flattened parse when an #ifdef split hides the labels', async () => {
-    const src = readFileSync(path.join(GOLDEN, 'ifdef-split/tree/src/modules/transport/libfabric/libfabric.cpp'), 'utf8');
+    const src = readFileSync(path.join(materialize('ifdef-split'), 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8');
     const f = (await indexCpp(src)).findFunction('nvshmemt_libfabric_connect_endpoints')!;
     expect(f.raw?.labels.has('out') ?? false).toBe(false);
     expect(f.flattened?.labels.has('out')).toBe(true);

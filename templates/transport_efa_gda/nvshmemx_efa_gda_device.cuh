@@ -19,9 +19,10 @@
  * waits until that prefix covers every WQE reserved before it was called, its own included; counting
  * completions instead would let later WQEs of other threads stand in for its own.
  *
- * Any number of threads may post at once (slots are reserved with atomicCAS and doorbells handed over in
- * slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a sender
- * may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot overrun. */
+ * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
+ * over in slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a
+ * sender may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot
+ * overrun. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_CUH
 

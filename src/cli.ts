@@ -5,7 +5,7 @@ import { doctorCommand } from './commands/doctor.ts';
 import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
-import { formatError, NvshmemEfaError } from './core/errors.ts';
+import { exitCodeOf, formatError } from './core/errors.ts';
 import { toolVersion } from './core/paths.ts';
 import { resolveOptions, type Command as Cmd } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
@@ -16,9 +16,11 @@ Exit codes:
   0    success
   1    a step failed (the error names the log)
   2    invalid command line
-  3    the NVSHMEM tree does not look as expected; nothing was changed
+  3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
   4    a required tool or library is missing
   5    a fetched source does not match its pin
+  6    the file system refused (a file where a directory is expected, read-only or full disk, no permission); the message names the path
+  7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
   130  interrupted (rerun to resume)`;
 
 function addSourceOptions(c: Command): Command {
@@ -105,6 +107,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       return e.exitCode === 0 ? 0 : 2;
     }
     process.stderr.write(formatError(e) + '\n');
-    return e instanceof NvshmemEfaError ? e.exitCode : 1;
+    return exitCodeOf(e);
   }
 }

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ReportSchema } from '../../src/core/report.ts';
+import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -21,12 +22,12 @@ writeFileSync(
     sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
   }),
 );
-const ENV = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+const ENV: NodeJS.ProcessEnv = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
 
-function cli(args: string[]): { code: number; stdout: string; stderr: string } {
+function cli(args: string[], env = ENV): { code: number; stdout: string; stderr: string } {
   try {
-    const stdout = execFileSync(process.execPath, [BIN, ...args], { env: ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const stdout = execFileSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     return { code: 0, stdout, stderr: '' };
   } catch (e) {
     const x = e as { status: number; stdout: string; stderr: string };
@@ -152,12 +153,13 @@ describe('nvshmem-efa patch', () => {
   it('--dry-run prints a diff and changes nothing', () => {
     const src = materialize('v3.4-like');
     const before = readFileSync(path.join(src, 'src/CMakeLists.txt'), 'utf8');
-    const r = cli(['patch', '--nvshmem-src', src, '--dry-run', '--work-dir', path.join(src, '.w')]);
+    const w = path.join(mkdtempSync(path.join(os.tmpdir(), 'w-')), '.w');
+    const r = cli(['patch', '--nvshmem-src', src, '--dry-run', '--work-dir', w]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^diff --git a\/nvshmem_transport.sym/);
     expect(r.stdout).toContain('+    nvshmemt_efa_gda_fini();');
     expect(readFileSync(path.join(src, 'src/CMakeLists.txt'), 'utf8')).toBe(before);
-    expect(existsSync(path.join(src, '.w'))).toBe(false);
+    expect(existsSync(w)).toBe(false);
   });
 
   it('--in-place patches the tree, and a second run changes nothing', () => {
@@ -173,11 +175,12 @@ describe('nvshmem-efa patch', () => {
 
   it('exits 3 naming the file and the function when connect_endpoints is renamed', () => {
     const src = materialize('anchor-missing');
-    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', path.join(src, '.w'), '--offline']);
+    const w = mkdtempSync(path.join(os.tmpdir(), 'w-'));
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline']);
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('src/modules/transport/libfabric/libfabric.cpp: no definition of nvshmemt_libfabric_connect_endpoints() found');
     expect(r.stderr).toMatch(/^fix: /m);
-    expect(report(path.join(src, '.w')).ok).toBe(false);
+    expect(report(w).ok).toBe(false);
   });
 
   it('exits 2 on a usage error, with the fix', () => {
@@ -256,7 +259,8 @@ describe('nvshmem-efa with DeepEP (--deepep-src)', () => {
     // The miniature project installs no nvshmem.h: DeepEP's setup.py could not compile against it, and the
     // build step says so instead of failing in the link half an hour later.
     const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
-    const r = cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS]);
+    // A Python that has torch (the preflight checks it before any long step; this host may have none).
+    const r = cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS], { ...ENV, PYTHON: fakeToolchain().python });
     expect(r.code).toBe(4);
     expect(r.stderr).toContain("lacks include/nvshmem.h, which DeepEP's setup.py links against");
     expect(stepStatus(work)).toMatchObject({ 'build-nvshmem': 'done', 'patch-deepep': 'done', 'build-deepep': 'failed' });

@@ -47,7 +47,10 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
     await claimWorkDir(opts.workDir);
     const lock = await acquireLock(opts.workDir);
     try {
-      if (lock.tookOverFrom) process.stderr.write(`note: took over the lock of a run that is gone: ${describeHolder(lock.tookOverFrom)}\n`);
+      if (lock.tookOverFrom) {
+        const stopped = lock.stoppedLeftovers ? `; stopped the commands it left running (pid ${lock.stoppedLeftovers.join(', ')})` : '';
+        process.stderr.write(`note: took over the lock of a run that is gone: ${describeHolder(lock.tookOverFrom)}${stopped}\n`);
+      }
       await mkdir(paths.logs, { recursive: true });
       const ctx: Ctx = { opts, paths, state: await StateStore.open(opts.workDir), signal, envFixes: found.envFixes, ...(found.env ? { env: found.env } : {}) };
       const { outcomes, error: raw } = await runSteps(steps, ctx, chooseRenderer(opts));

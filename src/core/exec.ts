@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { CommandFailedError, filesystemFault, InterruptedError } from './errors.ts';
-import { killTree } from './kill-tree.ts';
+import { childEnded, childStarted, killTree } from './kill-tree.ts';
 
 /**
  * A step's log. A write error (full disk, a log path that is a device) is kept and raised by `check()`
@@ -81,9 +81,11 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
     buffer: false,
     reject: false,
     stdin: 'ignore',
-    // Kill the child with us: a killed run must not leave a compiler behind writing into the build dir.
-    cleanup: true,
+    // A process group of its own: a Ctrl-C to ours reaches only us, and we stop the command's whole tree
+    // (kill-tree.ts) before any part of it can die and orphan the rest. The registry stops it if we exit.
+    detached: true,
   });
+  if (sub.pid !== undefined) childStarted(sub.pid);
   let partial = '';
   const take = (line: string) => {
     lines.push(line);
@@ -123,6 +125,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
     return lines;
   } finally {
     o.signal?.removeEventListener('abort', onAbort);
+    if (sub.pid !== undefined) childEnded(sub.pid);
   }
 }
 

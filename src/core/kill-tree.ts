@@ -97,3 +97,47 @@ export async function killTree(root: number, graceMs = 2000): Promise<void> {
   while (Date.now() < deadline && [...all].some(isRunning)) await new Promise((r) => setTimeout(r, 50));
   for (const p of all) if (isRunning(p)) send(p, 'SIGKILL');
 }
+
+/** Stops and SIGKILLs a tree at once, without waiting (for process 'exit' handlers, which cannot wait). */
+export function killTreeNow(root: number): void {
+  const all = new Set<number>([root]);
+  send(root, 'SIGSTOP');
+  for (let round = 0; round < 20; round++) {
+    const found = descendants(root).filter((p) => !all.has(p));
+    if (found.length === 0) break;
+    for (const p of found) {
+      all.add(p);
+      send(p, 'SIGSTOP');
+    }
+  }
+  for (const p of all) send(p, 'SIGKILL');
+}
+
+/**
+ * The commands this process is running. They run in process groups of their own (so that a Ctrl-C to our
+ * group does not kill a parent before its children are found), which also means nothing stops them when
+ * we die: the registry lets an exit handler stop them, and the work-dir lock records them so that a later
+ * run taking over the lock of a killed run can stop what that run left behind.
+ */
+const live = new Set<number>();
+let observer: ((pids: readonly number[]) => void) | undefined;
+
+export function observeChildren(fn: ((pids: readonly number[]) => void) | undefined): void {
+  observer = fn;
+}
+
+export function childStarted(pid: number): void {
+  if (live.size === 0) process.on('exit', stopChildrenOnExit);
+  live.add(pid);
+  observer?.([...live]);
+}
+
+export function childEnded(pid: number): void {
+  live.delete(pid);
+  if (live.size === 0) process.off('exit', stopChildrenOnExit);
+  observer?.([...live]);
+}
+
+function stopChildrenOnExit(): void {
+  for (const pid of live) killTreeNow(pid);
+}

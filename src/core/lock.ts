@@ -1,9 +1,10 @@
-import { readFileSync, unlinkSync } from 'node:fs';
+import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { link, open, readFile, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { WorkDirBusyError } from './errors.ts';
+import { isRunning, killTree, observeChildren } from './kill-tree.ts';
 
 /**
  * One run per work dir: two runs copying, patching or building into the same tree corrupt it and then stamp
@@ -12,7 +13,16 @@ import { WorkDirBusyError } from './errors.ts';
  */
 export const LOCK_FILE = '.nvshmem-efa.lock';
 
-const LockInfo = z.object({ pid: z.number().int(), host: z.string(), procStart: z.string().nullable(), command: z.string(), startedAt: z.string() });
+const Proc = z.object({ pid: z.number().int(), procStart: z.string().nullable() });
+const LockInfo = z.object({
+  pid: z.number().int(),
+  host: z.string(),
+  procStart: z.string().nullable(),
+  command: z.string(),
+  startedAt: z.string(),
+  /** The commands the holder is running (cmake, git, setup.py): stopped by whoever takes over a stale lock. */
+  children: z.array(Proc).default([]),
+});
 type LockInfo = z.infer<typeof LockInfo>;
 
 /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); null where /proc is not there. */
@@ -28,7 +38,7 @@ export function processStartTime(pid: number): string | null {
   }
 }
 
-function alive(info: LockInfo): boolean {
+function alive(info: { pid: number; procStart: string | null }): boolean {
   try {
     process.kill(info.pid, 0);
   } catch (e) {
@@ -46,6 +56,8 @@ export interface HeldLock {
   file: string;
   /** Set when a lock of a dead run was replaced; the caller tells the user. */
   tookOverFrom?: LockInfo;
+  /** Commands the dead run had left running, stopped on take-over. */
+  stoppedLeftovers?: number[];
   release(): Promise<void>;
 }
 
@@ -77,9 +89,11 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
     procStart: processStartTime(process.pid),
     command: ['nvshmem-efa', ...argv.slice(2)].map(quote).join(' '),
     startedAt: new Date().toISOString(),
+    children: [],
   };
-  const mine = JSON.stringify(me) + '\n';
+  let mine = JSON.stringify(me) + '\n';
   let tookOverFrom: LockInfo | undefined;
+  const stoppedLeftovers: number[] = [];
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       const fh = await open(file, 'wx');
@@ -100,10 +114,24 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
       };
       // A second Ctrl-C ends the process with process.exit(): the lock must not outlive it.
       process.once('exit', releaseSync);
+      // Keep the running commands in the lock (written through a rename: a reader never sees half of it).
+      observeChildren((pids) => {
+        if (released) return;
+        const next = JSON.stringify({ ...me, children: pids.map((pid) => ({ pid, procStart: processStartTime(pid) })) }) + '\n';
+        try {
+          writeFileSync(`${file}.${process.pid}.tmp`, next);
+          renameSync(`${file}.${process.pid}.tmp`, file);
+          mine = next;
+        } catch {
+          /* the lock still names us; only the leftover stop of a later run loses this detail */
+        }
+      });
       return {
         file,
         ...(tookOverFrom ? { tookOverFrom } : {}),
+        ...(stoppedLeftovers.length ? { stoppedLeftovers } : {}),
         async release() {
+          observeChildren(undefined);
           process.off('exit', releaseSync);
           releaseSync();
         },
@@ -148,6 +176,13 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
       await link(aside, file).catch(() => undefined);
     } else {
       tookOverFrom = held.info;
+      // A run killed outright (SIGKILL) cannot stop its commands; they would build into this work dir
+      // alongside us. Stop those still running (same pid and start time as recorded).
+      for (const c of held.info.children.filter(alive)) {
+        if (!isRunning(c.pid)) continue;
+        await killTree(c.pid);
+        stoppedLeftovers.push(c.pid);
+      }
     }
     await unlink(aside).catch(() => undefined);
   }

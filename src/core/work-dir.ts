@@ -28,7 +28,7 @@ type Marker = z.infer<typeof Marker>;
 export const LAYOUT_NAMES = ['logs', 'sources', 'build', 'install', 'stubs', 'vendor', STATE_FILE, REPORT_JSON, REPORT_MD, LOCK_FILE] as const;
 
 /** Temporary files of writeFileAtomic and the lock take-over: ours by name. */
-const isOurTemp = (name: string) => /\.nvshmem-efa-tmp-\d+$/.test(name) || name.startsWith(`${LOCK_FILE}.stale-`);
+const isOurTemp = (name: string) => /\.nvshmem-efa-tmp-\d+$/.test(name) || name.startsWith(`${LOCK_FILE}.`);
 
 async function readMarker(dir: string): Promise<Marker | undefined> {
   try {

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -29,14 +29,10 @@ export interface CliResult {
   stderr: string;
 }
 
+/** Runs the CLI to the end; stdout and stderr both kept, whatever the exit status. */
 export function cli(args: string[], env: NodeJS.ProcessEnv = ENV): CliResult {
-  try {
-    const stdout = execFileSync(process.execPath, [BIN, ...args], { env: { NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, ...env }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return { code: 0, stdout, stderr: '' };
-  } catch (e) {
-    const x = e as { status: number; stdout: string; stderr: string };
-    return { code: x.status, stdout: x.stdout, stderr: x.stderr };
-  }
+  const r = spawnSync(process.execPath, [BIN, ...args], { env: { NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, ...env }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return { code: r.status ?? 128 + (r.signal ? os.constants.signals[r.signal] : 0), stdout: r.stdout, stderr: r.stderr };
 }
 
 /** A CLI process running in the background: its own process group, output collected as it comes. */

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
@@ -49,7 +50,7 @@ describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () 
   });
 });
 
-describe('EFA GDA host code (C++11, g++)', () => {
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('EFA GDA host code (C++11, g++)'), () => {
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gda-host-'));
   const cuInc = NVCC ? path.join(path.dirname(path.dirname(NVCC)), 'include') : '/usr/local/cuda/include';
   const harness = (name: string, extra: string[]) => {

@@ -1,0 +1,260 @@
+import { execSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { hashTree } from '../../src/core/hash.ts';
+import { cli, ENV, report, stepStatus, tmp } from '../helpers/cli.ts';
+import { fakeToolchain } from '../helpers/fake-toolchain.ts';
+import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+
+/**
+ * Issue 9: nothing of the user's is ever lost. Each test drives the real CLI against our miniature trees
+ * (`patch` needs no toolchain; `build` runs on the fake one of test/helpers/fake-toolchain.ts).
+ */
+const ls = (d: string) => readdirSync(d).sort();
+const LIBFABRIC_CPP = 'src/modules/transport/libfabric/libfabric.cpp';
+const noStack = (s: string) => {
+  expect(s).not.toMatch(/internal error/);
+  expect(s).not.toMatch(/^\s+at .*\(.*:\d+:\d+\)$/m);
+};
+
+describe('the work dir is ours or refused (item 1)', () => {
+  it('refuses a non-empty directory that is not a work dir (exit 2) and writes nothing into it', () => {
+    const home = tmp('home-');
+    writeFileSync(path.join(home, 'notes.txt'), 'mine\n');
+    mkdirSync(path.join(home, 'projects'));
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', home, '--offline']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--work-dir ${home} is not empty and is not an nvshmem-efa work dir (it holds notes.txt, projects)`);
+    expect(r.stderr).toMatch(/^fix: pass a new or empty directory/m);
+    expect(ls(home)).toEqual(['notes.txt', 'projects']);
+  });
+
+  it('clean deletes only what nvshmem-efa created: user files and a directory it did not make stay', () => {
+    const x = tmp('user-dir-');
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', x, '--offline']).code).toBe(0);
+    writeFileSync(path.join(x, 'mine.txt'), 'keep me\n');
+    const r = cli(['clean', '--work-dir', x]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('kept 1 entry nvshmem-efa did not create');
+    expect(existsSync(x)).toBe(true);
+    expect(ls(x)).toEqual(['mine.txt']);
+    expect(readFileSync(path.join(x, 'mine.txt'), 'utf8')).toBe('keep me\n');
+  });
+
+  it('clean removes a work dir it made itself, and only once nothing of the user is left in it', () => {
+    const parent = tmp('parent-');
+    const made = path.join(parent, 'w');
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', made, '--offline']).code).toBe(0);
+    expect(cli(['clean', '--work-dir', made, '--dry-run']).stdout).toMatch(/^would remove .* and /);
+    expect(cli(['clean', '--work-dir', made]).code).toBe(0);
+    expect(existsSync(made)).toBe(false);
+    expect(ls(parent)).toEqual([]);
+  });
+
+  it('clean refuses a directory that is not a work dir (exit 2) and deletes nothing', () => {
+    const d = tmp('not-ours-');
+    writeFileSync(path.join(d, 'a.txt'), 'a');
+    const r = cli(['clean', '--work-dir', d]);
+    expect(r.code).toBe(2);
+    expect(ls(d)).toEqual(['a.txt']);
+  });
+});
+
+describe('source and work dir never overlap (item 2)', () => {
+  const cases: [string, (src: string) => string][] = [
+    ['equal to', (src) => src],
+    ['inside', (src) => path.join(src, '.nvshmem-efa')],
+    ['containing', (src) => path.dirname(src)],
+    ['inside, through a symbolic link to the tree', (src) => {
+      const link = path.join(tmp('link-'), 'tree');
+      symlinkSync(src, link);
+      return path.join(link, 'work');
+    }],
+  ];
+  it.each(cases)('--work-dir %s --nvshmem-src is refused (exit 2) before anything is written', async (_, work) => {
+    const src = materialize('v3.4-like');
+    const before = await hashTree(src);
+    const entries = ls(src);
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', work(src), '--offline']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--(work-dir|nvshmem-src) .* is (the same directory as|inside|contains) --(nvshmem-src|work-dir) .*; they must not overlap/);
+    expect(r.stderr).toMatch(/^fix: pass a --work-dir outside the source trees/m);
+    expect(ls(src)).toEqual(entries);
+    expect(await hashTree(src)).toBe(before);
+  });
+
+  it('--deepep-src inside the work dir and --export inside a source tree are refused too', () => {
+    const work = tmp();
+    const deepep = path.join(work, 'deepep');
+    mkdirSync(deepep);
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--offline']).code).toBe(2);
+    const src = materialize('v3.4-like');
+    const r = cli(['patch', '--nvshmem-src', src, '--export', path.join(src, 'patches'), '--work-dir', tmp()]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--nvshmem-src .* contains --export .*; they must not overlap/);
+    expect(existsSync(path.join(src, 'patches'))).toBe(false);
+  });
+});
+
+describe('copy mode never writes through to the user tree (item 3)', () => {
+  it('copies a symbolic link to a directory of the tree as content; the patch lands in the copy only', async () => {
+    const src = materialize('v3.4-like');
+    // The transport directory moved elsewhere in the tree and linked back with an absolute path.
+    const real = path.join(src, 'vendor-libfabric');
+    renameSync(path.join(src, 'src/modules/transport/libfabric'), real);
+    symlinkSync(real, path.join(src, 'src/modules/transport/libfabric'));
+    writeFileSync(path.join(src, 'linked.sym'), 'x');
+    rmSync(path.join(src, 'nvshmem_transport.sym'));
+    symlinkSync(path.join(src, 'linked.sym'), path.join(src, 'nvshmem_transport.sym'));
+    writeFileSync(path.join(src, 'linked.sym'), readFileSync(path.join(materialize('v3.4-like'), 'nvshmem_transport.sym')));
+    const before = await hashTree(src);
+    const work = tmp();
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', work, '--offline']);
+    expect(r.stderr).not.toMatch(/error:/);
+    expect(r.code).toBe(0);
+    expect(await hashTree(src)).toBe(before);
+    expect(readFileSync(path.join(real, 'libfabric.cpp'), 'utf8')).not.toContain('nvshmem-efa:begin');
+    expect(existsSync(path.join(real, 'efa_gda'))).toBe(false);
+    const copy = path.join(work, 'sources/nvshmem');
+    expect(lstatSync(path.join(copy, 'src/modules/transport/libfabric')).isDirectory()).toBe(true);
+    expect(lstatSync(path.join(copy, 'nvshmem_transport.sym')).isFile()).toBe(true);
+    expect(readFileSync(path.join(copy, LIBFABRIC_CPP), 'utf8')).toContain('nvshmem-efa:begin efa-gda-init');
+  });
+
+  it('refuses a link to a directory outside the tree and a dangling link (exit 2), changing nothing', () => {
+    const outside = tmp('outside-');
+    writeFileSync(path.join(outside, 'private.key'), 'secret');
+    const dangling = path.join(tmp('gone-'), 'nowhere');
+    for (const target of [outside, dangling]) {
+      const src = materialize('v3.4-like');
+      symlinkSync(target, path.join(src, 'src/extra'));
+      const work = tmp();
+      const r = cli(['patch', '--nvshmem-src', src, '--work-dir', work, '--offline']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(target === outside ? /src\/extra links to .* outside the tree/ : /src\/extra is a dangling symbolic link/);
+      expect(existsSync(path.join(work, 'sources/nvshmem'))).toBe(false);
+      expect(existsSync(path.join(work, 'sources/nvshmem.partial'))).toBe(false);
+    }
+    expect(ls(outside)).toEqual(['private.key']);
+    expect(existsSync(dangling)).toBe(false);
+  });
+});
+
+describe('only what is needed is copied', () => {
+  it('leaves an in-tree build/ directory (and any CMake build tree) out of the copy', () => {
+    const src = materialize('v3.4-like');
+    mkdirSync(path.join(src, 'build/objs'), { recursive: true });
+    writeFileSync(path.join(src, 'build/objs/big.o'), Buffer.alloc(1 << 20));
+    mkdirSync(path.join(src, 'out-release'));
+    writeFileSync(path.join(src, 'out-release/CMakeCache.txt'), 'CMAKE_BUILD_TYPE:STRING=Release\n');
+    const work = tmp();
+    expect(cli(['patch', '--nvshmem-src', src, '--work-dir', work, '--offline']).code).toBe(0);
+    const copy = path.join(work, 'sources/nvshmem');
+    expect(existsSync(path.join(copy, 'build'))).toBe(false);
+    expect(existsSync(path.join(copy, 'out-release'))).toBe(false);
+    expect(existsSync(path.join(copy, LIBFABRIC_CPP))).toBe(true);
+  });
+
+  it('refuses a directory that is not an NVSHMEM tree (exit 3) before copying any of it', () => {
+    const home = tmp('home-');
+    mkdirSync(path.join(home, 'Documents'));
+    writeFileSync(path.join(home, 'Documents/a.txt'), 'a');
+    const work = tmp();
+    const r = cli(['patch', '--nvshmem-src', home, '--work-dir', work, '--offline']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain(`--nvshmem-src ${home} is not an NVSHMEM source tree (it has no src/ directory); nothing was copied or changed`);
+    expect(ls(work)).toEqual([]);
+  });
+});
+
+describe('"nothing was changed" is true, and --export applies (item 7)', () => {
+  it('a refused DeepEP with --in-place leaves the NVSHMEM tree untouched (refused before it was patched)', async () => {
+    const src = materialize('v3.4-like');
+    const before = await hashTree(src);
+    const r = cli(['patch', '--nvshmem-src', src, '--in-place', '--deepep-src', materialize('unknown-layout', GOLDEN_DEEPEP), '--work-dir', tmp(), '--offline']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/DeepEP tree .* does not look as expected; nothing was changed/);
+    expect(await hashTree(src)).toBe(before);
+    expect(readFileSync(path.join(src, LIBFABRIC_CPP), 'utf8')).not.toContain('nvshmem-efa:begin');
+  });
+
+  it('--export writes nvshmem/ and deepep/ with an apply command each that works, and no stale patch survives a re-export', () => {
+    const nv = materialize('v3.4-like');
+    const dp = materialize('v1', GOLDEN_DEEPEP);
+    const out = path.join(tmp('export-'), 'patches');
+    const r = cli(['patch', '--nvshmem-src', nv, '--deepep-src', dp, '--export', out, '--work-dir', tmp()]);
+    expect(r.code).toBe(0);
+    expect(ls(out)).toEqual(['.nvshmem-efa-export.json', 'deepep', 'nvshmem']);
+    const commands = r.stdout.split('\n').filter((l) => l.trim().startsWith('git -C')).map((l) => l.replace(/#.*$/, '').trim());
+    expect(commands).toHaveLength(2);
+    for (const c of commands) execSync(c, { stdio: 'pipe', shell: '/bin/sh' });
+    // Each tree now holds exactly what the patch step would have written.
+    const work = tmp();
+    expect(cli(['patch', '--nvshmem-src', nv, '--deepep-src', dp, '--in-place', '--work-dir', work, '--offline', '--force']).code).toBe(0);
+    const patched = report(work).fixes.filter((f) => f.file && f.id !== 'vendor-efa-io-defs');
+    expect(patched.length).toBeGreaterThan(10);
+    expect(patched.filter((f) => f.status !== 'already-present')).toEqual([]);
+    // Export again without DeepEP: its folder goes, and NVSHMEM's holds only this export's files.
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--export', out, '--work-dir', tmp()]).code).toBe(0);
+    expect(ls(out)).toEqual(['.nvshmem-efa-export.json', 'nvshmem']);
+    const series = readFileSync(path.join(out, 'nvshmem/series'), 'utf8').trim().split('\n');
+    expect(ls(path.join(out, 'nvshmem'))).toEqual([...series, 'series'].sort());
+  });
+
+  it('--export refuses a non-empty directory that no export wrote (exit 2)', () => {
+    const out = tmp('export-');
+    writeFileSync(path.join(out, 'thesis.tex'), 'x');
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--export', out, '--work-dir', tmp()]);
+    expect(r.code).toBe(2);
+    expect(ls(out)).toEqual(['thesis.tex']);
+  });
+});
+
+describe('environment faults are errors, not bugs (item 8)', () => {
+  it('a file where the work dir should be: exit 6, one line with the path and the fix, no stack', () => {
+    const f = path.join(tmp('f-'), 'file');
+    writeFileSync(f, 'x');
+    for (const work of [path.join(f, 'w'), f]) {
+      const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
+      expect(r.code).toBe(6);
+      expect(r.stderr).toContain(f);
+      expect(r.stderr).toMatch(/^fix: /m);
+      noStack(r.stderr);
+    }
+  });
+
+  it('a file where the work dir needs a directory (EEXIST/ENOTDIR inside a work dir): exit 6', () => {
+    const work = tmp();
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']).code).toBe(0);
+    rmSync(path.join(work, 'logs'), { recursive: true });
+    writeFileSync(path.join(work, 'logs'), 'in the way');
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline', '--force']);
+    expect(r.code).toBe(6);
+    expect(r.stderr).toMatch(new RegExp(`${path.join(work, 'logs')}.*(already exists|file where a directory)`));
+    noStack(r.stderr);
+  });
+
+  it.skipIf(!existsSync('/sys/kernel'))('a directory the file system will not let us create (/sys): exit 6 naming it', () => {
+    const work = `/sys/nvshmem-efa-test-${process.pid}`;
+    const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
+    expect(r.code).toBe(6);
+    expect(r.stderr).toMatch(new RegExp(`error: ${work}: (operation not permitted|permission denied|is on a read-only file system)`));
+    noStack(r.stderr);
+  });
+
+  it('a full disk (the build log on /dev/full gives ENOSPC): exit 6 naming the log, no crash', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const args = ['build', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--offline'];
+    expect(cli(['patch', ...args.slice(1, 5), '--offline']).code).toBe(0);
+    mkdirSync(path.join(work, 'logs'), { recursive: true });
+    symlinkSync('/dev/full', path.join(work, 'logs/build-nvshmem.log'));
+    const r = cli(args, { ...ENV, ...t.env });
+    expect(r.code).toBe(6);
+    expect(r.stderr).toMatch(/error: .*logs\/build-nvshmem\.log: no space left on device \[ENOSPC\]/);
+    expect(r.stderr).toMatch(/^fix: free space on the file system holding/m);
+    noStack(r.stderr);
+    expect(stepStatus(work)['build-nvshmem']).toBe('failed');
+  });
+});

@@ -258,3 +258,63 @@ describe('environment faults are errors, not bugs (item 8)', () => {
     expect(stepStatus(work)['build-nvshmem']).toBe('failed');
   });
 });
+
+describe('supported versions', () => {
+  it('warns in the report for an NVSHMEM outside the tested 3.2.5 to 3.5.x, and not for one inside', () => {
+    const old = materialize('v3.4-like');
+    const cm = path.join(old, 'CMakeLists.txt');
+    writeFileSync(cm, readFileSync(cm, 'utf8').replace('VERSION 3.4.5.0', 'VERSION 3.1.0.0'));
+    const w1 = tmp();
+    expect(cli(['patch', '--nvshmem-src', old, '--work-dir', w1, '--offline']).code).toBe(0);
+    const warn = report(w1).fixes.find((f) => f.id === 'nvshmem-version');
+    expect(warn?.status).toBe('warned');
+    expect(warn?.detail).toContain('NVSHMEM 3.1.0.0 is outside the tested 3.2.5 to 3.5.x');
+    const w2 = tmp();
+    expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', w2, '--offline']).code).toBe(0);
+    expect(report(w2).fixes.find((f) => f.id === 'nvshmem-version')).toBeUndefined();
+  });
+});
+
+describe('everything checkable is checked before the long steps (item 6)', () => {
+  const hostNvml = ['/usr/include/nvml.h', '/usr/local/include/nvml.h'].some(existsSync);
+  const t = fakeToolchain({ nvml: false });
+  const withNvmlUser = () => {
+    const src = materialize('v3.4-like');
+    mkdirSync(path.join(src, 'src/host/init'), { recursive: true });
+    writeFileSync(path.join(src, 'src/host/init/nvmlwrap.cpp'), '#include <nvml.h>\n');
+    return src;
+  };
+  const noTorch = path.join(tmp('py-'), 'python3');
+  writeFileSync(noTorch, '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+  const cases: { name: string; args: (src: string) => string[]; env?: NodeJS.ProcessEnv; code: number; msg: RegExp; nvmlUser?: boolean }[] = [
+    { name: 'a DeepEP path with a typo', args: () => ['--deepep-src', '/nonexistent/DeepEP'], code: 2, msg: /--deepep-src \/nonexistent\/DeepEP does not exist/ },
+    { name: 'an unpinned DeepEP ref', args: () => ['--deepep-ref', 'deadbeef'], code: 2, msg: /DeepEP ref 'deadbeef' is not pinned/ },
+    { name: 'a DeepEP tree of an unknown layout', args: () => ['--deepep-src', materialize('unknown-layout', GOLDEN_DEEPEP)], code: 3, msg: /not a DeepEP layout nvshmem-efa patches/ },
+    { name: 'a bad --cuda-arch', args: () => ['--cuda-arch', 'sm90'], code: 2, msg: /invalid --cuda-arch 'sm90'/ },
+    { name: 'a --libfabric-home that does not exist', args: () => ['--libfabric-home', '/nonexistent/efa'], code: 2, msg: /--libfabric-home \/nonexistent\/efa does not exist/ },
+    { name: 'an --efa-io-defs with the wrong checksum', args: () => ['--efa-io-defs', path.join(materialize('v3.4-like'), 'CMakeLists.txt')], code: 5, msg: /is not the pinned efa_io_defs.h/ },
+    { name: 'no Python with torch for a DeepEP build', args: () => ['--deepep-src', materialize('v1', GOLDEN_DEEPEP)], env: { PYTHON: noTorch }, code: 4, msg: /cannot import torch/ },
+  ];
+  const nvmlCase = { name: 'no nvml.h while the tree includes it', args: () => [], code: 4, msg: /nvml\.h not found .* and NVSHMEM includes it/, nvmlUser: true };
+  const refusedBeforeWriting = (c: (typeof cases)[number]) => {
+    const parent = tmp('parent-');
+    const work = path.join(parent, 'w');
+    const src = c.nvmlUser ? withNvmlUser() : materialize('v3.4-like');
+    const args = ['build', '--nvshmem-src', src, '--work-dir', work, '--offline', ...(c.args(src).includes('--libfabric-home') ? [] : ['--libfabric-home', t.libfabricHome]), '--cuda-home', t.cudaHome, ...c.args(src)];
+    const r = cli(args, { ...ENV, ...t.env, ...c.env });
+    expect(r.stderr).toMatch(c.msg);
+    expect(r.code).toBe(c.code);
+    expect(ls(parent)).toEqual([]);
+  };
+  it.each(cases)('$name: refused with its own exit code before anything is written', refusedBeforeWriting);
+  it.skipIf(hostNvml)(`${nvmlCase.name}: refused (exit 4) before anything is written${hostNvml ? ' [skipped: this host has nvml.h]' : ''}`, () => refusedBeforeWriting(nvmlCase));
+
+  it.skipIf(hostNvml)(`doctor reports a missing nvml.h as a blocker, and not "the build can run"${hostNvml ? ' [skipped: this host has nvml.h]' : ''}`, () => {
+    const r = cli(['doctor', '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--json'], { ...ENV, ...t.env });
+    const doc = JSON.parse(r.stdout) as { checks: { id: string; status: string; fix: string }[]; verdict: string };
+    expect(doc.checks.find((c) => c.id === 'nvml')).toMatchObject({ status: 'fail' });
+    expect(doc.checks.find((c) => c.id === 'nvml')?.fix).toContain('libnvidia-ml-dev');
+    expect(doc.verdict).toMatch(/^not ready/);
+    expect(r.code).toBe(1);
+  });
+});

@@ -8,8 +8,12 @@ import { planPatches, type InsertSpec } from '../../src/patchers/engine/plan.ts'
 import { nearestNames } from '../../src/patchers/engine/text.ts';
 import { planNvshmem } from '../../src/patchers/nvshmem/index.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
+import { resolveOptions } from '../../src/options.ts';
+import { workPaths } from '../../src/steps/index.ts';
+import { patchDeepEpStep } from '../../src/steps/patch-deepep.ts';
+import type { Ctx } from '../../src/steps/types.ts';
 import { cli, ENV, tmp } from '../helpers/cli.ts';
-import { materialize } from '../helpers/golden.ts';
+import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const spec: InsertSpec = {
   kind: 'insert', id: 'demo', file: 'f.txt', anchor: 'after the line "A"', why: 'demo', parse: 'text', style: 'hash', lines: ['first()', 'second()'],
@@ -60,6 +64,27 @@ describe('messages', () => {
     expect(r.stderr).toContain(`full log: ${log}`);
     expect(existsSync(log)).toBe(true);
     expect(readFileSync(log, 'utf8')).toMatch(/^\$ git clone .*\n(.*\n)*fatal: /m);
+  });
+});
+
+describe('"nothing was changed" is true when printed (item 7)', () => {
+  it('a DeepEP refusal that comes after an in-place NVSHMEM patch names the NVSHMEM files that were patched', async () => {
+    const deepep = materialize('unknown-layout', GOLDEN_DEEPEP);
+    const nv = '/home/u/nvshmem';
+    const work = tmp();
+    const ctx = {
+      opts: resolveOptions('patch', { nvshmemSrc: nv, inPlace: true, deepepSrc: deepep, workDir: work }),
+      paths: workPaths(work),
+      signal: new AbortController().signal,
+      envFixes: [],
+      source: { kind: 'local', dir: nv, origin: nv },
+      deepep: { kind: 'local', dir: deepep, origin: deepep },
+      patch: { changedFiles: ['nvshmem_transport.sym', 'src/CMakeLists.txt'], fixes: [], templateStage: 'implemented', templateNote: '', gdaEnv: 'NVSHMEM_EFA_GDA_ENABLE' },
+    } as unknown as Ctx;
+    const err = await patchDeepEpStep.run(ctx, { progress: () => {}, logPath: '' }).catch((e: Error) => e);
+    expect((err as Error).message).toBe(
+      `DeepEP tree ${deepep} does not look as expected; nothing was changed in ${deepep}, but this run patched NVSHMEM in place in ${nv}: nvshmem_transport.sym, src/CMakeLists.txt (in a git checkout, undo with: git checkout -- . && git clean -fd)`,
+    );
   });
 });
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
-import path from 'node:path';
 import { blockersError, surveyEnvironment, type DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError, PatchRefusedError, UsageError, VerificationError } from '../core/errors.ts';
 import { probe } from '../core/exec.ts';

@@ -119,7 +119,7 @@ async function findCompiler(envVar: string | undefined, names: readonly string[]
 /**
  * Looks at everything the build needs, without stopping at the first missing piece: `doctor` reports every
  * blocker, and `build` checks them all before its first long step. `requireNvml`: the tree includes nvml.h
- * (NVIDIA NVSHMEM 3.x does, in src/host/init/nvmlwrap.cpp).
+ * (NVIDIA NVSHMEM 3.x does: src/include/internal/host/nvmlwrap.h and its users).
  */
 export async function surveyEnvironment(input: DetectInput & { requireNvml?: boolean }): Promise<Survey> {
   const e = input.env;

@@ -14,6 +14,9 @@ export const NO_LIBFABRIC: string | undefined = libfabricPrefix
   ? undefined
   : 'no libfabric headers (include/rdma/fabric.h): apt-get install libfabric-dev, or run .ci/run, which installs them';
 
+// Said once per test file that needs them, so a skip is never silent.
+if (NO_LIBFABRIC) console.warn(`skipping the tests that compile against libfabric: ${NO_LIBFABRIC}`);
+
 /** The title of a test or group that needs libfabric, with the reason appended when it is skipped. */
 export function needsLibfabric(title: string): string {
   return NO_LIBFABRIC ? `${title} [skipped: ${NO_LIBFABRIC}]` : title;

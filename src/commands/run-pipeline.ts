@@ -1,4 +1,3 @@
-import { mkdir } from 'node:fs/promises';
 import picocolors from 'picocolors';
 import { asTypedError, exitCodeOf, formatError, InterruptedError } from '../core/errors.ts';
 import { acquireLock, describeHolder } from '../core/lock.ts';
@@ -11,6 +10,7 @@ import { workPaths } from '../steps/index.ts';
 import type { Ctx, Step } from '../steps/types.ts';
 import { assembleReport } from './assemble-report.ts';
 import { preflight } from './preflight.ts';
+import { makeDirs } from '../core/make-dirs.ts';
 
 const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
 
@@ -51,7 +51,7 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
         const stopped = lock.stoppedLeftovers ? `; stopped the commands it left running (pid ${lock.stoppedLeftovers.join(', ')})` : '';
         process.stderr.write(`note: took over the lock of a run that is gone: ${describeHolder(lock.tookOverFrom)}${stopped}\n`);
       }
-      await mkdir(paths.logs, { recursive: true });
+      await makeDirs(paths.logs);
       const ctx: Ctx = { opts, paths, state: await StateStore.open(opts.workDir), signal, envFixes: found.envFixes, ...(found.env ? { env: found.env } : {}) };
       const { outcomes, error: raw } = await runSteps(steps, ctx, chooseRenderer(opts));
       const error = asTypedError(signal.aborted && raw ? signal.reason : raw);

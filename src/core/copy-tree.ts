@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readdir, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
+import { copyFile, readdir, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { relation } from './overlap.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /**
  * An in-tree build directory: the top-level `build/` or any directory holding a CMakeCache.txt. Neither is
@@ -24,7 +25,7 @@ export function isBuildDir(rel: string, abs: string): boolean {
 export async function copyTree(src: string, dst: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
   const root = await realpath(src);
   const walk = async (from: string, to: string, rel: string, ancestors: readonly string[]): Promise<void> => {
-    await mkdir(to, { recursive: true });
+    await makeDirs(to);
     for (const e of await readdir(from, { withFileTypes: true })) {
       signal?.throwIfAborted();
       const f = path.join(from, e.name);

@@ -1,9 +1,9 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { CommandFailedError, filesystemFault, InterruptedError } from './errors.ts';
 import { childEnded, childStarted, killTree } from './kill-tree.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /**
  * A step's log. A write error (full disk, a log path that is a device) is kept and raised by `check()`
@@ -38,7 +38,7 @@ export function relevantTail(lines: readonly string[], max = 15): string[] {
 }
 
 export async function openLog(logPath: string): Promise<StepLog> {
-  await mkdir(path.dirname(logPath), { recursive: true });
+  await makeDirs(path.dirname(logPath));
   const stream: WriteStream = createWriteStream(logPath, { flags: 'a' });
   let failure: unknown;
   stream.on('error', (e: NodeJS.ErrnoException) => {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
+import { readdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FilesystemError, UsageError } from './errors.ts';
@@ -7,6 +7,7 @@ import { writeFileAtomic } from './fs-atomic.ts';
 import { LOCK_FILE } from './lock.ts';
 import { REPORT_JSON, REPORT_MD } from './report.ts';
 import { isStateFile, STATE_FILE } from './state.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /**
  * A run writes only into a work dir that is new, empty, or already ours, because `clean` deletes and runs
@@ -68,7 +69,7 @@ export async function claimWorkDir(dir: string, names: readonly string[] = LAYOU
   const st = await statOrUndefined(dir);
   let marker: Marker | undefined;
   if (!st) {
-    await mkdir(dir, { recursive: true });
+    await makeDirs(dir);
     marker = { schema: 'nvshmem-efa-workdir/1', createdDir: true, created: [...names] };
   } else if (!st.isDirectory()) {
     throw notADirectory(dir);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { EnvironmentError, VerificationError } from '../core/errors.ts';
@@ -8,6 +8,7 @@ import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { packageRoot } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
+import { makeDirs } from '../core/make-dirs.ts';
 
 const Lock = z.object({
   file: z.string(),
@@ -84,7 +85,7 @@ export const vendorEfaIoDefsStep: Step = {
       );
     }
     const dest = path.join(ctx.paths.vendor, lock.file);
-    await mkdir(ctx.paths.vendor, { recursive: true });
+    await makeDirs(ctx.paths.vendor);
     await writeFileAtomic(dest, bytes);
     io.progress(`${lock.file} ${lock.revision} verified`);
     const vendored: VendoredResult = { file: lock.file, path: dest, origin: origin(lock), sha256: got };

@@ -1,9 +1,9 @@
-import { execSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hashTree } from '../../src/core/hash.ts';
-import { cli, ENV, report, stepStatus, tmp } from '../helpers/cli.ts';
+import { BIN, cli, ENV, report, stepStatus, tmp } from '../helpers/cli.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
@@ -240,6 +240,41 @@ describe('environment faults are errors, not bugs (item 8)', () => {
     const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
     expect(r.code).toBe(6);
     expect(r.stderr).toMatch(new RegExp(`error: ${work}: (operation not permitted|permission denied|is on a read-only file system)`));
+    noStack(r.stderr);
+  });
+
+  // Real EACCES and EROFS need a root test run to give up its privileges: without CAP_DAC_OVERRIDE (setpriv)
+  // permission bits hold for root too; a read-only bind mount needs a private mount namespace (unshare).
+  const DROP_DAC = ['setpriv', '--inh-caps=-dac_override,-dac_read_search', '--bounding-set=-dac_override,-dac_read_search'];
+  const lockedDir = () => {
+    const d = tmp('locked-');
+    chmodSync(d, 0o555);
+    return d;
+  };
+  const canDropDac = spawnSync(DROP_DAC[0]!, [...DROP_DAC.slice(1), 'sh', '-c', `mkdir '${lockedDir()}/x' 2>/dev/null`]).status === 1;
+  const canRemount = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `mount --bind /tmp /tmp && mount -o remount,bind,ro /tmp && ! touch /tmp/.nvshmem-efa-ro-probe 2>/dev/null`]).status === 0;
+  const runCli = (argv: string[]) => {
+    const r = spawnSync(argv[0]!, argv.slice(1), { env: ENV, encoding: 'utf8' });
+    return { code: r.status, stderr: r.stderr };
+  };
+
+  it.skipIf(!canDropDac)(`permission denied (EACCES, as a user without CAP_DAC_OVERRIDE): exit 6 naming the path${canDropDac ? '' : ' [skipped: setpriv cannot drop CAP_DAC_OVERRIDE here]'}`, () => {
+    const work = path.join(lockedDir(), 'w');
+    const r = runCli([...DROP_DAC, process.execPath, BIN, 'patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
+    expect(r.stderr).toMatch(new RegExp(`error: ${work}: permission denied \\[EACCES\\]`));
+    expect(r.stderr).toMatch(/^fix: make .* writable by this user/m);
+    expect(r.code).toBe(6);
+    noStack(r.stderr);
+  });
+
+  it.skipIf(!canRemount)(`a read-only file system (EROFS, a read-only bind mount): exit 6 naming the path${canRemount ? '' : ' [skipped: no private mount namespace here]'}`, () => {
+    const ro = tmp('ro-');
+    const work = path.join(ro, 'w');
+    const cmd = `mount --bind '${ro}' '${ro}' && mount -o remount,bind,ro '${ro}' && exec '${process.execPath}' '${BIN}' patch --nvshmem-src '${materialize('v3.4-like')}' --work-dir '${work}' --offline`;
+    const r = runCli(['unshare', '-m', '--propagation', 'private', 'sh', '-c', cmd]);
+    expect(r.stderr).toMatch(new RegExp(`error: ${work}: is on a read-only file system \\[EROFS\\]`));
+    expect(r.stderr).toMatch(/^fix: choose a writable location/m);
+    expect(r.code).toBe(6);
     noStack(r.stderr);
   });
 

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { writeFileAtomic } from '../../core/fs-atomic.ts';
 import type { FileChange } from './plan.ts';
+import { makeDirs } from '../../core/make-dirs.ts';
 
 /** A `git diff`-style patch for one change: `git apply` accepts it, new files included. */
 export function renderFileDiff(c: FileChange): string {
@@ -56,7 +57,7 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
       const file = path.join(root, change.file);
       const made = firstMissingDir(path.dirname(file));
       if (made) {
-        await mkdir(path.dirname(file), { recursive: true });
+        await makeDirs(path.dirname(file));
         createdDirs.push(made);
       }
       const tmp = file + STAGED;

@@ -27,7 +27,7 @@ function addSourceOptions(c: Command): Command {
   return c
     .option('--nvshmem-src <dir>', 'NVSHMEM source tree to use (copied into the work dir unless --in-place)')
     .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
-    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go', '.nvshmem-efa')
+    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees', '.nvshmem-efa')
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
     .option('--dry-run', 'show what would change (a unified diff) and change nothing')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
@@ -62,7 +62,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
 
   addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))
-    .option('--export <dir>', 'write git-apply-able .patch files for the pristine tree to DIR; change nothing')
+    .option('--export <dir>', 'write git-apply-able .patch files for the pristine trees to DIR/nvshmem and DIR/deepep (each with its apply command); change nothing')
     .action(action('patch', (o) => (o.dryRun || o.exportDir ? planOnly(o, out) : runPipelineCommand(o, PATCH_STEPS, out))));
 
   program
@@ -84,7 +84,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   program
     .command('doctor')
-    .description('fast host checks, building nothing: tools, build paths, run-time environment, pip NVSHMEM shadowing')
+    .description('fast host checks, building nothing: every blocker build would stop on, run-time environment, pip NVSHMEM shadowing')
     .option('--libfabric-home <dir>', 'libfabric the build would use')
     .option('--cuda-home <dir>', 'CUDA toolkit the build would use')
     .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
@@ -93,7 +93,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   program
     .command('clean')
-    .description('delete the work dir (only one nvshmem-efa created)')
+    .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
     .action(action('clean', (o) => cleanCommand(o, out)));

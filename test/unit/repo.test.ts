@@ -2,7 +2,9 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import * as errors from '../../src/core/errors.ts';
 import { TESTED_VERSIONS } from '../../src/core/nvshmem-tree.ts';
+import { cli } from '../helpers/cli.ts';
 import { deepEpSpecs } from '../../src/patchers/deepep/specs.ts';
 import { nvshmemSpecs } from '../../src/patchers/nvshmem/index.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
@@ -54,6 +56,22 @@ describe('repository hygiene', () => {
     const listed = [...README.matchAll(/^\| `([\w:*.-]+)`(?:, `([\w:*.-]+)`)? \|/gm)].flatMap((m) => [m[1]!, m[2]].filter((x): x is string => !!x));
     const covered = (id: string) => listed.some((l) => l === id || (l.endsWith('*') && id.startsWith(l.slice(0, -1))));
     expect([...new Set(ids)].filter((id) => !covered(id))).toEqual([]);
+  });
+
+  it('--help and the README document every exit code an error can carry', () => {
+    const codes = new Set<number>([0]);
+    for (const E of Object.values(errors)) {
+      if (typeof E !== 'function' || !(E.prototype instanceof Error)) continue;
+      const e = new (E as unknown as new (...a: unknown[]) => { exitCode?: number })('m', 'f', [], 'p', 'c');
+      if (typeof e.exitCode === 'number') codes.add(e.exitCode);
+    }
+    expect([...codes].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 130]);
+    const help = cli(['--help']).stdout;
+    const exitSection = README.slice(README.indexOf('### Exit codes'), README.indexOf('### Environment variables'));
+    for (const c of codes) {
+      expect(help, `--help: exit ${c}`).toMatch(new RegExp(`^  ${c}\\s+\\S`, 'm'));
+      expect(exitSection, `README: exit ${c}`).toContain(`\`${c}\``);
+    }
   });
 
   it('the README states the NVSHMEM versions the patcher is tested on', () => {

@@ -104,7 +104,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
   let onAbort = () => {};
   const aborted = new Promise<'aborted'>((resolve) => {
     onAbort = () => {
-      void (sub.pid !== undefined ? killTree(sub.pid, STOP_GRACE_MS) : Promise.resolve()).then(() => setTimeout(() => resolve('aborted'), 1000));
+      void (sub.pid !== undefined ? killTree(sub.pid, STOP_GRACE_MS) : Promise.resolve()).then(() => setTimeout(() => resolve('aborted'), 1000).unref());
     };
     if (o.signal?.aborted) onAbort();
     else o.signal?.addEventListener('abort', onAbort, { once: true });

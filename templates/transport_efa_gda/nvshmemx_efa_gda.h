@@ -9,17 +9,18 @@
  * the host changes the state only by replacing the regions pointer with a new, fully written table and by
  * filling (once) or retiring a hot region slot (see nvshmemx_efa_gda_hot_local_t).
  *
- * Layout (ABI 3): everything a post needs sits at a fixed offset from the state pointer (the queue, the
+ * Layout (ABI 4): everything a post needs sits at a fixed offset from the state pointer (the queue, the
  * hot regions, the first NVSHMEMX_EFA_GDA_FAST_PES peers), so the device loads it in one round of
  * independent loads issued together with the slot reservation. The region table behind the regions pointer
- * stays the complete, authoritative list.
+ * stays the complete, authoritative list. ABI 4 added the signal scratch (signal_src, signal_lkey) in what
+ * ABI 3 left reserved: no offset moved.
  */
 #ifndef NVSHMEMX_EFA_GDA_H
 #define NVSHMEMX_EFA_GDA_H
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 3
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 4
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
@@ -40,6 +41,7 @@ enum {
     NVSHMEMX_EFA_GDA_ERR_BAD_CQE = 0x105,            /* a completion that is not this queue's: unusable */
     NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN = 0x106,         /* the NIC wrote over receive completions not yet taken */
     NVSHMEMX_EFA_GDA_ERR_NO_CREDITS = 0x107,         /* the receiver took no immediates within the timeout */
+    NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL = 0x108,         /* a signal of other than 4 or 8 aligned bytes, or no scratch */
 };
 
 /* Operation types of a posted WQE (efa_io_send_op_type values). */
@@ -185,7 +187,15 @@ typedef struct {
     uint64_t reserved0;
     nvshmemx_efa_gda_qp_t qp;                  /* the send queue, in the state itself */
     nvshmemx_efa_gda_hot_local_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS];
-    uint64_t reserved1[4];
+    /* Signal scratch: [qp.sq_entries] 8-byte words of GPU memory registered on the GDA domain (signal_lkey),
+     * the source of signal writes (efa_gda_write_value_nbi). A signal posted in SQ slot s reads entry
+     * s % sq_entries: the entry is written only once the slot is claimed (its previous WQE completed, so the
+     * NIC is done reading it) and not again before this WQE completes (its next user, slot s + sq_entries,
+     * is claimed only after s retired). NULL: signals are unavailable (ERR_BAD_SIGNAL). */
+    uint64_t *signal_src;
+    uint32_t signal_lkey;
+    uint32_t reserved2;
+    uint64_t reserved1[2];
     nvshmemx_efa_gda_fast_peer_t fast[NVSHMEMX_EFA_GDA_FAST_PES]; /* PEs 0 .. FAST_PES-1 (zero past n_pes) */
 } nvshmemx_efa_gda_device_state_t;
 

@@ -19,6 +19,9 @@
  * waits until that prefix covers every WQE reserved before it was called, its own included; counting
  * completions instead would let later WQEs of other threads stand in for its own.
  *
+ * Signals (efa_gda_signal) are RDMA writes of a value from a per-slot scratch entry, posted once the payload
+ * they announce has completed.
+ *
  * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
  * over in slot order). A post issues its slot's fetch-and-add together with every load it needs (all at
  * fixed offsets from the state, see nvshmemx_efa_gda.h), so the common post waits for one round trip to
@@ -200,6 +203,7 @@ EFA_GDA_DEV const char *efa_gda_strerror(int err) {
     case NVSHMEMX_EFA_GDA_ERR_BAD_CQE: return "a completion that is not this queue's: the GDA queue is unusable";
     case NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN: return "receive completions overwritten before they were taken";
     case NVSHMEMX_EFA_GDA_ERR_NO_CREDITS: return "the receiver took no immediates within the credit timeout";
+    case NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL: return "signal not 4 or 8 aligned bytes, or the device state has no signal scratch (transport older than ABI 4)";
     case EFA_IO_COMP_STATUS_FLUSHED: return "NIC: flushed (the queue pair is in error)";
     case EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR: return "NIC: QP internal error (malformed WQE)";
     case EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_AH: return "NIC: invalid address handle";
@@ -712,6 +716,62 @@ EFA_GDA_DEV int efa_gda_get_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, 
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes, pe, false, 0);
 }
 EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(&s->qp); }
+
+/* --- signals ---------------------------------------------------------------------------------------------
+ * A signal is an RDMA write of a 4- or 8-byte value that a receiver polls for (a count, a flag), so it must
+ * never land before the data it announces. EFA completes and places out of order; what orders the signal
+ * after its payload is the payload's completion: efa_gda_signal waits until every WQE reserved before it
+ * completed (the exact retired prefix, efa_gda_quiet) and only then posts the write.
+ *
+ * The value needs registered local memory (the NIC reads it by lkey) that stays unchanged until the write
+ * completes: each signal takes the scratch entry of its own SQ slot (signal_src[slot % sq_entries], see
+ * nvshmemx_efa_gda_device_state_t), written after the slot is claimed. A write replaces the target; it
+ * stands for an add only where the target is known to hold 0 and nothing else writes it before the
+ * receiver has read it (the caller's invariant). */
+
+/* Posts the write of value (bytes: 4 or 8, sym aligned to it) to symmetric address sym on pe, with no
+ * ordering against earlier posts. Like efa_gda_rma_nbi, a slot reserved for a write whose lookup then fails
+ * is filled with a WQE that moves nothing. */
+EFA_GDA_DEV int efa_gda_write_value_nbi(nvshmemx_efa_gda_device_state_t *s, void *sym, uint64_t value, uint32_t bytes, int pe) {
+    nvshmemx_efa_gda_qp_t *qp = &s->qp;
+    uint64_t *const scratch = efa_gda_ro(&s->signal_src);
+    const uint64_t y = (uint64_t)sym;
+    if (!scratch || (bytes != 4 && bytes != 8) || (y & (bytes - 1))) return NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL;
+    const efa_gda_counters c = efa_gda_load_counters(qp);
+    const uint32_t slot = efa_gda_fetch_slots(qp, 1);
+    const efa_gda_sq q = efa_gda_sq_of(qp);
+    efa_gda_piece p;
+    /* The remote side as a put from sym to sym would see it: sym is in this PE's heap too. */
+    int err = (uint32_t)pe < efa_gda_ro((const uint32_t *)&s->n_pes) ? (int)NVSHMEMX_EFA_GDA_OK : (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+    if (!err) err = efa_gda_lookup(s, pe, y, y, bytes, q.max_rdma, &p);
+    if (err == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION) err = NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION; /* sym was the local side */
+    if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE; /* aligned: cannot happen */
+    if (err) {
+        efa_gda_fill_slot(s, q, slot, c);
+        return err;
+    }
+    uint64_t *const entry = scratch + (slot & (q.entries - 1));
+    p.local = (uint64_t)(uintptr_t)entry;
+    p.lkey = efa_gda_ro(&s->signal_lkey);
+    const efa_gda_wqe_words w = efa_gda_wqe_of(efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, efa_gda_peer(s, pe), p, false, 0));
+    efa_gda_reservation res;
+    err = efa_gda_claim(q, slot, 1, c, &res);
+    if (err) return err;
+    /* The slot's previous WQE has completed (claim): the NIC no longer reads this entry. The ring's system
+     * fence orders this store before the doorbell. */
+    efa_gda_store64(entry, value);
+    efa_gda_store_wqe(q, slot, w);
+    return efa_gda_ring(q, slot, 1, res.rung_seen);
+}
+
+/* The signal of a payload: waits until every WQE reserved before the call completed (the caller's payload,
+ * and any other thread's posts reserved earlier: never fewer than the payload), then posts the write of
+ * value. Payload posted by other threads is covered when their posts happened before this call (a release
+ * they did after posting, acquired here, or a barrier). Returns the first error of the queue or of the post. */
+EFA_GDA_DEV int efa_gda_signal(nvshmemx_efa_gda_device_state_t *s, void *sym, uint64_t value, uint32_t bytes, int pe) {
+    const int err = efa_gda_quiet(s);
+    return err ? err : efa_gda_write_value_nbi(s, sym, value, bytes, pe);
+}
 
 /* A prepared handle: a peer and a pair of regions (the one holding a symmetric address, the one holding a
  * local buffer) resolved once, kept in registers by the caller, for code that posts repeatedly to the same

@@ -484,14 +484,17 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     for (uint32_t i = 0; i < s.sq_attr.num_entries; i++) done[i] = i - s.sq_attr.num_entries;
     GDA_CU(s.cu.memAlloc(&s.d_slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
     GDA_CU(s.cu.memcpyHtoD(s.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
-    /* Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock ([n_pes] x u32). consumed is
-     * read by peers; landing receives our reads. */
+    /* GDA's own registered block. Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock
+     * ([n_pes] x u32); consumed is read by peers, landing receives our reads. Then the signal scratch: one
+     * u64 per SQ slot, the source the NIC reads a signal's value from (nvshmemx_efa_gda_device_state_t). */
     const size_t n = (size_t)s.boot.n_pes;
     const size_t credit_bytes = 4 * n * sizeof(uint64_t) + n * sizeof(uint32_t);
-    GDA_CU(s.cu.memAlloc(&s.d_credit_words, credit_bytes), "allocating the credit counters");
-    GDA_CU(s.cu.memsetD8(s.d_credit_words, 0, credit_bytes), "clearing the credit counters");
-    if ((rc = register_mr(s, (void *)(uintptr_t)s.d_credit_words, credit_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, &s.credits_mr))) {
-        snprintf(why, whylen, "registering the credit counters failed (%s)", fi_strerror(-rc));
+    const size_t signal_off = (credit_bytes + 63) & ~(size_t)63;
+    const size_t block_bytes = signal_off + (size_t)s.sq_attr.num_entries * sizeof(uint64_t);
+    GDA_CU(s.cu.memAlloc(&s.d_credit_words, block_bytes), "allocating the credit counters and signal scratch");
+    GDA_CU(s.cu.memsetD8(s.d_credit_words, 0, block_bytes), "clearing the credit counters and signal scratch");
+    if ((rc = register_mr(s, (void *)(uintptr_t)s.d_credit_words, block_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, &s.credits_mr))) {
+        snprintf(why, whylen, "registering the credit counters and signal scratch failed (%s)", fi_strerror(-rc));
         return why;
     }
     nvshmemx_efa_gda_credits_t credits = {};
@@ -502,6 +505,8 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     credits.landing = words + 3 * n;
     credits.lock = (uint32_t *)(words + 4 * n);
     credits.lkey = (uint32_t)s.ops->get_mr_lkey(s.credits_mr);
+    s.host_state.signal_src = (uint64_t *)(uintptr_t)(s.d_credit_words + signal_off);
+    s.host_state.signal_lkey = credits.lkey;
     GDA_CU(s.cu.memAlloc(&s.d_peer_consumed, n * sizeof(nvshmemx_efa_gda_region_t)), "allocating the peer credit table");
     credits.peer_consumed = (nvshmemx_efa_gda_region_t *)(uintptr_t)s.d_peer_consumed;
     GDA_CU(s.cu.memAlloc(&s.d_credits, sizeof credits), "allocating the credit state");

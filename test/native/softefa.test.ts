@@ -87,6 +87,13 @@ describe('software EFA (CPU)', () => {
       'prepared handle: puts and gets within its regions land; other posts go the general way; a failed set-up reports',
       'NIC errors reach quiet: UNKNOWN_PEER, then FLUSHED after a QP error',
       'the doorbell register gets the 16-bit producer counter past 65536 WQEs; 128-byte WQE stride',
+      // Signals (DeepEP's low-latency count and flag): written only after the payload completed. The early write
+      // is caught (negative control); the protocol passes under both reorderings.
+      'signal protocol, negative control: a count written right after its payload was posted (no completion wait) is seen before its payload (large:4096:16)',
+      'signal protocol (dispatch-shaped: 3 token warps put, 2 signal warps write each expert\'s count after completion): every count seen finds its tokens in place (large:4096:16)',
+      'signal protocol (dispatch-shaped: 3 token warps put, 2 signal warps write each expert\'s count after completion): every count seen finds its tokens in place (random:7:8)',
+      'signal values come from their own SQ slot\'s scratch entry: 2000 writes through a 16-slot SQ land with their own values, while one shared source word mixes them up (negative control) (random:13:8)',
+      'refused signals: a bad size, a misaligned target or no scratch refuse before reserving; a bad PE or a target outside the heap fill their slot; nothing moves',
     ]) {
       expect(ok).toContain(rule);
     }
@@ -144,7 +151,9 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=2');
-      expect(out).toContain(`state: abi=3 my_pe=${me} n_pes=2 imm_window=16`);
+      expect(out).toContain(`state: abi=4 my_pe=${me} n_pes=2 imm_window=16`);
+      // The signal scratch (ABI 4): one zeroed word per SQ slot in GDA's registered block, read by lkey.
+      expect(out).toContain('signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
       expect(out).toContain('slot_done: first=-256 last=-1');

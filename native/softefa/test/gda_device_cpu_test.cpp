@@ -81,6 +81,8 @@ struct Rig {
     uint32_t lock0[2] = {}, lock1[2] = {};
     nvshmemx_efa_gda_region_t peer_consumed0[2] = {}, peer_consumed1[2] = {};
     nvshmemx_efa_gda_credits_t credits0{}, credits1{};
+    // PE 0's signal scratch (one word per SQ slot, registered for local access as the transport does).
+    std::vector<uint64_t> sig0;
 
     // The state as the host fills it, hot slots included (hot = false: every region only in the table).
     // idle_us: how long the NIC model holds reordered WQEs when no new doorbell comes. Threads standing in
@@ -90,7 +92,7 @@ struct Rig {
         uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true)
         : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), max_rdma(rdma), emu(new Device(mem)),
           heap0(kHeap), heap1(kHeap), sq(sq_n * wqe), cq(sq_n * 32), rx_cq(rx_n * 32), idle_sq(sq_n * 64), idle_cq(sq_n * 32),
-          slot_done(sq_n) {
+          slot_done(sq_n), sig0(sq_n) {
         for (size_t i = 0; i < kHeap; i++) heap0[i] = (uint8_t)(i * 131 + 7);
         memset(heap1.data(), 0xA5, kHeap);
         for (uint32_t i = 0; i < sq_n; i++) slot_done[i] = i - sq_n;
@@ -151,6 +153,8 @@ struct Rig {
         }
         s0.my_pe = 0;
         s0.credits = &credits0;
+        s0.signal_src = sig0.data();
+        s0.signal_lkey = 0x401;
         s1.my_pe = 1;
         s1.rx_cq = &rx;
         s1.credits = &credits1;
@@ -166,6 +170,7 @@ struct Rig {
         }
         emu->add_region({0x300, (uint64_t)cred1, 16, true, false});
         emu->add_region({0x301, (uint64_t)cred0, sizeof cred0, true, false});
+        emu->add_region({0x401, (uint64_t)sig0.data(), sig0.size() * sizeof(uint64_t), false, false});
         QpConfig a{};
         a.sq = sq.data();
         a.db = &db;
@@ -281,6 +286,111 @@ static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, bool c
     if (efa_gda_quiet(&r.s0)) errors++;
     if (errors) throw std::string("device errors during the run: ") + std::to_string(errors.load());
     return early.load();
+}
+
+
+// ---- signals ------------------------------------------------------------------------------------------------
+// DeepEP's low-latency dispatch, shaped on CPU threads: token warps put each token to its expert's next slot on
+// PE 1 and then bump the expert's finish counter (release); a signal warp per expert waits for the counter
+// (acquire) and writes the count (-n - 1, never 0) into the expert's count slot on PE 1; the receiver polls the
+// count slots and, whenever one reads non-zero, checks that all n of that expert's tokens are in place. Then it
+// zeroes the count slots (the "other phase") and the next round starts: one writer per slot per round, the
+// slot 0 before it is written. after_completion = false posts the count right after the payload was posted
+// (no completion wait): the write the protocol forbids, which the receiver must catch.
+struct SignalRun {
+    int stale = 0, wrong_count = 0, signals = 0, errors = 0;
+};
+static SignalRun dispatch_shaped(Rig &r, bool after_completion, int rounds) {
+    constexpr int kExperts = 8, kTokens = 24, kTokenWarps = 3, kSignalWarps = 2;
+    constexpr uint64_t kToken = 8192, M = 1ull << 20;
+    // PE 1: payload areas (an expert's slots), then the count slots; PE 0: one source buffer per token.
+    auto area = [&](int e, int slot) { return (uint64_t)(e * kTokens + slot) * kToken; };  // at PE 1's offset 0
+    const uint64_t counts = 11 * M, src0 = 6 * M;
+    auto pattern = [](int round, int e, int slot) { return (uint8_t)(round * 29 + e * 7 + slot * 3 + 1); };
+    // Odd slots carry short tokens, which complete at once under large:4096:N and so overtake the long ones.
+    auto length = [](int slot) { return slot % 2 ? kToken / 4 : kToken; };
+    SignalRun out;
+    std::atomic<int> stale{0}, wrong{0}, seen_total{0}, errors{0};
+    std::atomic<int> next_slot[kExperts], finished[kExperts];
+    int expected[kExperts];
+    std::atomic<int> phase{0};  // round r: senders run while phase == 2r, the receiver advances it
+    std::atomic<int> senders_done{0};
+    memset(r.heap1.data() + counts, 0, kExperts * sizeof(int));  // the slots start at 0 (DeepEP: the buffer's memset)
+    for (int e = 0; e < kExperts; e++) {
+        next_slot[e] = 0;
+        finished[e] = 0;
+        expected[e] = 0;
+        for (int t = 0; t < kTokens; t++) expected[e] += (t * 5) % kExperts == e;
+    }
+    parallel(kTokenWarps + kSignalWarps + 1, [&](int id) {
+        for (int round = 0; round < rounds; round++) {
+            while (phase.load() != 2 * round) std::this_thread::yield();
+            if (id < kTokenWarps) {
+                for (int t = id; t < kTokens; t += kTokenWarps) {
+                    const int e = (t * 5 + round * 3) % kExperts;
+                    const int slot = next_slot[e].fetch_add(1);
+                    uint8_t *src = r.sym(src0 + (uint64_t)t * kToken);
+                    memset(src, pattern(round, e, slot), length(slot));
+                    std::atomic_thread_fence(std::memory_order_seq_cst);
+                    if (efa_gda_put_nbi(&r.s0, r.sym(area(e, slot)), src, length(slot), 1)) errors++;
+                    finished[e].fetch_add(1, std::memory_order_release);
+                }
+            } else if (id < kTokenWarps + kSignalWarps) {
+                for (int e = id - kTokenWarps; e < kExperts; e += kSignalWarps) {
+                    while (finished[e].load(std::memory_order_acquire) != expected[e]) std::this_thread::yield();
+                    void *slot = r.sym(counts + (uint64_t)e * sizeof(int));
+                    const uint64_t v = (uint32_t)(-expected[e] - 1);
+                    const int err = after_completion ? efa_gda_signal(&r.s0, slot, v, 4, 1) : efa_gda_write_value_nbi(&r.s0, slot, v, 4, 1);
+                    if (err) errors++;
+                }
+            } else {
+                int seen = 0;
+                bool done[kExperts] = {};
+                while (seen < kExperts) {
+                    for (int e = 0; e < kExperts; e++) {
+                        if (done[e]) continue;
+                        const int v = __atomic_load_n((const int *)(r.heap1.data() + counts + e * sizeof(int)), __ATOMIC_ACQUIRE);
+                        if (v == 0) continue;
+                        done[e] = true;
+                        seen++;
+                        const int n = -v - 1;
+                        if (n != expected[e]) wrong++;
+                        for (int i = 0; i < n && i < kTokens; i++) {
+                            const volatile uint8_t *at = r.heap1.data() + area(e, i);
+                            const uint8_t want = pattern(round, e, i);
+                            const uint64_t len = length(i);
+                            if (at[0] != want || at[len / 2] != want || at[len - 1] != want) stale++;
+                        }
+                    }
+                    std::this_thread::yield();
+                }
+                seen_total += seen;
+            }
+            // End of the round: the senders wait for their posts (sources are reused next round), the
+            // receiver zeroes the count slots (another phase than the writes) and starts the next round.
+            if (id < kTokenWarps + kSignalWarps) {
+                if (efa_gda_quiet(&r.s0)) errors++;
+                senders_done++;
+            } else {
+                while (senders_done.load() != kTokenWarps + kSignalWarps) std::this_thread::yield();
+                senders_done = 0;
+                memset(r.heap1.data() + counts, 0, kExperts * sizeof(int));
+                for (int e = 0; e < kExperts; e++) next_slot[e] = 0, finished[e] = 0;
+                if (round + 1 < rounds)
+                    for (int e = 0; e < kExperts; e++) {
+                        expected[e] = 0;
+                        for (int t = 0; t < kTokens; t++) expected[e] += (t * 5 + (round + 1) * 3) % kExperts == e;
+                    }
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                phase = 2 * (round + 1);
+            }
+        }
+    });
+    out.stale = stale;
+    out.wrong_count = wrong;
+    out.signals = seen_total;
+    out.errors = errors;
+    return out;
 }
 
 int main() {
@@ -663,6 +773,89 @@ int main() {
             CHECK(r.qp.sq_reserved == 70000 && r.emu->stats().wqes == 70000, "every WQE served");
             CHECK(r.emu->violations().empty(), r.violations());
         }
+    });
+
+
+    // Signals: the count a receiver polls for is written only after its payload completed.
+    test("signal protocol, negative control: a count written right after its payload was posted (no completion wait) "
+         "is seen before its payload (large:4096:16)", [] {
+        Rig r("large:4096:16", 256, 16, 1 << 20, 64, 64, 2000);
+        const SignalRun run = dispatch_shaped(r, false, 6);
+        CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
+        CHECK(run.stale > 0, "every count found its tokens in place, so this test could not catch an early signal");
+    });
+    for (const char *order : {"large:4096:16", "random:7:8"}) {
+        const std::string name = std::string("signal protocol (dispatch-shaped: 3 token warps put, 2 signal warps write each "
+                                             "expert's count after completion): every count seen finds its tokens in place (") +
+                                 order + ")";
+        test(name.c_str(), [order] {
+            Rig r(order, 256, 16, 1 << 20, 64, 64, 2000);
+            const SignalRun run = dispatch_shaped(r, true, 8);
+            CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
+            CHECK(run.signals == 8 * 8, "counts seen: " + std::to_string(run.signals));
+            CHECK(run.stale == 0, std::to_string(run.stale) + " tokens not in place when their count was seen");
+            CHECK(run.wrong_count == 0, std::to_string(run.wrong_count) + " counts with the wrong value");
+            CHECK(r.emu->stats().reordered > 0, "completions came out of order");
+            CHECK(r.emu->violations().empty(), r.violations());
+        });
+    }
+
+    test("signal values come from their own SQ slot's scratch entry: 2000 writes through a 16-slot SQ land with their own "
+         "values, while one shared source word mixes them up (negative control) (random:13:8)", [] {
+        const uint64_t base = 11ull << 20;
+        Rig r("random:13:8", 16, 4);
+        for (uint32_t i = 0; i < 2000; i++)
+            CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(base + i * 4), i + 1, 4, 1) == 0, "write " + std::to_string(i));
+        for (uint32_t i = 0; i < 16; i++)
+            CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(base + 8192 + i * 8), 0x100000000ull * (i + 1) + i, 8, 1) == 0, "8-byte write");
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+        int wrong = 0;
+        for (uint32_t i = 0; i < 2000; i++) wrong += *(const uint32_t *)(r.heap1.data() + base + i * 4) != i + 1;
+        for (uint32_t i = 0; i < 16; i++) wrong += *(const uint64_t *)(r.heap1.data() + base + 8192 + i * 8) != 0x100000000ull * (i + 1) + i;
+        CHECK(wrong == 0, std::to_string(wrong) + " values wrong");
+        CHECK(r.emu->stats().reordered > 0 && r.emu->violations().empty(), r.violations());
+        // The same writes from one shared word, rewritten for each post: the NIC reads it when it executes.
+        Rig n("random:13:8", 16, 4);
+        efa_gda_piece p{};
+        CHECK(efa_gda_piece_at(n.table, 2, 1, (uint64_t)n.sym(0), (uint64_t)n.sym(base), 4, 1 << 20, &p) == 0, "piece");
+        for (uint32_t i = 0; i < 2000; i++) {
+            efa_gda_piece q = p;
+            q.local = (uint64_t)&n.sig0[0];
+            q.lkey = 0x401;
+            q.remote += i * 4;
+            efa_gda_store64(&n.sig0[0], i + 1);
+            uint32_t end;
+            CHECK(efa_gda_post_one(&n.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, n.peers[1], q, false, 0), &end) == 0, "post");
+        }
+        CHECK(efa_gda_quiet(&n.s0) == 0, "quiet");
+        int mixed = 0;
+        for (uint32_t i = 0; i < 2000; i++) mixed += *(const uint32_t *)(n.heap1.data() + base + i * 4) != i + 1;
+        CHECK(mixed > 0, "a shared source word gave every write its own value, so this test could not catch it");
+    });
+
+    test("refused signals: a bad size, a misaligned target or no scratch refuse before reserving; a bad PE or a target "
+         "outside the heap fill their slot; nothing moves", [] {
+        within_ms("refused signals: quiet after them", 20000, [] {
+            Rig r("inorder");
+            const std::vector<uint8_t> heap1(r.heap1);
+            const uint64_t at = 11ull << 20;
+            CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at), 1, 2, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "2 bytes");
+            CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at + 2), 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "misaligned");
+            r.s0.signal_src = nullptr;
+            CHECK(efa_gda_signal(&r.s0, r.sym(at), 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "no scratch (an ABI 3 state)");
+            r.s0.signal_src = r.sig0.data();
+            CHECK(r.qp.sq_reserved == 0, "nothing reserved");
+            static int outside;
+            CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at), 1, 4, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE 2 of 2");
+            CHECK(efa_gda_write_value_nbi(&r.s0, &outside, 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION, "outside the heap");
+            CHECK(r.qp.sq_reserved == 2, "two slots reserved and filled");
+            CHECK(efa_gda_quiet(&r.s0) == 0 && r.qp.sq_retired == 2 && r.qp.error == 0, "both completed OK");
+            CHECK(memcmp(heap1.data(), r.heap1.data(), heap1.size()) == 0, "nothing written on PE 1");
+            CHECK(efa_gda_signal(&r.s0, r.sym(at), 7, 4, 1) == 0 && efa_gda_quiet(&r.s0) == 0 &&
+                      *(const int *)(r.heap1.data() + at) == 7,
+                  "the queue goes on");
+            CHECK(r.emu->violations().empty(), r.violations());
+        });
     });
 
     printf("%d failed\n", failures);

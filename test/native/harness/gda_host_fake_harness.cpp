@@ -117,6 +117,13 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
                s->peers[pe].qpn, q->sq_entries, q->wqe_size, q->max_batch, q->cq_entries, q->cq_entry_size, s->rx_cq->cq_entries,
                s->rx_cq->cq_entry_size, s->rx_cq->qp_num);
         printf("slot_done: first=%d last=%d\n", (int)q->slot_done[0], (int)q->slot_done[q->sq_entries - 1]);
+        // Signal scratch: one zeroed u64 per SQ slot, after the credit counters in their registered block (same lkey).
+        bool sig_zero = s->signal_src != nullptr;
+        for (uint32_t i = 0; sig_zero && i < q->sq_entries; i++) sig_zero = s->signal_src[i] == 0;
+        printf("signal scratch: set=%d entries_zeroed=%d lkey_is_credits=%d after_credit_locks=%d aligned64=%d\n", s->signal_src != nullptr,
+               sig_zero, s->signal_lkey == s->credits->lkey,
+               (const uint8_t *)s->signal_src >= (const uint8_t *)(s->credits->lock + s->n_pes),
+               ((uintptr_t)s->signal_src & 63) == 0);
         printf("counters: reserved=%u rung=%u retired=%u fatal=%u cq_head=%u\n", q->sq_reserved, q->sq_rung, q->sq_retired,
                q->fatal, q->cq_head);
         const uint8_t *cq = q->cq_buf;

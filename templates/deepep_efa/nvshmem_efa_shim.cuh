@@ -15,7 +15,14 @@
 //
 // Ordering: EFA (SRD) delivers out of order, so every path that announces data (a counter add, a flag put)
 // first orders the data before it: nvshmem_fence() on NVSHMEM's path, completion of the GDA WQEs on the
-// GDA path (EFA has no NIC atomics; the add goes through NVSHMEM after the data completed).
+// GDA path.
+//
+// Signals: with GDA active, the low-latency kernels' count and flag (the call sites the DeepEP patcher
+// turned into nvshmem_efa_shim_signal_add_zeroed_single_writer) and the shrink barrier's rma_p are RDMA
+// writes posted by the GPU once the payload they announce has completed: no CPU on the path. EFA has no NIC
+// atomics, so every other add (normal mode's head/tail counters) still goes through NVSHMEM (its CPU proxy)
+// after the GDA data completed. NVSHMEM_EFA_SHIM_SIGNALS=proxy (read at init) sends the low-latency signals
+// through NVSHMEM too, from the same build: the baseline `nvshmem-efa bench` compares against.
 #pragma once
 
 #include <nvshmem.h>
@@ -43,6 +50,8 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #endif
 
@@ -55,6 +64,7 @@ struct State {
     int num_devices_initialized;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     nvshmemx_efa_gda_device_state_t* gda;  // non-null when the EFA GDA path is active
+    int signals_over_gda;                  // 1: low-latency signals are GDA writes; 0: through NVSHMEM (proxy)
 #endif
 };
 
@@ -66,6 +76,9 @@ constexpr int kPeerP2p = 1, kPeerRemote = 2;
 __device__ State state_d = {};
 __device__ int peer_kind_d[kMaxCachedPeers] = {};
 __device__ int64_t peer_delta_d[kMaxCachedPeers] = {};
+// Set (never cleared while kernels run) once a shim function has sent an operation through NVSHMEM: only
+// then does nvshmemi_ibgda_quiet need NVSHMEM's quiet (a proxy operation) on top of the GDA quiet.
+__device__ int proxy_used_d = 0;
 
 // Finds nvshmemx_efa_gda_get_device_state in the libfabric transport NVSHMEM loaded (a plugin opened with
 // RTLD_LOCAL, so dlsym(RTLD_DEFAULT) cannot see it).
@@ -84,6 +97,16 @@ inline void* find_transport_symbol(const char* name) {
         },
         &found);
     return found.sym;
+}
+
+// NVSHMEM_EFA_SHIM_SIGNALS: "gda" (default) or "proxy"; anything else is refused. Returns 1 for GDA, 0 for
+// proxy, -1 for a value it does not know.
+inline int signals_over_gda_from_env() {
+    const char* v = getenv("NVSHMEM_EFA_SHIM_SIGNALS");
+    if (v == nullptr || *v == 0 || strcmp(v, "gda") == 0) return 1;
+    if (strcmp(v, "proxy") == 0) return 0;
+    fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_SIGNALS=%s is not gda or proxy\n", v);
+    return -1;
 }
 
 // Called right after nvshmemx_init_attr. The values satisfy both of DeepEP's device asserts:
@@ -105,21 +128,60 @@ inline int init_state() {
     State s = {};
     s.num_rc_per_pe = sms > kMaxLocalExperts ? sms : kMaxLocalExperts;
     s.num_devices_initialized = 1;
+    const int over_gda = signals_over_gda_from_env();
+    if (over_gda < 0) return -1;
+    // One line from PE 0 says which path remote operations take (nothing is switched off silently).
+    const bool say = nvshmem_my_pe() == 0;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     using get_state_fn = nvshmemx_efa_gda_device_state_t* (*)();
+    using status_fn = const char* (*)();
     auto get = reinterpret_cast<get_state_fn>(find_transport_symbol("nvshmemx_efa_gda_get_device_state"));
+    auto status = reinterpret_cast<status_fn>(find_transport_symbol("nvshmemx_efa_gda_status"));
     s.gda = get ? get() : nullptr;
+    if (s.gda) {
+        // The device code of this DeepEP build reads the state with its own layout: refuse another one.
+        uint32_t abi = 0;
+        if (cudaMemcpy(&abi, s.gda, sizeof abi, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+        if (abi != NVSHMEMX_EFA_GDA_ABI_VERSION) {
+            fprintf(stderr,
+                    "nvshmem-efa shim: the NVSHMEM transport's GDA device state is ABI %u, this DeepEP was built for ABI %u: "
+                    "GDA is not used, every remote operation goes through NVSHMEM (rebuild DeepEP against this NVSHMEM)\n",
+                    abi, (unsigned)NVSHMEMX_EFA_GDA_ABI_VERSION);
+            s.gda = nullptr;
+        }
+    }
+    s.signals_over_gda = s.gda && over_gda ? 1 : 0;
+    if (say && s.gda)
+        fprintf(stderr, "nvshmem-efa shim: EFA GDA active; payload over GDA; low-latency signals %s\n",
+                over_gda ? "over GDA (RDMA write after the payload completed)"
+                         : "through NVSHMEM's proxy (NVSHMEM_EFA_SHIM_SIGNALS=proxy)");
+    else if (say)
+        fprintf(stderr, "nvshmem-efa shim: EFA GDA not in use (%s); every remote operation goes through NVSHMEM\n",
+                status ? status() : "no GDA transport in the loaded NVSHMEM");
+#else
+    if (say)
+        fprintf(stderr, "nvshmem-efa shim: built without the EFA GDA path (NVSHMEM_EFA_SHIM_GDA undefined); every remote "
+                        "operation goes through NVSHMEM\n");
 #endif
     // A new NVSHMEM instance may map peers elsewhere: forget what the previous one cached.
     static const int no_kinds[kMaxCachedPeers] = {};
     if (cudaMemcpyToSymbol(peer_kind_d, no_kinds, sizeof no_kinds) != cudaSuccess) return -1;
+    static const int unused = 0;
+    if (cudaMemcpyToSymbol(proxy_used_d, &unused, sizeof unused) != cudaSuccess) return -1;
     return cudaMemcpyToSymbol(state_d, &s, sizeof s) == cudaSuccess ? 0 : -1;
 }
 #else
 extern __device__ State state_d;
 extern __device__ int peer_kind_d[kMaxCachedPeers];
 extern __device__ int64_t peer_delta_d[kMaxCachedPeers];
+extern __device__ int proxy_used_d;
 #endif
+
+// Before a shim function sends anything through NVSHMEM (so that a later quiet of ours includes NVSHMEM's).
+__device__ __forceinline__ void mark_proxy_used() {
+    if (*reinterpret_cast<volatile int*>(&proxy_used_d) == 0)
+        *reinterpret_cast<volatile int*>(&proxy_used_d) = 1;
+}
 
 }  // namespace nvshmem_efa_shim
 
@@ -171,12 +233,15 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
         return;
     }
 #endif
+    if ((threadIdx.x & 31) == 0)
+        nvshmem_efa_shim::mark_proxy_used();
     nvshmemx_putmem_nbi_warp(reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
 }
 
-// Makes every earlier put to pe visible before what follows (the announcement). A failed GDA completion
-// stops the kernel with the reason: a signal must never announce data that did not land.
+// Makes every earlier put to pe visible before what follows (an announcement sent through NVSHMEM). A failed
+// GDA completion stops the kernel with the reason: a signal must never announce data that did not land.
 __device__ __forceinline__ void nvshmem_efa_shim_order_before_signal(int pe) {
+    nvshmem_efa_shim::mark_proxy_used();
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda)
         efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
@@ -185,7 +250,9 @@ __device__ __forceinline__ void nvshmem_efa_shim_order_before_signal(int pe) {
     nvshmem_fence();
 }
 
-// 64-bit counters (DeepEP's normal-mode tail/head buffers) get a 64-bit add, 32-bit ones a 32-bit add.
+// 64-bit counters (DeepEP's normal-mode tail/head buffers) get a 64-bit add, 32-bit ones a 32-bit add. Always
+// through NVSHMEM: EFA has no NIC atomics, and these adds are not writes in disguise (normal mode's tail and
+// head counters get several adds per round from their writer, internode.cu:835/1045/2132/2250 at 567632d).
 __device__ __forceinline__ void nvshmemi_ibgda_amo_nonfetch_add(
     uint64_t* rptr, const int& value, int pe, int qp_id, bool is_local_copy = false) {
     (void)qp_id;
@@ -214,23 +281,102 @@ __device__ __forceinline__ void nvshmemi_ibgda_amo_nonfetch_add(
     nvshmemi_ibgda_amo_nonfetch_add(static_cast<uint64_t*>(rptr), value, pe, qp_id, is_local_copy);
 }
 
+#ifdef NVSHMEM_EFA_SHIM_GDA
+// The GDA state when low-latency signals go over GDA (GDA active, NVSHMEM_EFA_SHIM_SIGNALS not "proxy").
+__device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda_signals() {
+    const auto& st = nvshmem_efa_shim::state_d;
+    return st.signals_over_gda ? st.gda : nullptr;
+}
+
+// The value reaches pe only after every GDA WQE reserved before this call completed: efa_gda_quiet waits on
+// the exact retired prefix (EFA completes out of order), and the write is posted after it returns. The
+// caller's payload, posted by other warps, is covered because DeepEP orders those posts before the signal
+// (a release/acquire counter or a bar.sync, see below). Failures stop the kernel with the reason.
+__device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe) {
+    efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+    const int err = efa_gda_write_value_nbi(gda, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
+    if (err)
+        efa_gda_check(err, "signal write", rptr, nullptr, pe, sizeof(int));
+}
+#endif
+
+// nvshmemi_ibgda_amo_nonfetch_add(rptr, value, ...) for a slot that holds 0 when the add arrives and that
+// nothing else modifies until the receiver has read it: then the add is a write of value, and over EFA GDA it
+// is one (an RDMA write posted after the payload completed, no CPU involved). Without GDA, or with
+// NVSHMEM_EFA_SHIM_SIGNALS=proxy, it is the add, through NVSHMEM. The DeepEP patcher calls this only at the
+// low-latency call sites where DeepEP guarantees the assumption (proof at DeepEP 567632d, file:line;
+// EPv2 legacy/internode_ll.cu is the same code one line earlier):
+//
+//   dispatch count, internode_ll.cu:337: slot rdma_recv_count[dst_expert_local_idx * num_ranks + rank] on
+//   dst_rank (line 333), value -num_tokens_sent - 1 (never 0).
+//   combine flag, internode_ll.cu:926: slot rdma_recv_flag[global_expert_idx] on dst_rank (line 922),
+//   global_expert_idx = rank * num_local_experts + local_expert_idx (line 793), value 1.
+//
+//   One writer per slot per round. Each slot index contains the sender's rank (333: "+ rank"; 793), so only
+//   that PE writes it, and within it only one thread: responsible_expert_idx = sm_id * num_warp_groups +
+//   warp_group_id (165, 749) is unique per (SM, warp group), and only its sub-warp 0 lane 0 (325, count) or
+//   sub-warp 1 lane 0 (919, flag) writes, once per launch; the receiver only reads the slot (388, 956).
+//
+//   The slot is 0 before the write, zeroed in another phase. Dispatch count and combine flag of buffer index
+//   i are one signaling buffer (csrc/config.hpp:180 and :183 are the same pointer, asserted at :122). Each
+//   low-latency call signals into buffer i = low_latency_buffer_idx and passes buffer i ^ 1 as next_clean
+//   (deep_ep.cpp:1576-1577/1616 dispatch, 1721-1722/1744 combine), which its send phase zeroes (dispatch
+//   internode_ll.cu:288-290, combine 778-781); the first use finds the RDMA buffer memset to 0 at Buffer::sync
+//   (deep_ep.cpp:371), and clean_low_latency_buffer zeroes both between two barriers (89-95). Order: PE d
+//   zeroes its buffer i in call k-1 before it sends any of its call k-1 signals (dispatch: the count waits
+//   for FINISHED_SUM_TAG * 2 at 331, which includes SM 0's add made after the zeroing, 292-296; combine: the
+//   flag waits for atomic_clean_flag at 920, set after the zeroing at 786); every PE s waits in call k-1's
+//   receive phase for d's signals (388, 956: every (sender, expert) pair signals, a count of 0 tokens is -1);
+//   s starts call k, the only one that writes into d's buffer i, after that; and d last read buffer i in call
+//   k-2, before call k-1 began. So the write lands on a 0 that nothing else touches until d reads it.
+//
+//   DeepEP itself relies on this: the NVLink branch of both sites stores the value instead of adding it
+//   (st_release_sys_global, 339 and 928), which is correct only under the same invariant. The patcher refuses
+//   a tree where that store is not there with the same value.
+//
+// Where the invariant does not hold (normal mode's tail/head counters), the call sites keep
+// nvshmemi_ibgda_amo_nonfetch_add: the add, through NVSHMEM.
+__device__ __forceinline__ void nvshmem_efa_shim_signal_add_zeroed_single_writer(int* rptr, const int& value, int pe, int qp_id) {
+#ifdef NVSHMEM_EFA_SHIM_GDA
+    if (auto* gda = nvshmem_efa_shim_gda_signals()) {
+        nvshmem_efa_shim_gda_signal(gda, rptr, value, pe);
+        return;
+    }
+#endif
+    nvshmemi_ibgda_amo_nonfetch_add(rptr, value, pe, qp_id);
+}
+
+// A put of one int after every earlier operation completed. DeepEP calls it in the shrink barrier
+// (internode_ll.cu:49) for sync_buffer_ptr[rank] on dst_rank, which only this PE writes: over GDA it is the
+// same RDMA write as a signal; otherwise NVSHMEM's put.
 __device__ __forceinline__ void nvshmemi_ibgda_rma_p(
     int* rptr, const int value, int dst_pe, int qp_id, uint32_t imm = std::numeric_limits<uint32_t>::max()) {
     (void)qp_id;
     (void)imm;
+#ifdef NVSHMEM_EFA_SHIM_GDA
+    if (auto* gda = nvshmem_efa_shim_gda_signals()) {
+        nvshmem_efa_shim_gda_signal(gda, rptr, value, dst_pe);
+        return;
+    }
+#endif
     nvshmem_efa_shim_order_before_signal(dst_pe);
     nvshmem_int_p(rptr, value, dst_pe);
 }
 
-// DeepEP calls this for every (peer, qp_id) pair; NVSHMEM's quiet covers all peers and queues at once, so
-// only qp_id 0 does it: one quiet per peer instead of num_rc_per_pe of them.
+// DeepEP calls this for every (peer, qp_id) pair; our quiets cover all peers and queues at once, so only
+// qp_id 0 does it: one quiet per peer instead of num_rc_per_pe of them. Like the IBGDA original it completes
+// what went through this layer: the GDA queue, and NVSHMEM (a proxy operation) only once something of ours
+// went through NVSHMEM.
 __device__ __forceinline__ void nvshmemi_ibgda_quiet(int dst_pe, int qp_id) {
     (void)dst_pe;
     if (qp_id != 0)
         return;
 #ifdef NVSHMEM_EFA_SHIM_GDA
-    if (auto* gda = nvshmem_efa_shim::state_d.gda)
+    if (auto* gda = nvshmem_efa_shim::state_d.gda) {
         efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", dst_pe);
+        if (*reinterpret_cast<volatile int*>(&nvshmem_efa_shim::proxy_used_d) == 0)
+            return;
+    }
 #endif
     nvshmem_quiet();
 }

@@ -1,4 +1,5 @@
-// Calls every shim function the way DeepEP V1 (567632d) and EPv2 legacy kernels do; compiled with -rdc=true.
+// Calls every shim function the way DeepEP V1 (567632d) and EPv2 legacy kernels do (after the DeepEP patcher); compiled
+// with -rdc=true.
 #define NUM_MAX_LOCAL_EXPERTS 1024
 #ifdef DEFINE_STATE
 #define NVSHMEM_EFA_SHIM_DEFINE_STATE
@@ -21,6 +22,9 @@ __global__ void uses(uint64_t *tail, int *count, uint64_t dst, uint64_t src, int
         nvshmemi_ibgda_amo_nonfetch_add(tail, 5, 1, 0, false);
         nvshmemi_ibgda_amo_nonfetch_add(tail, 5, 1, 0, true);
         nvshmemi_ibgda_amo_nonfetch_add(reinterpret_cast<int *>(dst), -3, 1, 2);
+        // The low-latency count and flag as the DeepEP patcher rewrites them (internode_ll.cu).
+        nvshmem_efa_shim_signal_add_zeroed_single_writer(reinterpret_cast<int *>(dst), -3, 1, 2);
+        nvshmem_efa_shim_signal_add_zeroed_single_writer(reinterpret_cast<int *>(dst), 1, 1, 0);
         nvshmemi_ibgda_rma_p(count, 7, 1, 0);
     }
 }

@@ -35,12 +35,17 @@ export function goldenCases(root = GOLDEN): GoldenCase[] {
     .map((name) => ({ name, dir: path.join(root, name), ...JSON.parse(readFileSync(path.join(root, name, 'case.json'), 'utf8')) }));
 }
 
+/** The files of a case: its base case's (materialised the same way, so bases chain), then its own over them. */
+function layTree(gc: GoldenCase, root: string, dst: string): void {
+  if (gc.base) layTree(goldenCases(root).find((x) => x.name === gc.base)!, root, dst);
+  if (existsSync(path.join(gc.dir, 'tree'))) cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
+}
+
 /** A fresh temporary copy of the case's tree: its base case's tree, then its own files over it. */
 export function materialize(c: GoldenCase | string, root = GOLDEN): string {
   const gc = typeof c === 'string' ? goldenCases(root).find((x) => x.name === c)! : c;
   const dst = mkdtempSync(path.join(os.tmpdir(), `nvshmem-efa-${gc.name}-`));
-  if (gc.base) cpSync(path.join(path.dirname(gc.dir), gc.base, 'tree'), dst, { recursive: true });
-  if (existsSync(path.join(gc.dir, 'tree'))) cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
+  layTree(gc, root, dst);
   for (const e of gc.edits ?? []) {
     const file = path.join(dst, e.file);
     const text = readFileSync(file, 'utf8');

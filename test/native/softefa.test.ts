@@ -98,6 +98,18 @@ describe('software EFA (CPU)', () => {
       expect(ok).toContain(rule);
     }
   });
+
+  it('runs the DeepEP shim as the patched low-latency kernels call it: which path each switch takes, counted NVSHMEM calls', () => {
+    const ok = runChecks(path.join(dir, 'shim_cpu_test'));
+    expect(ok).toEqual([
+      // No NVSHMEM (CPU proxy) operation in the low-latency calls when signals go over GDA...
+      'signals over GDA: the low-latency calls (get_p2p_ptr, put_nbi_warp, the patched count signal, quiet, rma_p) make no NVSHMEM call; every count finds its tokens in place (random:7:8)',
+      // ...the run-time switch to the proxy baseline, GDA off, and normal mode's adds, which stay on NVSHMEM.
+      "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
+      'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
+      "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
+    ]);
+  });
 });
 
 describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () => {

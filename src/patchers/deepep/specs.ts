@@ -1,5 +1,5 @@
 import type { InsertSpec, PatchSpec, ReplaceSpec } from '../engine/plan.ts';
-import { afterTheLine, theLine } from './lines.ts';
+import { afterTheLine, theLine, theLineBetween } from './lines.ts';
 import type { DeepEpLayout } from './layout.ts';
 import { SHIM_FILE, shimFileSpec } from './template.ts';
 
@@ -67,6 +67,49 @@ function ibgdaEnv(file: string): ReplaceSpec {
   };
 }
 
+/**
+ * The low-latency signals whose add DeepEP's code proves to be a write (one writer per slot per round, the slot
+ * zeroed in another phase; the proof is in the shim, at nvshmem_efa_shim_signal_add_zeroed_single_writer). Each
+ * is the remote branch of an if whose NVLink branch stores the same value: the shape is checked, not assumed.
+ */
+const LL_SIGNALS = [
+  { site: 'dispatch-count', value: '-num_tokens_sent - 1', qp: 'dst_expert_local_idx', what: "dispatch's per-expert token count" },
+  { site: 'combine-flag', value: '1', qp: 'local_expert_idx', what: "combine's per-expert finish flag" },
+];
+const SIGNAL_FN = 'nvshmem_efa_shim_signal_add_zeroed_single_writer';
+
+function llSignal(file: string, sig: (typeof LL_SIGNALS)[number]): ReplaceSpec {
+  const call = `nvshmemi_ibgda_amo_nonfetch_add(reinterpret_cast<int*>(dst_ptr), ${sig.value}, dst_rank, ${sig.qp});`;
+  const nvlink = `st_release_sys_global(reinterpret_cast<int*>(dst_p2p_ptr), ${sig.value});`;
+  return {
+    kind: 'replace',
+    id: `deepep-ll-signal:${sig.site}`,
+    file,
+    parse: 'text',
+    style: 'c',
+    anchor: `the line ${call} (between if (dst_p2p_ptr == 0) { and an else branch doing ${nvlink})`,
+    why:
+      `${sig.what} went through NVSHMEM's CPU proxy as a staged atomic add; the slot is 0 and has one writer per round, ` +
+      'so over EFA GDA it is an RDMA write posted after the payload completed, with no CPU on the path (the add stays where GDA is off)',
+    lines: [
+      '// replaced nvshmemi_ibgda_amo_nonfetch_add: the slot has one writer per round and was zeroed by the previous call',
+      '// (the NVLink branch below stores the same value), so the add is a write; over EFA GDA, posted after the payload',
+      `// completed (the proof, with DeepEP's lines: ${SIGNAL_FN} in ${SHIM_FILE})`,
+      `${SIGNAL_FN}(reinterpret_cast<int*>(dst_ptr), ${sig.value}, dst_rank, ${sig.qp});`,
+    ],
+    locate: (doc) => {
+      const at = theLineBetween(doc, call, ['if (dst_p2p_ptr == 0) {'], ['} else {', nvlink]);
+      if (!('refuse' in at)) return at;
+      return {
+        refuse:
+          `${at.refuse}. The add is a write only under DeepEP's invariant (one writer per slot per round, the slot zeroed ` +
+          'by the previous call), which its NVLink branch shows by storing the same value; this revision differs, so ' +
+          'check the invariant in it before patching (DeepEP 567632d and EPv2 have this shape)',
+      };
+    },
+  };
+}
+
 const CCCL_LINES = [
   '# CUDA 13 moved libcu++ (cuda/std/...) under include/cccl: "cuda/std/tuple: No such file or directory"',
   "_nvshmem_efa_cccl = os.path.join(os.environ.get('CUDA_HOME', '/usr/local/cuda'), 'include', 'cccl')",
@@ -81,6 +124,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
     return [
       swapInclude('deepep-shim-include:internode.cu', `${k}/internode.cu`, [], swapWhy),
       swapInclude('deepep-shim-include:internode_ll.cu', `${k}/internode_ll.cu`, [], swapWhy),
+      ...LL_SIGNALS.map((sig) => llSignal(`${k}/internode_ll.cu`, sig)),
       swapInclude(
         'deepep-shim-include:runtime.cu',
         `${k}/runtime.cu`,
@@ -112,6 +156,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
   return [
     swapInclude('deepep-shim-include:internode.cu', `${l}/internode.cu`, [legacyNs], swapWhy),
     swapInclude('deepep-shim-include:internode_ll.cu', `${l}/internode_ll.cu`, [legacyNs], swapWhy),
+    ...LL_SIGNALS.map((sig) => llSignal(`${l}/internode_ll.cu`, sig)),
     {
       kind: 'insert',
       id: 'deepep-shim-state',

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+int nvshmem_my_pe(void);
 __device__ void *nvshmem_ptr(const void *dest, int pe);
 __device__ void nvshmem_fence(void);
 __device__ void nvshmem_quiet(void);

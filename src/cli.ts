@@ -1,4 +1,6 @@
+import path from 'node:path';
 import { Command, CommanderError } from 'commander';
+import { benchCommand } from './commands/bench.ts';
 import { cleanCommand } from './commands/clean.ts';
 import { planOnly } from './commands/dry-run.ts';
 import { doctorCommand } from './commands/doctor.ts';
@@ -90,6 +92,32 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
     .option('--json', 'print the checks as JSON')
     .action(action('doctor', (o) => doctorCommand(o, out)));
+
+  program
+    .command('bench')
+    .description("one run on a host with 2 GPUs: put table (256 B .. 64 MiB), EFA GDA vs NVSHMEM's CPU proxy, and DeepEP low-latency dispatch/combine with signals over GDA vs the proxy, with the ratio (through efaemu it measures our device path and the emulator, not EFA)")
+    .option('--work-dir <dir>', 'the work dir of the build to measure', '.nvshmem-efa')
+    .option('--nvshmem-home <dir>', 'NVSHMEM install to use (default: the work dir\'s build)')
+    .option('--deepep-dir <dir>', "DeepEP built in place (default: the work dir's DeepEP build; none: that part is skipped, and says so)")
+    .option('--fabric <name>', 'efaemu (the emulated NIC, default) or efa (a host with 2 EFA NICs)', 'efaemu')
+    .option('--efaemu-build <dir>', 'efaemu build (prov/libefa-fi.so) for --fabric efaemu')
+    .option('--libfabric-home <dir>', "the libfabric efaemu was built against (default: the build's)")
+    .option('--results <dir>', 'where logs, statistics and gda-signals.md go (default: <work-dir>/bench)')
+    .option('--sizes <list>', 'put message sizes, e.g. 256,4K,1M (default 256 B .. 64 MiB in powers of 4)')
+    .option('--bytes-per-size <n>', 'bytes moved per size and mode in the put table (default 64 MiB; at least 4 puts)')
+    .option('--deepep-args <args>', 'test_low_latency.py options, e.g. "--num-tokens 64 --num-experts 32"')
+    .option('--no-put', 'skip the put table')
+    .option('--no-deepep', 'skip the DeepEP part')
+    .option('--dry-run', 'print the command it would run and run nothing')
+    .action(async (raw: Record<string, unknown>) => {
+      const s = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
+      code = await benchCommand({
+        workDir: path.resolve(raw.workDir as string), nvshmemHome: s('nvshmemHome'), deepepDir: s('deepepDir'), fabric: raw.fabric as string,
+        efaemuBuild: s('efaemuBuild'), libfabricHome: s('libfabricHome'), results: s('results'), sizes: raw.sizes as string | undefined,
+        bytesPerSize: raw.bytesPerSize as string | undefined, deepepArgs: raw.deepepArgs as string | undefined, put: raw.put !== false,
+        deepep: raw.deepep !== false, dryRun: raw.dryRun === true,
+      }, out);
+    });
 
   program
     .command('clean')

@@ -26,7 +26,7 @@ describe('repository hygiene', () => {
   });
 
   it('no source file refers to a document that is not in the repository', () => {
-    const written = new Set(['report.md']); // files the tool writes, not documents
+    const written = new Set(['report.md', 'gda-signals.md']); // files the tool writes, not documents
     const dangling: string[] = [];
     for (const f of [...files('src'), ...files('bin'), ...files('scripts')]) {
       for (const m of readFileSync(path.join(ROOT, f), 'utf8').matchAll(/[\w./-]*\.md\b/g)) {

@@ -2,12 +2,13 @@
 # GPU acceptance of the EFA GDA device path, every step with the software EFA completing out of order:
 #   native/softefa/gpu/acceptance.sh BIN_DIR OUT_DIR [ABI_DIR]
 # BIN_DIR holds efa_gda_proof, efa_gda_post_cost, softefa_cpu_test and gda_device_cpu_test (built against
-# the vendored upstream efa_io_defs.h); OUT_DIR receives the logs (8 files at most); ABI_DIR holds upstream
+# the vendored upstream efa_io_defs.h); OUT_DIR receives the logs (9 files at most); ABI_DIR holds upstream
 # headers: rdma-core-*/efa_io_defs.h and libfabric-*/include/rdma/*.h. Exits non-zero when a step fails.
 #
 # Steps: the proof under two completion orders; the concurrent-quiet test with this release's quiet (must
 # pass) and with the count-based quiet it replaced (must fail); compute-sanitizer memcheck and racecheck of
-# the proof and the concurrent test; a failed post trapping with its message; the post-cost bench and the
+# the proof and the concurrent test; DeepEP-shaped signals after completion (must pass) and right after the post
+# (must fail); a failed post trapping with its message; the post-cost bench and the
 # throughput bench; the CPU tests and the ABI check, for the record.
 set -u
 bin=$1 out=$2 abi=${3:-}
@@ -37,6 +38,10 @@ run concurrent_quiet.log "concurrent quiet, the count-based quiet it replaced (m
 # The count-based run must have failed on its checks (not by crashing or hanging).
 grep -q "^FAIL checkers=.* saw the target unwritten after quiet" "$out/concurrent_quiet.log" \
   || { echo "FAIL the count-based quiet was not caught by the target checks"; status=1; }
+run signals.log "signals after payload completion (DeepEP dispatch shape)" pass "$bin/efa_gda_proof" --signals new
+run signals.log "signals right after the payload post (must be caught)" fail "$bin/efa_gda_proof" --signals old --idle-us 20000
+grep -q "^FAIL signals: .* [1-9][0-9]* tokens not in place when their count was seen" "$out/signals.log" \
+  || { echo "FAIL the early signals were not caught by the receiver's checks"; status=1; }
 # Instrumented kernels post slowly: the software EFA holds reordered WQEs longer, so they still get overtaken.
 run memcheck.log "memcheck: proof" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --quick --idle-us 20000
 run memcheck.log "memcheck: concurrent quiet" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet new --quick --idle-us 20000

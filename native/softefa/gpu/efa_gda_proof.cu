@@ -4,6 +4,7 @@
 //   (any mode) --idle-us N: how long the software EFA holds reordered WQEs when no doorbell comes (default
 //   200; raise it under compute-sanitizer, whose slowed kernels otherwise leave every queue idle)
 //   efa_gda_proof --concurrent-quiet new|old [--quick]        quiet under concurrency, new or count-based
+//   efa_gda_proof --signals new|old [--quick]                 DeepEP-shaped signals: after completion, or right after the post
 //   efa_gda_proof --bench [--reorder SPEC]                    posted WQEs/s through the software EFA
 //   efa_gda_proof --trap-test                                 a failed post traps with a message
 //
@@ -18,6 +19,12 @@
 // other warps keep posting a 64 B put every millisecond, with large writes completing after 32 later WQEs;
 // exit 0 only when no check saw the target unwritten (the count-based quiet of the previous release is kept
 // here, test-only, to show that it does).
+// Signals: DeepEP's low-latency dispatch shaped on the GPU. Token warps put tokens (8 KiB and 2 KiB, so that the
+// short ones overtake) to their expert's next slot and bump the expert's finish counter (release); a signal warp
+// per expert waits for it (acquire) and writes the count (-n - 1) to the expert's slot with efa_gda_signal (new:
+// after every earlier WQE completed) or efa_gda_write_value_nbi (old: right after the post, forbidden); a
+// receiver warp polls the count slots and checks, whenever one is non-zero, that all n tokens are in place. The
+// host zeroes the slots between rounds (another phase). Exit 0 only when no count was seen before its tokens.
 // Exit status 0 only when every check passed and the emulator saw no unexpected protocol violation.
 #include <cuda_runtime.h>
 
@@ -50,7 +57,7 @@ constexpr uint32_t kSq = 256, kCq = 256, kRx = 512, kMaxBatch = 16, kImmPerRound
 constexpr uint64_t kMaxRdma = 1ull << 20;
 constexpr uint32_t kLkeySrc = 0x101, kLkeyDstLo = 0x102, kLkeyDstHi = 0x103;
 constexpr uint32_t kRkeySrc = 0x201, kRkeyDstLo = 0x202, kRkeyDstHi = 0x203;
-constexpr uint32_t kRkeyCredits = 0x300, kLkeyCredits0 = 0x301, kRkeyCredits0 = 0x302;
+constexpr uint32_t kRkeyCredits = 0x300, kLkeyCredits0 = 0x301, kRkeyCredits0 = 0x302, kLkeySignal = 0x401;
 constexpr uint8_t kPoison = 0xA5;
 
 enum OpType : uint8_t { kWrite = 0, kRead = 1, kWriteImm = 2, kBatch = 3 };
@@ -326,6 +333,7 @@ struct Rig {
     nvshmemx_efa_gda_region_t *regions_mem = nullptr;
     nvshmemx_efa_gda_regions_t *table = nullptr;
     uint64_t *cred_words = nullptr;  // PE 0: consumed, sent, seen, landing [2 each]; PE 1 the same
+    uint64_t *signal_src = nullptr;  // PE 0's signal scratch, one word per SQ slot
     uint32_t *cred_locks = nullptr;
     nvshmemx_efa_gda_region_t *peer_consumed = nullptr;  // [2] for PE 0, [2] for PE 1
     nvshmemx_efa_gda_credits_t *credits = nullptr;        // [2]
@@ -417,6 +425,8 @@ struct Rig {
         }
         CK(cudaMalloc(&credits, sizeof c));
         CK(cudaMemcpy(credits, c, sizeof c, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&signal_src, kSq * 8));
+        CK(cudaMemset(signal_src, 0, kSq * 8));
 
         for (nvshmemx_efa_gda_device_state_t *h : {&host_state, &host_state1}) {
             h->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
@@ -429,6 +439,8 @@ struct Rig {
         }
         host_state.my_pe = 0;
         host_state.credits = credits;
+        host_state.signal_src = signal_src;
+        host_state.signal_lkey = kLkeySignal;
         host_state1.my_pe = 1;
         host_state1.rx_cq = rx;
         host_state1.credits = credits + 1;
@@ -455,6 +467,7 @@ struct Rig {
         emu.add_region({kRkeyCredits, (uint64_t)(cred_words + 8), 16, true, false});
         emu.add_region({kRkeyCredits0, (uint64_t)cred_words, 16, true, false});
         emu.add_region({kLkeyCredits0, (uint64_t)cred_words, 64, false, false});
+        emu.add_region({kLkeySignal, (uint64_t)signal_src, kSq * 8, false, false});
         softefa::QpConfig a = {};
         a.sq = sq_host;
         a.db = db_host;
@@ -923,6 +936,112 @@ int concurrent_quiet(Rig &rig, bool count_based, bool quick) {
     return failures;
 }
 
+// ---- signals (DeepEP's low-latency dispatch, shaped) ------------------------------------------------------
+constexpr uint32_t kSigExperts = 16, kSigTokens = 64, kSigTokenWarps = 8, kSigSignalWarps = 4;
+constexpr uint64_t kSigToken = 8192, kSigCounts = 30ull << 20;  // counts in dst's first region, past the tokens
+__device__ __host__ inline uint64_t sig_area(uint32_t e, uint32_t slot) { return (uint64_t)(e * kSigTokens + slot) * kSigToken; }
+__device__ __host__ inline uint64_t sig_len(uint32_t slot) { return slot % 2 ? kSigToken / 4 : kSigToken; }
+__device__ __host__ inline uint32_t sig_expert(uint32_t t, uint32_t round) { return (t * 5 + round * 3) % kSigExperts; }
+__device__ __host__ inline uint8_t sig_pattern(uint32_t round, uint32_t e, uint32_t slot) { return (uint8_t)(round * 29 + e * 7 + slot * 3 + 1); }
+
+__global__ void signal_round(nvshmemx_efa_gda_device_state_t *s, uint8_t *src, uint8_t *dst, uint32_t round, int after_completion,
+                             unsigned *next_slot, unsigned *finished, const unsigned *expected, unsigned long long *stale,
+                             unsigned long long *wrong, unsigned *seen, int *err) {
+    const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
+    if (warp < kSigTokenWarps) {
+        for (uint32_t t = warp; t < kSigTokens; t += kSigTokenWarps) {
+            const uint32_t e = sig_expert(t, round);
+            uint32_t slot = lane == 0 ? atomicAdd(&next_slot[e], 1u) : 0;
+            slot = __shfl_sync(0xffffffffu, slot, 0);
+            uint8_t *from = src + (uint64_t)t * kSigToken;
+            const uint64_t len = sig_len(slot);
+            for (uint64_t i = lane; i < len; i += 32) from[i] = sig_pattern(round, e, slot);
+            __threadfence();
+            __syncwarp();
+            const int perr = efa_gda_put_nbi_warp(s, dst + sig_area(e, slot), from, len, 1);
+            if (lane == 0) {
+                if (perr) atomicCAS(err, 0, perr);
+                __threadfence();  // the post before the count's release, as DeepEP's atomic_add_release_global
+                atomicAdd(&finished[e], 1u);
+            }
+        }
+    } else if (warp < kSigTokenWarps + kSigSignalWarps) {
+        if (lane != 0) return;
+        for (uint32_t e = warp - kSigTokenWarps; e < kSigExperts; e += kSigSignalWarps) {
+            while (*(volatile unsigned *)&finished[e] != expected[e]) {
+            }
+            __threadfence();
+            void *slot = dst + kSigCounts + e * sizeof(int);
+            const uint64_t v = (uint32_t)(-(int)expected[e] - 1);
+            const int r = after_completion ? efa_gda_signal(s, slot, v, 4, 1) : efa_gda_write_value_nbi(s, slot, v, 4, 1);
+            if (r) atomicCAS(err, 0, r);
+        }
+    } else if (warp == kSigTokenWarps + kSigSignalWarps && lane == 0) {
+        bool done[kSigExperts] = {};
+        uint32_t n_seen = 0;
+        const uint64_t t0 = efa_gda_now_ns();
+        while (n_seen < kSigExperts && efa_gda_now_ns() - t0 < 20000000000ull) {
+            for (uint32_t e = 0; e < kSigExperts; e++) {
+                if (done[e]) continue;
+                const int v = *(const volatile int *)(dst + kSigCounts + e * sizeof(int));
+                if (v == 0) continue;
+                done[e] = true;
+                n_seen++;
+                const uint32_t n = (uint32_t)(-v - 1);
+                if (n != expected[e]) atomicAdd(wrong, 1ull);
+                for (uint32_t i = 0; i < n && i < kSigTokens; i++) {
+                    const volatile uint8_t *at = dst + sig_area(e, i);
+                    const uint8_t want = sig_pattern(round, e, i);
+                    const uint64_t len = sig_len(i);
+                    if (at[0] != want || at[len / 2] != want || at[len - 1] != want) atomicAdd(stale, 1ull);
+                }
+            }
+        }
+        *seen = n_seen;
+    }
+}
+
+int signals(Rig &rig, bool after_completion, bool quick) {
+    unsigned *d_u;             // next_slot[E], finished[E], expected[E], seen
+    unsigned long long *d_ull; // stale, wrong
+    int *d_err;
+    CK(cudaMalloc(&d_u, (3 * kSigExperts + 1) * 4));
+    CK(cudaMalloc(&d_ull, 16));
+    CK(cudaMalloc(&d_err, 4));
+    CK(cudaMemset(d_ull, 0, 16));
+    CK(cudaMemset(d_err, 0, 4));
+    const uint32_t rounds = quick ? 4 : 24;
+    printf("signals under test: %s\n", after_completion ? "efa_gda_signal (the write after every earlier WQE completed)"
+                                                        : "efa_gda_write_value_nbi right after the payload was posted (forbidden)");
+    uint32_t seen_total = 0;
+    for (uint32_t round = 0; round < rounds; round++) {
+        unsigned host[3 * kSigExperts + 1] = {};
+        for (uint32_t t = 0; t < kSigTokens; t++) host[2 * kSigExperts + sig_expert(t, round)]++;
+        CK(cudaMemcpy(d_u, host, sizeof host, cudaMemcpyHostToDevice));
+        CK(cudaMemset(rig.dst + kSigCounts, 0, kSigExperts * sizeof(int)));  // the other phase: the slots back to 0
+        CK(cudaDeviceSynchronize());
+        const uint32_t warps = kSigTokenWarps + kSigSignalWarps + 1;
+        signal_round<<<(warps + 7) / 8, 256>>>(rig.state, rig.src, rig.dst, round, after_completion, d_u, d_u + kSigExperts,
+                                               d_u + 2 * kSigExperts, d_ull, d_ull + 1, d_u + 3 * kSigExperts, d_err);
+        final_quiet<<<1, 1>>>(rig.state, d_err);  // sources are reused next round
+        if (!wait_gpu("signals", 60)) return 1;
+        unsigned seen;
+        CK(cudaMemcpy(&seen, d_u + 3 * kSigExperts, 4, cudaMemcpyDeviceToHost));
+        seen_total += seen;
+    }
+    unsigned long long sw[2];
+    int err;
+    CK(cudaMemcpy(sw, d_ull, 16, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&err, d_err, 4, cudaMemcpyDeviceToHost));
+    const bool ok = sw[0] == 0 && sw[1] == 0 && err == 0 && seen_total == rounds * kSigExperts;
+    printf("%s signals: %u rounds, %u counts seen of %u, %llu tokens not in place when their count was seen, %llu wrong counts, "
+           "device error %d\n", ok ? "ok" : "FAIL", rounds, seen_total, rounds * kSigExperts, sw[0], sw[1], err);
+    cudaFree(d_u);
+    cudaFree(d_ull);
+    cudaFree(d_err);
+    return ok ? 0 : 1;
+}
+
 int bench(Rig &rig) {
     printf("\n| warps | size | WQEs | ops/s | GB/s |\n|---|---|---|---|---|\n");
     unsigned long long *d_scratch;  // imm sum, imm count, quiet result
@@ -951,7 +1070,7 @@ int bench(Rig &rig) {
 
 int main(int argc, char **argv) {
     bool quick = false, do_bench = false, trap = false;
-    const char *concurrent = nullptr;
+    const char *concurrent = nullptr, *signals_mode = nullptr;
     std::string reorder_spec = "large:65536:8";
     uint32_t seed = 12345, idle_us = 200;
     for (int i = 1; i < argc; i++) {
@@ -962,8 +1081,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reorder") && i + 1 < argc) reorder_spec = argv[++i];
         else if (!strcmp(argv[i], "--idle-us") && i + 1 < argc) idle_us = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--concurrent-quiet") && i + 1 < argc) concurrent = argv[++i];
+        else if (!strcmp(argv[i], "--signals") && i + 1 < argc) signals_mode = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--bench] [--trap-test] [--seed N] [--reorder SPEC] [--idle-us N] [--concurrent-quiet new|old]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--bench] [--trap-test] [--seed N] [--reorder SPEC] [--idle-us N] [--concurrent-quiet new|old] [--signals new|old]\n", argv[0]);
             return 2;
         }
     }
@@ -978,6 +1098,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (concurrent && !softefa::parse_reorder("large:65536:32", &reorder, &why)) return 2;
+    if (signals_mode && strcmp(signals_mode, "new") && strcmp(signals_mode, "old")) {
+        fprintf(stderr, "--signals takes new or old\n");
+        return 2;
+    }
+    // Signals: the 8 KiB tokens are held until 16 later WQEs completed (the 2 KiB ones and the counts overtake).
+    if (signals_mode && reorder_spec == "large:65536:8" && !softefa::parse_reorder("large:4096:16", &reorder, &why)) return 2;
     reorder.idle_us = idle_us;
     setvbuf(stdout, nullptr, _IOLBF, 0);
     // With lazy module loading, the first use of a kernel (ours or the runtime's copy kernels) may wait for
@@ -1013,6 +1139,8 @@ int main(int argc, char **argv) {
         _exit(trapped ? 0 : 1);  // the context is gone: skip the emulator's teardown
     } else if (concurrent) {
         failures += concurrent_quiet(rig, !strcmp(concurrent, "old"), quick);
+    } else if (signals_mode) {
+        failures += signals(rig, !strcmp(signals_mode, "new"), quick);
     } else if (do_bench) {
         failures += bench(rig);
     } else {

@@ -78,7 +78,9 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): { script
   if (o.deepepArgs) args.push('--deepep-args', o.deepepArgs);
   if (!o.put) args.push('--no-put');
   if (!o.deepep) args.push('--no-deepep');
-  return { script: path.join(root, BENCH_SCRIPT), args, env };
+  const script = path.join(root, BENCH_SCRIPT);
+  if (!existsSync(script)) throw new EnvironmentError(`${script} is missing from this copy of nvshmem-efa`, 'reinstall nvshmem-efa (its package ships bench/gda-signals/), or run the script from a checkout');
+  return { script, args, env };
 }
 
 const shellQuote = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);

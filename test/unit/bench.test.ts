@@ -196,6 +196,13 @@ describe('nvshmem-efa bench: finding the build', () => {
     expect(cli(['bench', '--work-dir', wd, '--fabric', 'ib']).code).toBe(2);
   });
 
+  it('ships with the package and the standalone bundle (GPU hosts run it from there)', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
+    expect(pkg.files).toContain('bench/gda-signals');
+    expect(readFileSync(path.join(ROOT, 'scripts/bundle.mjs'), 'utf8')).toMatch(/for \(const d of \[[^\]]*'bench\/gda-signals'/);
+    expect(() => benchInvocation(opts({ nvshmemHome: path.join(rig(), 'nvshmem'), fabric: 'efa' }), '/nonexistent-copy')).toThrow(/missing from this copy/);
+  });
+
   it('refuses with the fix to try', () => {
     expect(() => benchInvocation(opts({}))).toThrow(EnvironmentError);
     expect(() => benchInvocation(opts({}))).toThrow(/no NVSHMEM build in \/nonexistent/);

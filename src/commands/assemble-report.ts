@@ -37,6 +37,8 @@ export function runtimeEnv(ctx: Ctx): Record<string, string> {
     FI_EFA_ENABLE_SHM_TRANSFER: '0',
     [ctx.patch?.gdaEnv ?? 'NVSHMEM_EFA_GDA_ENABLE']: gdaOn ? '1' : '0',
     LD_LIBRARY_PATH: `${libDirs.join(':')}:$LD_LIBRARY_PATH`,
+    // DeepEP is built in place (build_ext --inplace): its tree is what `import deep_ep` needs.
+    ...(ctx.deepepBuild && ctx.deepep ? { PYTHONPATH: `${ctx.deepep.dir}:$PYTHONPATH` } : {}),
   };
 }
 

@@ -40,7 +40,8 @@ function cli(args: string[], env = ENV): { code: number; stdout: string; stderr:
 }
 
 // Without --deepep-src / --deepep-ref the DeepEP steps are listed as skipped, with the reason.
-const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped' };
+// With the host's libfabric named (LIBFABRIC_HOME), rdma-core and libfabric are not built: skipped, with the reason.
+const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped', 'rdma-core': 'skipped', libfabric: 'skipped' };
 const report = (work: string) => ReportSchema.parse(JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')));
 const stepStatus = (work: string) => Object.fromEntries(report(work).steps.map((s) => [s.id, s.status]));
 

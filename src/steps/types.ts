@@ -107,6 +107,8 @@ export interface Ctx {
   probe?: ProbeReport;
   /** Patch refusals of this run, kept for the report. */
   refusals?: FixRecord[];
+  /** The work-dir copy of NVSHMEM as it was before this run refreshed it (time stamps to keep). */
+  treeSnapshot?: import('../core/copy-tree.ts').TreeSnapshot;
   /** Unified diff of the patch plan, for --dry-run. */
   diff?: string;
 }

@@ -12,6 +12,8 @@ export interface DetectedEnv {
   cuda: { home: string; nvcc: string; version: string };
   cmake: { path: string; version: string };
   ninja?: string;
+  /** ccache on PATH: the compiler launcher of the CMake builds (NVSHMEM_EFA_NO_CCACHE=1: not used). */
+  ccache?: string;
   gpus: string[];
   cudaArch: string;
   libfabric: { home: string; version: string; gda: { available: boolean; reason: string } };
@@ -162,6 +164,8 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   else parts.cmake = { path: cmakePath, version: cmakeVersion };
   const ninja = await which('ninja', e);
   if (ninja) parts.ninja = ninja;
+  const ccache = e.NVSHMEM_EFA_NO_CCACHE === '1' ? undefined : await which('ccache', e);
+  if (ccache) parts.ccache = ccache;
 
   const cxx = await findCompiler(e.CXX, ['c++', 'g++', 'clang++'], e);
   const cc = await findCompiler(e.CC, ['cc', 'gcc', 'clang'], e);
@@ -250,6 +254,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
           cuda: parts.cuda,
           cmake: parts.cmake,
           ...(ninja ? { ninja } : {}),
+          ...(ccache ? { ccache } : {}),
           gpus,
           cudaArch: parts.cudaArch,
           libfabric: parts.libfabric,

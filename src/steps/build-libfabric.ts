@@ -41,6 +41,7 @@ export function libfabricConfigureArgs(prefix: string, env: DetectedEnv, rdmaPre
     '--enable-cuda-dlopen',
     ...(env.gdrcopy ? [`--with-gdrcopy=${env.gdrcopy.home}`, '--enable-gdrcopy-dlopen'] : []),
     ...(rdmaPrefix ? [`LDFLAGS=-L${rdmaPrefix}/lib -Wl,-rpath,${rdmaPrefix}/lib`, `CPPFLAGS=-I${rdmaPrefix}/include`] : []),
+    ...(env.ccache ? [`CC=${env.ccache} cc`] : []),
   ];
 }
 

@@ -34,6 +34,7 @@ export function rdmaCoreCmakeArgs(src: string, build: string, prefix: string, en
     '-DENABLE_VALGRIND=0',
     '-DCMAKE_DISABLE_FIND_PACKAGE_UDev=ON',
     '-DCMAKE_DISABLE_FIND_PACKAGE_Systemd=ON',
+    ...(env.ccache ? [`-DCMAKE_C_COMPILER_LAUNCHER=${env.ccache}`] : []),
   ];
 }
 

@@ -8,6 +8,7 @@ import { exportLines } from '../../src/core/report.ts';
 import { splitRuntimeEnv } from '../../src/commands/env.ts';
 import { configDefines, GDA_DEFINES, libfabricConfigureArgs } from '../../src/steps/build-libfabric.ts';
 import { rdmaCoreCmakeArgs } from '../../src/steps/build-rdma-core.ts';
+import { ccacheArgs } from '../../src/steps/build-nvshmem.ts';
 import type { DetectedEnv } from '../../src/core/environment.ts';
 import { tmp } from '../helpers/cli.ts';
 
@@ -91,6 +92,14 @@ describe('build arguments', () => {
     expect(libfabricConfigureArgs('/p', env, '/r')).toEqual(['--prefix=/p', '--disable-static', '--enable-only', '--enable-efa=/r', '--enable-shm', '--with-cuda=/cuda', '--enable-cuda-dlopen', '--with-gdrcopy=/opt/gdrcopy', '--enable-gdrcopy-dlopen', 'LDFLAGS=-L/r/lib -Wl,-rpath,/r/lib', 'CPPFLAGS=-I/r/include']);
     expect(libfabricConfigureArgs('/p', { ...env, gdrcopy: undefined } as DetectedEnv, undefined)).toContain('--enable-efa=yes');
   });
+  it('compiles through ccache when it is on PATH', () => {
+    const withCcache = { ...env, ccache: '/usr/bin/ccache' } as DetectedEnv;
+    expect(ccacheArgs(withCcache)).toEqual(['-DCMAKE_C_COMPILER_LAUNCHER=/usr/bin/ccache', '-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/ccache', '-DCMAKE_CUDA_COMPILER_LAUNCHER=/usr/bin/ccache']);
+    expect(ccacheArgs(env)).toEqual([]);
+    expect(libfabricConfigureArgs('/p', withCcache, undefined)).toContain('CC=/usr/bin/ccache cc');
+    expect(rdmaCoreCmakeArgs('/s', '/b', '/p', withCcache)).toContain('-DCMAKE_C_COMPILER_LAUNCHER=/usr/bin/ccache');
+  });
+
   it('reads the GDA configure results from config.h', () => {
     const h = GDA_DEFINES.map((d) => `#define ${d} ${d === 'HAVE_EFADV_QUERY_CQ' ? 0 : 1}`).join('\n');
     const got = configDefines(h, GDA_DEFINES);

@@ -43,4 +43,17 @@ describe('template-only change: what the incremental build sees', () => {
     expect(readFileSync(path.join(copy, `${efaGda}/transport_efa_gda.cpp`), 'utf8')).toContain('// a template-only change');
     expect(existsSync(`${copy}.keep`)).toBe(false);
   });
+
+  it('a probe build dir configured from another copy of the tool is started again, not refused by cmake', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const env = { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+    expect(cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--efa-io-defs', IO_DEFS], env).code).toBe(0);
+    const cache = path.join(work, 'build/probe/CMakeCache.txt');
+    writeFileSync(cache, 'CMAKE_HOME_DIRECTORY:INTERNAL=/elsewhere/nvshmem-efa/native/probe\n');
+    const r = cli(['probe', '--work-dir', work, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(cache)).toBe(false);
+    expect(r.stdout).toContain('fake: no EFA device');
+  });
 });

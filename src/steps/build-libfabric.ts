@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { gdaSupport, libfabricVersion, type DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError } from '../core/errors.ts';
@@ -104,6 +104,9 @@ export const buildLibfabricStep: Step = {
         io.progress('generating configure (autogen.sh)');
         await run('sh', ['autogen.sh'], { ...common, cwd: source.dir, fix: `read the autoreconf error above (${io.logPath})` });
       }
+      // A new source (another pin, archive or mirror) must not find the last one's objects, which make would
+      // take as up to date (an unpacked archive's files are older than them): every run starts clean.
+      await rm(build, { recursive: true, force: true });
       await makeDirs(build);
       io.progress('configuring libfabric');
       await run(path.join(source.dir, 'configure'), libfabricConfigureArgs(prefixes.libfabric, env, rdmaPrefix), {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError } from '../core/errors.ts';
@@ -75,6 +75,8 @@ export const buildRdmaCoreStep: Step = {
     const common = { log, logPath: io.logPath, signal: ctx.signal };
     let outside: string[];
     try {
+      // Built from a fresh tree each time the step runs: the last source's objects (or CMake cache) must not be reused.
+      await rm(build, { recursive: true, force: true });
       io.progress('configuring rdma-core');
       await run(env.cmake.path, rdmaCoreCmakeArgs(source.dir, build, prefix, env), { ...common, fix: `read the CMake error above (rdma-core needs a C compiler, pkg-config and cmake >= 3.18); the log is ${io.logPath}` });
       await run(env.cmake.path, ['--build', build, '--parallel', String(ctx.opts.jobs)], {

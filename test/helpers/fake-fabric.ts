@@ -94,7 +94,7 @@ echo "configure: efa provider yes (only=$only)"
 `;
 
 /** A libfabric-shaped source tree: `release` has configure, `checkout` only autogen.sh. */
-export function fakeLibfabricTree(dir: string, o: { version?: string; layout?: 'release' | 'checkout' } = {}): string {
+export function fakeLibfabricTree(dir: string, o: { version?: string; layout?: 'release' | 'checkout'; marker?: string } = {}): string {
   const [ma, mi, re] = (o.version ?? '2.3.0').split('.');
   for (const f of readdirSync(path.join(libfabricPrefix!, 'include/rdma')).filter((n) => n === 'fabric.h' || n.startsWith('fi_'))) {
     let text = readFileSync(path.join(libfabricPrefix!, 'include/rdma', f), 'utf8');
@@ -130,6 +130,7 @@ struct fi_info *fi_dupinfo(const struct fi_info *i) {
 int fi_fabric(struct fi_fabric_attr *a, struct fid_fabric **f, void *c) { (void)a; (void)f; (void)c; return -FI_ENODATA; }
 uint32_t fi_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
 const char *fi_strerror(int e) { (void)e; return "fake libfabric"; }
+const char *fake_libfabric_variant = "${o.marker ?? 'plain'}";
 `);
   write(path.join(dir, 'configure.ac'), 'AC_INIT([fake libfabric], [' + (o.version ?? '2.3.0') + '])\n');
   if (o.layout === 'checkout') {
@@ -145,7 +146,7 @@ const char *fi_strerror(int e) { (void)e; return "fake libfabric"; }
 /** `tar -cjf` / `-czf` of `dir` with one top-level folder named `top`; returns the archive and its sha256. */
 export function tarball(dir: string, top: string, out: string): { file: string; sha256: string } {
   const stage = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-tar-'));
-  cpSync(dir, path.join(stage, top), { recursive: true });
+  cpSync(dir, path.join(stage, top), { recursive: true, preserveTimestamps: true });
   execFileSync('tar', [out.endsWith('.bz2') ? '-cjf' : '-czf', out, '-C', stage, top]);
   return { file: out, sha256: createHash('sha256').update(readFileSync(out)).digest('hex') };
 }

@@ -137,6 +137,21 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(bad.stderr).toContain(`but the pin says ${commit}`);
   });
 
+  it('another source of the same pin is built from scratch, never linked from the last one\'s objects', async () => {
+    const w = tmp();
+    const first = await run(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], env);
+    expect(first.code, first.stderr).toBe(0);
+    // A mirror's archive whose files are older than the objects just built: make alone would keep those.
+    const tree = fakeLibfabricTree(tmp('nvshmem-efa-lf-'), { marker: 'second-source' });
+    execFileSync('find', [tree, '-exec', 'touch', '-h', '-d', '2001-01-01', '{}', '+']);
+    const b = tarball(tree, 'libfabric-2.3.0', path.join(tmp('nvshmem-efa-b-'), 'libfabric-2.3.0.tar.bz2'));
+    const benv = { ...env, NVSHMEM_EFA_LIBFABRIC_URL: `file://${b.file}`, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: b.sha256 }, rdmaCore: { sha256: sums.rdmaCore }, baseUrl: server.url }) };
+    const second = await run(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], benv);
+    expect(second.code, second.stderr).toBe(0);
+    expect(stepStatus(w).libfabric).toBe('done');
+    expect(strings(path.join(w, 'install/libfabric/lib/libfabric.so.1'))).toContain('second-source');
+  });
+
   it('refuses an unpinned --libfabric-ref and --libfabric-home with --libfabric-ref (exit 2), before writing anything', () => {
     const w = path.join(tmp(), 'new');
     const a = cli(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v1.22.0'], env);

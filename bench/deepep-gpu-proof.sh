@@ -12,7 +12,7 @@ set -u
 phase=$1 C=$(cd "$2" && pwd) OUT=$3
 W=/tmp/nvshmem-efa-gpu
 mkdir -p "$W" "$OUT"
-cd "$W"
+cd "$W" || exit 1
 export PATH=$W:$PATH
 if [ "$phase" = build ] || [ "$phase" = ref ]; then
   xz -dc "$C/node.xz" > node && chmod +x node

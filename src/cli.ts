@@ -4,6 +4,7 @@ import { benchCommand } from './commands/bench.ts';
 import { cleanCommand } from './commands/clean.ts';
 import { planOnly } from './commands/dry-run.ts';
 import { doctorCommand } from './commands/doctor.ts';
+import { envCommand } from './commands/env.ts';
 import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
@@ -59,7 +60,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--jobs <n>', 'parallel build jobs (default: all cores)')
     .option('--cuda-arch <list>', 'CUDA architectures, e.g. 90 or "90;100" (default: detected GPUs, else 90)')
     .option('--cuda-home <dir>', 'CUDA toolkit (default: CUDA_HOME, else the nvcc on PATH)')
-    .option('--libfabric-home <dir>', 'libfabric prefix (default: LIBFABRIC_HOME, /opt/amazon/efa, pkg-config, /usr)')
+    .option('--libfabric-home <dir>', 'libfabric prefix (default: LIBFABRIC_HOME, else the first of /opt/amazon/efa, /usr/local/libfabric, pkg-config, /usr if it has EFA GDA, else one built from pinned sources)')
+    .option('--libfabric-ref <tag>', 'build this pinned libfabric (v2.3.0, v2.6.0; see third_party/libfabric/lock.json) with EFA GDA, and rdma-core if the host\'s is older than 59')
     .option('--gdrcopy-home <dir>', 'GDRCopy prefix (default: GDRCOPY_HOME, /usr/local/gdrdrv, /usr)')
     .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
 
@@ -73,6 +75,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--work-dir <dir>', 'the work dir of the run', '.nvshmem-efa')
     .option('--json', 'print report.json')
     .action(action('report', (o) => reportCommand(o, out)));
+
+  program
+    .command('env')
+    .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 1 if there is none or it failed')
+    .option('--work-dir <dir>', 'the work dir of the build', '.nvshmem-efa')
+    .option('--json', 'print it as JSON (set: variables, prepend: path lists)')
+    .option('--keep-set', 'variables already set in the environment keep their values (LD_LIBRARY_PATH is still prepended)')
+    .action(action('env', (o) => envCommand(o, out)));
 
   program
     .command('probe')

@@ -5,7 +5,7 @@ import { parseCudaArch } from './core/environment.ts';
 import { UsageError } from './core/errors.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';
 
-export type Command = 'build' | 'patch' | 'report' | 'clean' | 'probe' | 'doctor';
+export type Command = 'build' | 'patch' | 'report' | 'clean' | 'probe' | 'doctor' | 'env';
 
 const Raw = z.object({
   nvshmemSrc: z.string().optional(),
@@ -17,6 +17,7 @@ const Raw = z.object({
   jobs: z.string().optional(),
   cudaArch: z.string().optional(),
   libfabricHome: z.string().optional(),
+  libfabricRef: z.string().optional(),
   gdrcopyHome: z.string().optional(),
   cudaHome: z.string().optional(),
   efaIoDefs: z.string().optional(),
@@ -27,6 +28,7 @@ const Raw = z.object({
   force: z.boolean().default(false),
   json: z.boolean().default(false),
   verbose: z.boolean().default(false),
+  keepSet: z.boolean().default(false),
 });
 
 export interface Options {
@@ -42,6 +44,8 @@ export interface Options {
   jobs: number;
   cudaArch?: string;
   libfabricHome?: string;
+  /** build: build this pinned libfabric (and rdma-core when the host's is too old) instead of the host's. */
+  libfabricRef?: string;
   gdrcopyHome?: string;
   cudaHome?: string;
   efaIoDefs?: string;
@@ -53,6 +57,8 @@ export interface Options {
   force: boolean;
   json: boolean;
   verbose: boolean;
+  /** env: variables already set keep their values. */
+  keepSet: boolean;
 }
 
 const abs = (p: string | undefined, cwd: string) => (p === undefined ? undefined : path.resolve(cwd, p));
@@ -67,6 +73,9 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
   }
   if (o.deepepSrc && o.deepepRef) {
     throw new UsageError('--deepep-src and --deepep-ref are mutually exclusive', 'pass --deepep-src DIR to use your checkout, or --deepep-ref 567632d to fetch the pinned commit');
+  }
+  if (o.libfabricHome && o.libfabricRef) {
+    throw new UsageError('--libfabric-home and --libfabric-ref are mutually exclusive', 'pass --libfabric-home DIR to use a libfabric you have, or --libfabric-ref v2.3.0 to build a pinned one');
   }
   if (o.inPlace && !o.nvshmemSrc) throw new UsageError('--in-place needs --nvshmem-src', 'add --nvshmem-src DIR (the tree to patch in place)');
   if (o.export !== undefined && command !== 'patch') throw new UsageError('--export belongs to the patch command', 'run: nvshmem-efa patch --export DIR');
@@ -89,6 +98,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     jobs,
     ...(cudaArch ? { cudaArch } : {}),
     ...(o.libfabricHome ? { libfabricHome: abs(o.libfabricHome, cwd)! } : {}),
+    ...(o.libfabricRef ? { libfabricRef: o.libfabricRef } : {}),
     ...(o.gdrcopyHome ? { gdrcopyHome: abs(o.gdrcopyHome, cwd)! } : {}),
     ...(o.cudaHome ? { cudaHome: abs(o.cudaHome, cwd)! } : {}),
     ...(o.efaIoDefs ? { efaIoDefs: abs(o.efaIoDefs, cwd)! } : {}),
@@ -99,5 +109,6 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     force: o.force,
     json: o.json,
     verbose: o.verbose,
+    keepSet: o.keepSet,
   };
 }

@@ -193,6 +193,7 @@ void host_checks(Context &c) {
             }
             const std::string g_numa = numa_of(g.second);
             if (!nics.empty() && best_numa != g_numa) cross_numa = true;
+            c.topology.push_back({g.first, g_numa, nics.empty() ? "" : best, nics.empty() ? "?" : best_numa});
             ev += (ev.empty() ? "" : "; ") + g.first + " (NUMA " + g_numa + ") -> " + (nics.empty() ? "no EFA" : best + " (NUMA " + best_numa + ")");
         }
         c.add("topology", "GPU to EFA topology", nics.empty() ? Status::Skip : cross_numa ? Status::Warn : Status::Pass, ev,

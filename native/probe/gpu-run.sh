@@ -4,7 +4,7 @@
 # nvshmem-efa-probe:   native/probe/gpu-run.sh CARRY_DIR OUT_DIR
 set -u
 C=$(cd "$1" && pwd) OUT=$2 W=/tmp/nvshmem-efa-probe-run
-mkdir -p "$W" "$OUT" && cd "$W"
+mkdir -p "$W" "$OUT" && cd "$W" || exit 1
 xz -dc "$C/node.xz" > node && chmod +x node
 for t in nvshmem-efa-standalone libfabric-2.3.0; do tar xzf "$C/$t.tar.gz"; done
 tar xJf "$C/cmake-3.25.tar.xz"

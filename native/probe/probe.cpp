@@ -140,7 +140,14 @@ int main(int argc, char **argv) {
                    json_escape(k.id).c_str(), json_escape(k.title).c_str(), status_name(k.status),
                    json_escape(k.evidence).c_str(), json_escape(k.fix).c_str(), i + 1 < c.checks.size() ? "," : "");
         }
-        printf("  ],\n  \"summary\": {\"pass\": %d, \"warn\": %d, \"fail\": %d, \"skip\": %d},\n  \"verdict\": \"%s\"\n}\n",
+        printf("  ],\n  \"topology\": [");
+        for (size_t i = 0; i < c.topology.size(); i++) {
+            auto &t = c.topology[i];
+            printf("%s\n    {\"gpu\": \"%s\", \"gpuNuma\": \"%s\", \"nic\": \"%s\", \"nicNuma\": \"%s\"}", i ? "," : "", json_escape(t.gpu).c_str(),
+                   json_escape(t.gpu_numa).c_str(), json_escape(t.nic).c_str(), json_escape(t.nic_numa).c_str());
+        }
+        printf("%s],\n", c.topology.empty() ? "" : "\n  ");
+        printf("  \"summary\": {\"pass\": %d, \"warn\": %d, \"fail\": %d, \"skip\": %d},\n  \"verdict\": \"%s\"\n}\n",
                counts[0], counts[1], counts[2], counts[3], json_escape(verdict).c_str());
     }
     return counts[(int)Status::Fail] ? 1 : 0;

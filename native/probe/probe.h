@@ -17,12 +17,18 @@ struct Check {
     std::string fix;  // empty when there is nothing to do
 };
 
+// A GPU (PCI bus id, in PCI order: CUDA's order under CUDA_DEVICE_ORDER=PCI_BUS_ID) and its nearest EFA device.
+struct GpuNic {
+    std::string gpu, gpu_numa, nic, nic_numa;  // nic "" when the host has no EFA device; numa "?" when unknown
+};
+
 struct Context {
     std::string root;  // prefix for /sys, /proc and /dev (tests point it at a fake tree)
     std::vector<Check> checks;
     // Found by earlier checks, used by later ones.
     std::vector<std::string> efa_devices;  // rdmap* names
     bool have_driver = false;
+    std::vector<GpuNic> topology;  // for launchers: which NIC and NUMA node each GPU's process belongs to
     void add(std::string id, std::string title, Status s, std::string evidence, std::string fix = "") {
         checks.push_back({std::move(id), std::move(title), s, std::move(evidence), std::move(fix)});
     }

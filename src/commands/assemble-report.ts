@@ -4,7 +4,7 @@ import { toolVersion } from '../core/paths.ts';
 import type { Report } from '../core/report.ts';
 import type { StepOutcome } from '../pipeline.ts';
 import { pinFor } from '../steps/get-nvshmem.ts';
-import type { Ctx } from '../steps/types.ts';
+import type { Ctx, FabricBuildResult } from '../steps/types.ts';
 
 function gdaStatus(ctx: Ctx): Report['gda'] {
   const lf = ctx.env?.libfabric;
@@ -29,14 +29,33 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
 export function runtimeEnv(ctx: Ctx): Record<string, string> {
   if (!ctx.build) return {};
   const gdaOn = gdaStatus(ctx).status === 'available';
-  const libDirs = [path.join(ctx.build.prefix, 'lib'), ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : [])];
+  // The rdma-core built here must win over the host's older one, whoever loads libibverbs first.
+  const libDirs = [path.join(ctx.build.prefix, 'lib'), ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : []), ...(ctx.rdmaCore?.prefix ? [path.join(ctx.rdmaCore.prefix, 'lib')] : [])];
   return {
     NVSHMEM_REMOTE_TRANSPORT: 'libfabric',
     NVSHMEM_LIBFABRIC_PROVIDER: 'efa',
     FI_EFA_ENABLE_SHM_TRANSFER: '0',
     [ctx.patch?.gdaEnv ?? 'NVSHMEM_EFA_GDA_ENABLE']: gdaOn ? '1' : '0',
     LD_LIBRARY_PATH: `${libDirs.join(':')}:$LD_LIBRARY_PATH`,
+    // DeepEP is built in place (build_ext --inplace): its tree is what `import deep_ep` needs.
+    ...(ctx.deepepBuild && ctx.deepep ? { PYTHONPATH: `${ctx.deepep.dir}:$PYTHONPATH` } : {}),
   };
+}
+
+/** What the report says about the libfabric (and rdma-core) under the build. */
+function fabricSection(ctx: Ctx): Report['fabric'] {
+  const plan = ctx.env?.fabric;
+  if (!plan) return undefined;
+  const strip = ({ fixes: _f, ...r }: FabricBuildResult) => r;
+  const out: NonNullable<Report['fabric']> = [];
+  if (ctx.rdmaCore) out.push(strip(ctx.rdmaCore));
+  else if (plan.rdmaCore?.action === 'use') out.push({ package: 'rdma-core', action: 'host', version: plan.rdmaCore.version ?? 'unknown', ...(plan.rdmaCore.prefix ? { prefix: plan.rdmaCore.prefix } : {}), why: plan.rdmaCore.why });
+  if (ctx.libfabric) out.push(strip(ctx.libfabric));
+  else if (plan.libfabric.action === 'use') {
+    const installer = plan.efaInstaller && ctx.env && path.resolve(ctx.env.libfabric.home) === path.resolve(plan.efaInstaller.dir) ? `; EFA installer ${plan.efaInstaller.version ?? '(version unknown)'}` : '';
+    out.push({ package: 'libfabric', action: 'host', version: plan.libfabric.version, prefix: plan.libfabric.home, why: `${plan.libfabric.why}${installer}` });
+  }
+  return out;
 }
 
 export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown): Report {
@@ -79,10 +98,13 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
           },
         }
       : {}),
+    ...(ctx.env?.fabric ? { fabric: fabricSection(ctx) } : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
     fixes: [
       ...ctx.envFixes,
+      ...(ctx.rdmaCore?.fixes ?? []),
+      ...(ctx.libfabric?.fixes ?? []),
       ...(ctx.patch?.fixes ?? []),
       ...(ctx.build?.fixes ?? []),
       ...(ctx.deepepPatch?.fixes ?? []),

@@ -44,10 +44,14 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   if (e.cuda && !failed('cuda')) out.push(check('cuda', BLOCKER_TITLES.cuda!, 'pass', `CUDA ${e.cuda.version} at ${e.cuda.home}; arch ${e.cudaArch ?? '?'}`));
   if (e.cmake && !failed('cmake')) out.push(check('cmake', BLOCKER_TITLES.cmake!, 'pass', `cmake ${e.cmake.version}${e.ninja ? '; ninja' : '; no ninja (make is slower)'}`));
   if (e.nvml && !failed('nvml')) out.push(check('nvml', BLOCKER_TITLES.nvml!, 'pass', e.nvml));
-  if (e.libfabric) {
+  const plan = e.fabric;
+  if (plan?.libfabric.action === 'build') {
+    const rdma = plan.rdmaCore?.action === 'build' ? ` and rdma-core ${plan.rdmaCore.ref} (${plan.rdmaCore.why})` : '';
+    out.push(check('libfabric', BLOCKER_TITLES.libfabric!, 'pass', `build will build libfabric ${plan.libfabric.ref} with EFA GDA from pinned sources${rdma}: ${plan.libfabric.why}`));
+  } else if (e.libfabric) {
     out.push(e.libfabric.gda.available
       ? check('libfabric', BLOCKER_TITLES.libfabric!, 'pass', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`)
-      : check('libfabric', BLOCKER_TITLES.libfabric!, 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'for EFA GDA use libfabric >= 2.3.0 (EFA installer >= 1.43) with --libfabric-home'));
+      : check('libfabric', BLOCKER_TITLES.libfabric!, 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'leave --libfabric-home / LIBFABRIC_HOME unset (build then builds a pinned libfabric with GDA), or point it at libfabric >= 2.3.0'));
   }
   if (!failed('gdrcopy')) {
     out.push(e.gdrcopy

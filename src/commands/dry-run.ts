@@ -53,7 +53,14 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   else out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
   if (opts.command === 'build' && found.env) {
     const ctx: Ctx = { opts, paths: workPaths(opts.workDir), state: await StateStore.open(opts.workDir), signal: new AbortController().signal, envFixes: found.envFixes, source: { kind: 'local', dir: tree.dir, origin: tree.dir } };
-    const lines = ['', '# build plan (dry run): cmake ' + cmakeArgs(ctx, found.env).join(' '), ...found.envFixes.map((f) => `# ${f.status}: ${f.id}: ${f.detail ?? f.why}`)];
+    const fab = found.env.fabric;
+    const fabric = fab
+      ? [
+          ...(fab.rdmaCore ? [`# rdma-core: ${fab.rdmaCore.action === 'build' ? `build ${fab.rdmaCore.ref} from pinned sources` : 'the host\'s'} (${fab.rdmaCore.why})`] : []),
+          `# libfabric: ${fab.libfabric.action === 'build' ? `build ${fab.libfabric.ref} from pinned sources` : `use ${fab.libfabric.home}`} (${fab.libfabric.why})`,
+        ]
+      : [];
+    const lines = ['', ...fabric, '# build plan (dry run): cmake ' + cmakeArgs(ctx, found.env).join(' '), ...found.envFixes.map((f) => `# ${f.status}: ${f.id}: ${f.detail ?? f.why}`)];
     if (!opts.json) out(lines.join('\n'));
   }
   return 0;

@@ -15,6 +15,9 @@ import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { loadLock } from '../steps/vendor-efa-io-defs.ts';
+import { fabricOrigin, fabricPin, isLocalOrigin, loadFabricLock } from '../core/fabric-lock.ts';
+import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
+import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
 
 /**
@@ -78,6 +81,7 @@ export const PREFLIGHT: readonly Check[] = [
     async run(o) {
       if (!o.nvshmemSrc) pinFor(o.nvshmemRef);
       if (o.deepepRef) deepEpPinFor(o.deepepRef);
+      if (o.libfabricRef) fabricPin(await loadFabricLock(), 'libfabric', o.libfabricRef);
     },
   },
   {
@@ -157,10 +161,35 @@ export const PREFLIGHT: readonly Check[] = [
       const tree = knownNvshmemTree(o);
       // An NVSHMEM not fetched yet is a pinned NVIDIA release, and every 3.x includes nvml.h.
       const requireNvml = tree ? (await filesIncluding(tree, 'nvml.h', 1)).length > 0 : true;
-      const s = await surveyEnvironment({ cudaHome: o.cudaHome, libfabricHome: o.libfabricHome, gdrcopyHome: o.gdrcopyHome, cudaArch: o.cudaArch, env: process.env, requireNvml });
+      const s = await surveyEnvironment({ cudaHome: o.cudaHome, libfabricHome: o.libfabricHome, libfabricRef: o.libfabricRef, workDir: o.workDir, gdrcopyHome: o.gdrcopyHome, cudaArch: o.cudaArch, env: process.env, requireNvml });
       if (!s.env) throw blockersError(s.blockers);
       found.env = s.env;
       found.envFixes = s.fixes;
+    },
+  },
+  {
+    // --offline with libfabric / rdma-core to build: their pinned sources must already be here.
+    id: 'fabric-offline',
+    applies: (o) => isBuild(o) && o.offline && !planOnly(o),
+    async run(o, found) {
+      const plan = found.env?.fabric;
+      if (!plan || plan.libfabric.action !== 'build') return;
+      const lock = await loadFabricLock();
+      const paths = workPaths(o.workDir);
+      const wanted = [{ pkg: 'libfabric' as const, ref: plan.libfabric.ref }, ...(plan.rdmaCore?.action === 'build' ? [{ pkg: 'rdma-core' as const, ref: plan.rdmaCore.ref }] : [])];
+      const missing: string[] = [];
+      let fix = '';
+      for (const w of wanted) {
+        const pin = fabricPin(lock, w.pkg, w.ref);
+        const origin = fabricOrigin(w.pkg, pin);
+        if (isLocalOrigin(origin)) continue;
+        if (origin.kind === 'git' ? (await headCommit(path.join(paths.sources, `${w.pkg}-${pin.ref}`))) === pin.commit : await cachedArchive(pin, paths.downloads)) continue;
+        missing.push(`${w.pkg} ${pin.ref} (${pin.archive.url}, sha256 ${pin.archive.sha256})`);
+        fix ||= howToProvide(w.pkg, pin);
+      }
+      if (missing.length) {
+        throw new EnvironmentError(`--offline, and the pinned sources to build are not cached in ${paths.downloads}: ${missing.join('; ')} (${plan.libfabric.why})`, `${fix}${missing.length > 1 ? ' (likewise for each one named)' : ''}`);
+      }
     },
   },
   {

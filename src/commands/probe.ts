@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { fabricPrefixes } from '../core/fabric-plan.ts';
 import { detectEnvironment } from '../core/environment.ts';
 import { acquireLock } from '../core/lock.ts';
 import { buildProbe, runProbe } from '../core/probe-build.ts';
@@ -16,7 +18,10 @@ export interface ProbeOptions {
 
 /** `nvshmem-efa probe`: builds native/probe once per work dir (cmake reuses it), runs it, shows the result. */
 export async function probeCommand(opts: ProbeOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
-  const { env } = await detectEnvironment({ cudaHome: opts.cudaHome, libfabricHome: opts.libfabricHome, env: process.env });
+  // A libfabric the build built in this work dir is the one to probe with (unless another is named).
+  const built = fabricPrefixes(opts.workDir).libfabric;
+  const libfabricHome = opts.libfabricHome ?? (existsSync(path.join(built, 'include', 'rdma', 'fabric.h')) ? built : undefined);
+  const { env } = await detectEnvironment({ cudaHome: opts.cudaHome, libfabricHome, workDir: opts.workDir, env: process.env });
   const buildDir = path.join(opts.workDir, 'build', 'probe');
   return withInterrupts(async (signal) => {
     // The probe builds into the work dir: the same ownership and one-run rules as build and patch.

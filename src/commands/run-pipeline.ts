@@ -1,7 +1,7 @@
 import picocolors from 'picocolors';
 import { asTypedError, exitCodeOf, formatError, InterruptedError } from '../core/errors.ts';
 import { acquireLock, describeHolder } from '../core/lock.ts';
-import { writeReport } from '../core/report.ts';
+import { exportLines, writeReport } from '../core/report.ts';
 import { StateStore } from '../core/state.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
@@ -67,7 +67,7 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
         out(`EFA GDA: ${report.gda.status}: ${report.gda.reason}`);
         if (Object.keys(report.runtimeEnv).length) {
           out(pc.bold('run-time environment:'));
-          for (const [k, v] of Object.entries(report.runtimeEnv)) out(`  export ${k}=${v}`);
+          for (const line of exportLines(report.runtimeEnv)) out(`  ${line}`);
         }
         out(`report: ${paths.report}/report.md`);
       }

@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, readdir, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
+import { copyFile, readdir, readFile, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { relation } from './overlap.ts';
@@ -80,4 +81,80 @@ export async function replaceWithCopy(src: string, dest: string, skip: readonly 
   }
   await rm(dest, { recursive: true, force: true });
   await rename(tmp, dest);
+}
+
+/**
+ * What a work-dir copy of a tree looked like before it is refreshed (a new copy, or a clone reset): the hash
+ * and times of each file, and the files its build generated into it (`keep`, moved aside). `reuseTimes` then
+ * gives every file whose content did not change its old time stamps back and returns the generated files, so
+ * the incremental build recompiles only what really changed instead of everything a fresh time stamp touches.
+ */
+export interface TreeSnapshot {
+  dir: string;
+  files: Map<string, { sha: string; atime: Date; mtime: Date }>;
+  /** Where the generated files wait while the tree is refreshed. */
+  stash: string;
+  kept: string[];
+}
+
+async function sha256Of(file: string): Promise<string> {
+  return createHash('sha256').update(await readFile(file)).digest('hex');
+}
+
+async function listFiles(root: string, rel = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(path.join(root, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) {
+      if (e.name !== '.git' && !isBuildDir(r, path.join(root, r))) out.push(...(await listFiles(root, r)));
+    } else if (e.isFile()) out.push(r);
+  }
+  return out;
+}
+
+export async function snapshotTree(dir: string, keep: readonly string[]): Promise<TreeSnapshot | undefined> {
+  if (!existsSync(dir)) return undefined;
+  const files = new Map<string, { sha: string; atime: Date; mtime: Date }>();
+  for (const r of await listFiles(dir)) {
+    const st = await stat(path.join(dir, r));
+    files.set(r, { sha: await sha256Of(path.join(dir, r)), atime: st.atime, mtime: st.mtime });
+  }
+  const stash = `${dir}.keep`;
+  await rm(stash, { recursive: true, force: true });
+  const kept: string[] = [];
+  for (const k of keep) {
+    if (!existsSync(path.join(dir, k))) continue;
+    await makeDirs(path.dirname(path.join(stash, k)));
+    await rename(path.join(dir, k), path.join(stash, k));
+    kept.push(k);
+  }
+  return { dir, files, stash, kept };
+}
+
+/**
+ * After a refresh (or a patch that rewrote `only` these files): old time stamps back on unchanged content, and
+ * the generated files back where the refreshed tree lacks them. Returns how many files kept their times.
+ */
+export async function reuseTimes(snap: TreeSnapshot | undefined, only?: readonly string[]): Promise<number> {
+  if (!snap) return 0;
+  if (!only) {
+    for (const k of snap.kept) {
+      const to = path.join(snap.dir, k);
+      if (!existsSync(to) && existsSync(path.join(snap.stash, k))) {
+        await makeDirs(path.dirname(to));
+        await rename(path.join(snap.stash, k), to);
+      }
+    }
+    await rm(snap.stash, { recursive: true, force: true });
+  }
+  let reused = 0;
+  for (const r of only ?? (await listFiles(snap.dir))) {
+    const old = snap.files.get(r);
+    const f = path.join(snap.dir, r);
+    if (!old || !existsSync(f)) continue;
+    if ((await sha256Of(f)) !== old.sha) continue;
+    await utimes(f, old.atime, old.mtime);
+    reused++;
+  }
+  return reused;
 }

@@ -4,12 +4,16 @@ import path from 'node:path';
 import { EnvironmentError, UsageError } from './errors.ts';
 import { probe } from './exec.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
+import { loadFabricLock } from './fabric-lock.ts';
+import { fabricPrefixes, planFabric, type FabricPlan } from './fabric-plan.ts';
 
 /** What the build will use, found on this host. Everything a later step needs comes from here. */
 export interface DetectedEnv {
   cuda: { home: string; nvcc: string; version: string };
   cmake: { path: string; version: string };
   ninja?: string;
+  /** ccache on PATH: the compiler launcher of the CMake builds (NVSHMEM_EFA_NO_CCACHE=1: not used). */
+  ccache?: string;
   gpus: string[];
   cudaArch: string;
   libfabric: { home: string; version: string; gda: { available: boolean; reason: string } };
@@ -17,6 +21,8 @@ export interface DetectedEnv {
   /** How CMake's CUDA::cuda_driver will be satisfied. */
   libcuda: { kind: 'system' | 'toolkit-stub' | 'none'; path?: string };
   nvml?: string;
+  /** Whether libfabric (and rdma-core) are the host's or built by this run from pinned sources, and why. */
+  fabric?: FabricPlan;
 }
 
 export interface DetectInput {
@@ -24,6 +30,10 @@ export interface DetectInput {
   libfabricHome?: string;
   gdrcopyHome?: string;
   cudaArch?: string;
+  /** --libfabric-ref: build this pinned libfabric instead of looking for one. */
+  libfabricRef?: string;
+  /** Where a libfabric built by this run is installed (build); doctor has none. */
+  workDir?: string;
   env: NodeJS.ProcessEnv;
 }
 
@@ -154,6 +164,8 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   else parts.cmake = { path: cmakePath, version: cmakeVersion };
   const ninja = await which('ninja', e);
   if (ninja) parts.ninja = ninja;
+  const ccache = e.NVSHMEM_EFA_NO_CCACHE === '1' ? undefined : await which('ccache', e);
+  if (ccache) parts.ccache = ccache;
 
   const cxx = await findCompiler(e.CXX, ['c++', 'g++', 'clang++'], e);
   const cc = await findCompiler(e.CC, ['cc', 'gcc', 'clang'], e);
@@ -172,25 +184,43 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   }
 
   const pkgPrefix = (await probe('pkg-config', ['--variable=prefix', 'libfabric'], e))?.trim();
-  const lfCandidates = input.libfabricHome
-    ? [input.libfabricHome]
-    : [e.LIBFABRIC_HOME, '/opt/amazon/efa', '/usr/local/libfabric', pkgPrefix, '/usr'].filter((x): x is string => !!x);
-  const libfabric = await findLibfabric(lfCandidates);
-  if (!libfabric) {
+  // NVSHMEM_EFA_SYSROOT: where /opt/amazon and the host's rdma-core are looked for (tests).
+  const sysroot = e.NVSHMEM_EFA_SYSROOT ?? '/';
+  const explicitHome = input.libfabricRef ? undefined : (input.libfabricHome ?? e.LIBFABRIC_HOME);
+  const explicitFrom = input.libfabricHome ? '--libfabric-home' : 'LIBFABRIC_HOME';
+  const lfCandidates = explicitHome ? [explicitHome] : [path.join(sysroot, 'opt/amazon/efa'), '/usr/local/libfabric', pkgPrefix, '/usr'].filter((x): x is string => !!x);
+  const found = input.libfabricRef ? undefined : await findLibfabric(lfCandidates);
+  const lock = await loadFabricLock(e);
+  const plan = planFabric({ explicitHome, explicitFrom, ref: input.libfabricRef, found, lock, sysroot });
+  parts.fabric = plan;
+  if (plan.libfabric.action === 'use' && !found) {
     blockers.push({
       id: 'libfabric',
       message: `libfabric headers (include/rdma/fabric.h) not found in ${lfCandidates.join(', ')}`,
-      fix: input.libfabricHome ? `check --libfabric-home ${input.libfabricHome}: it must hold include/rdma/fabric.h and lib/libfabric.so` : 'install the EFA installer (/opt/amazon/efa) or libfabric-dev, or pass --libfabric-home DIR',
+      fix: `check ${explicitFrom} ${explicitHome}: it must hold include/rdma/fabric.h and lib/libfabric.so (or leave it unset: nvshmem-efa then builds a pinned libfabric)`,
     });
-  } else {
-    parts.libfabric = libfabric;
+  } else if (plan.libfabric.action === 'use' && found) {
+    parts.libfabric = found;
     fixes.push({
       id: 'libfabric-gda-ops',
-      anchor: `${libfabric.home}/include/rdma/fi_ext_efa.h`,
+      anchor: `${found.home}/include/rdma/fi_ext_efa.h`,
       why: 'EFA GDA needs FI_EFA_GDA_OPS (libfabric >= 2.3.0) on an efa-direct domain',
-      status: libfabric.gda.available ? 'already-present' : 'warned',
-      detail: libfabric.gda.available ? libfabric.gda.reason : `GDA unavailable: ${libfabric.gda.reason}; NVSHMEM builds with the proxy path only. Fix: install the EFA installer >= 1.43 or libfabric >= 2.3.0 and pass --libfabric-home`,
+      status: found.gda.available ? 'already-present' : 'warned',
+      detail: found.gda.available
+        ? `${found.gda.reason} (${plan.libfabric.why})`
+        : `GDA unavailable: ${found.gda.reason}; NVSHMEM builds with the proxy path only (${plan.libfabric.why}). Fix: leave --libfabric-home and LIBFABRIC_HOME unset (nvshmem-efa then builds a pinned libfabric with GDA), or pass --libfabric-ref ${lock.libfabric.default}`,
     });
+  } else if (plan.libfabric.action === 'build') {
+    const prefixes = fabricPrefixes(input.workDir ?? '<work-dir>');
+    parts.libfabric = { home: prefixes.libfabric, version: plan.libfabric.version, gda: { available: false, reason: `libfabric ${plan.libfabric.version} is built from pinned sources by this run (${plan.libfabric.why})` } };
+    // What building them takes beyond the NVSHMEM build's tools.
+    const needs: [string, string][] = [['make', 'make'], ['tar', 'tar'], ['bzip2', 'bzip2']];
+    if (plan.rdmaCore?.action === 'build') needs.push(['pkg-config', 'pkg-config']);
+    for (const [cmd, pkg] of needs) {
+      if (!(await which(cmd, e))) {
+        blockers.push({ id: 'fabric-tools', message: `${cmd} not found on PATH, and building libfabric ${plan.libfabric.version}${plan.rdmaCore?.action === 'build' ? ` and rdma-core ${plan.rdmaCore.version}` : ''} from pinned sources needs it (${plan.libfabric.why})`, fix: `install it (apt-get install ${pkg}), or pass --libfabric-home DIR to use a libfabric you built (GDA needs >= 2.3.0)` });
+      }
+    }
   }
 
   const gdrHome = input.gdrcopyHome
@@ -224,12 +254,14 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
           cuda: parts.cuda,
           cmake: parts.cmake,
           ...(ninja ? { ninja } : {}),
+          ...(ccache ? { ccache } : {}),
           gpus,
           cudaArch: parts.cudaArch,
           libfabric: parts.libfabric,
           ...(parts.gdrcopy ? { gdrcopy: parts.gdrcopy } : {}),
           libcuda: parts.libcuda,
           ...(nvml ? { nvml } : {}),
+          ...(parts.fabric ? { fabric: parts.fabric } : {}),
         }
       : undefined;
   return { ...(env ? { env } : {}), parts, fixes, blockers };

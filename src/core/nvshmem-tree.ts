@@ -8,7 +8,17 @@ import type { FixRecord } from '../patchers/engine/fix.ts';
  * Files NVSHMEM's own build writes into its source tree (src/CMakeLists.txt, target git_commit, working
  * directory the tree root). They are outputs: left out of the tree hash so a build does not invalidate itself.
  */
-export const NVSHMEM_BUILD_OUTPUTS = ['git_commit.txt', 'version.txt'] as const;
+export const NVSHMEM_BUILD_OUTPUTS = [
+  'git_commit.txt',
+  'version.txt',
+  // configure_file() outputs NVSHMEM's CMake writes into the source tree. Nearly every translation unit includes
+  // them: a copy of the tree without them (a fresh copy after a template change) regenerates them with a new
+  // time stamp and recompiles all of NVSHMEM, where keeping them (CMake leaves an unchanged output alone)
+  // recompiles only what changed.
+  'src/include/non_abi/nvshmem_version.h',
+  'src/include/non_abi/nvshmem_build_options.h',
+  'src/device/comm/transfer_device.cu',
+] as const;
 
 /** NVIDIA NVSHMEM releases whose trees the patcher is tested on (they patch and compile). */
 export const TESTED_VERSIONS = { from: [3, 2, 5], below: [3, 6], text: '3.2.5 to 3.5.x' } as const;

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import type { DetectedEnv } from './environment.ts';
@@ -9,6 +10,12 @@ import { ProbeReportSchema, type ProbeReport } from './probe-schema.ts';
 
 /** Configures (once per libfabric/CUDA) and builds native/probe in `buildDir`; cmake makes reruns cheap. */
 export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: string, signal?: AbortSignal): Promise<string> {
+  // A build dir configured from another copy of the tool (an upgrade, another checkout) makes cmake refuse
+  // ("does not match the source used to generate cache"): start it again.
+  const src = path.join(packageRoot(), 'native', 'probe');
+  const cache = await readFile(path.join(buildDir, 'CMakeCache.txt'), 'utf8').catch(() => '');
+  const home = /^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m.exec(cache)?.[1];
+  if (home && path.resolve(home) !== path.resolve(src)) await rm(buildDir, { recursive: true, force: true });
   const log = await openLog(logPath);
   try {
     const common = { log, logPath, signal };

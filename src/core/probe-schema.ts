@@ -14,6 +14,8 @@ export const ProbeReportSchema = z.object({
   host: z.string(),
   root: z.string(),
   checks: z.array(ProbeCheckSchema).min(1),
+  /** Each GPU (PCI order) and its nearest EFA device by PCIe path, for launchers that pin ranks. */
+  topology: z.array(z.object({ gpu: z.string(), gpuNuma: z.string(), nic: z.string(), nicNuma: z.string() })).optional(),
   summary: z.object({ pass: z.number().int(), warn: z.number().int(), fail: z.number().int(), skip: z.number().int() }),
   verdict: z.string().min(1),
 });

@@ -37,6 +37,22 @@ export const ReportSchema = z.object({
   probe: z
     .object({ verdict: z.string(), summary: z.object({ pass: z.number(), warn: z.number(), fail: z.number(), skip: z.number() }), problems: z.array(z.string()) })
     .optional(),
+  /** The libfabric and rdma-core under the build: built here from pinned sources, or the host's, and why. */
+  fabric: z
+    .array(
+      z.object({
+        package: z.enum(['libfabric', 'rdma-core']),
+        action: z.enum(['built', 'host']),
+        version: z.string(),
+        prefix: z.string().optional(),
+        ref: z.string().optional(),
+        origin: z.string().optional(),
+        verified: z.string().optional(),
+        features: z.record(z.string(), z.boolean()).optional(),
+        why: z.string(),
+      }),
+    )
+    .optional(),
   environment: z.record(z.string(), z.unknown()).optional(),
   gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
   fixes: z.array(Fix),
@@ -63,6 +79,12 @@ export function renderMarkdown(r: Report): string {
     L.push(`- DeepEP: ${d.source.origin}${d.source.ref ? ` (${d.source.ref} @ ${d.source.commit})` : ''}, ${d.layout ?? 'layout unknown'} layout, tree ${d.source.dir}`);
     if (d.module) L.push(`- DeepEP module: ${d.module} (${d.check} check passed; run with PYTHONPATH=${d.source.dir})`);
   }
+  for (const f of r.fabric ?? []) {
+    const on = f.features ? Object.entries(f.features).filter(([, v]) => v).map(([k]) => k) : [];
+    L.push(f.action === 'built'
+      ? `- ${f.package}: ${f.version} built from ${f.origin} (${f.verified}) into ${f.prefix}${on.length ? `; ${on.join(', ')}` : ''} (${f.why})`
+      : `- ${f.package}: ${f.version}${f.prefix ? ` at ${f.prefix}` : ''}, the host's (${f.why})`);
+  }
   L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`);
   if (r.probe) {
     const p = r.probe.summary;
@@ -78,9 +100,25 @@ export function renderMarkdown(r: Report): string {
   }
   if (r.nvshmem.cmakeArgs.length) L.push('', '## CMake arguments', '', '```', ...r.nvshmem.cmakeArgs, '```');
   if (Object.keys(r.runtimeEnv).length) {
-    L.push('', '## Run-time environment', '', '```sh', ...Object.entries(r.runtimeEnv).map(([k, v]) => `export ${k}=${v}`), '```');
+    L.push('', '## Run-time environment', '', '```sh', ...exportLines(r.runtimeEnv), '```');
   }
   return L.join('\n') + '\n';
+}
+
+/**
+ * The run-time environment as shell lines, the one block the report, `build` and `env` print. A value that
+ * ends in `:$NAME` prepends to that variable (without an empty entry when it is unset); everything else is
+ * quoted literally. `keepSet`: a variable the caller's environment already sets keeps its value.
+ */
+export function exportLines(runtimeEnv: Record<string, string>, keepSet = false): string[] {
+  const escaped = (s: string) => s.replace(/(["\\$`])/g, '\\$1');
+  // Plain words stay plain (the block reads like the README's); anything else is double-quoted.
+  const q = (s: string) => (/^[\w./:=+,@%-]+$/.test(s) ? s : `"${escaped(s)}"`);
+  return Object.entries(runtimeEnv).map(([k, v]) => {
+    const pre = new RegExp(`^(.*):\\$${k}$`).exec(v);
+    if (pre) return `export ${k}=${q(pre[1]!)}"\${${k}:+:\$${k}}"`;
+    return keepSet ? `export ${k}="\${${k}-${escaped(v).replace(/}/g, '\\}')}}"` : `export ${k}=${q(v)}`;
+  });
 }
 
 export async function writeReport(dir: string, r: Report): Promise<void> {

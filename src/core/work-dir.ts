@@ -26,7 +26,7 @@ const Marker = z.object({
 type Marker = z.infer<typeof Marker>;
 
 /** Top-level names of the work-dir layout (what `workPaths` and the report write), besides the marker. */
-export const LAYOUT_NAMES = ['logs', 'sources', 'build', 'install', 'stubs', 'vendor', STATE_FILE, REPORT_JSON, REPORT_MD, LOCK_FILE] as const;
+export const LAYOUT_NAMES = ['logs', 'sources', 'build', 'install', 'stubs', 'vendor', 'downloads', STATE_FILE, REPORT_JSON, REPORT_MD, LOCK_FILE] as const;
 
 /** Temporary files of writeFileAtomic and the lock take-over: ours by name. */
 const isOurTemp = (name: string) => /\.nvshmem-efa-tmp-\d+$/.test(name) || name.startsWith(`${LOCK_FILE}.`);

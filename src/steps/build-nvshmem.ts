@@ -33,6 +33,11 @@ export const LEAN_OPTIONS: Record<string, 'ON' | 'OFF'> = {
   NVSHMEM_BUILD_PACKAGES: 'OFF',
 };
 
+/** With ccache on PATH, every compiler of a CMake build goes through it (rebuilds of new work dirs are cheap). */
+export function ccacheArgs(env: DetectedEnv): string[] {
+  return env.ccache ? ['C', 'CXX', 'CUDA'].map((l) => `-DCMAKE_${l}_COMPILER_LAUNCHER=${env.ccache}`) : [];
+}
+
 export function linkStubPath(ctx: Ctx): string {
   return path.join(ctx.paths.stubs, 'libcuda.so');
 }
@@ -52,6 +57,7 @@ export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
     env.gdrcopy ? '-DNVSHMEM_USE_GDRCOPY=ON' : '-DNVSHMEM_USE_GDRCOPY=OFF',
     ...(env.gdrcopy ? [`-DGDRCOPY_HOME=${env.gdrcopy.home}`] : []),
     ...(env.libcuda.kind === 'none' ? [`-DCUDA_cuda_driver_LIBRARY=${linkStubPath(ctx)}`] : []),
+    ...ccacheArgs(env),
   ];
   return args;
 }

@@ -14,6 +14,8 @@ export const detectEnvironmentStep: Step = {
       const { env, fixes } = await detectEnvironment({
         cudaHome: ctx.opts.cudaHome,
         libfabricHome: ctx.opts.libfabricHome,
+        libfabricRef: ctx.opts.libfabricRef,
+        workDir: ctx.paths.workDir,
         gdrcopyHome: ctx.opts.gdrcopyHome,
         cudaArch: ctx.opts.cudaArch,
         env: process.env,
@@ -22,7 +24,8 @@ export const detectEnvironmentStep: Step = {
       ctx.envFixes = [...ctx.envFixes, ...fixes];
     }
     const env = ctx.env;
-    io.progress(`CUDA ${env.cuda.version}, libfabric ${env.libfabric.version} (${env.libfabric.home}), arch ${env.cudaArch}`);
+    const lf = env.fabric?.libfabric.action === 'build' ? `libfabric ${env.libfabric.version} to build (${env.fabric.libfabric.why})` : `libfabric ${env.libfabric.version} (${env.libfabric.home})`;
+    io.progress(`CUDA ${env.cuda.version}, ${lf}, arch ${env.cudaArch}`);
     return env;
   },
 };

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { replaceWithCopy } from '../core/copy-tree.ts';
+import { replaceWithCopy, reuseTimes, snapshotTree, type TreeSnapshot } from '../core/copy-tree.ts';
 import { CommandFailedError, EnvironmentError, InterruptedError, UsageError, VerificationError } from '../core/errors.ts';
 import { openLog, run } from '../core/exec.ts';
 import { hashJson, hashTree } from '../core/hash.ts';
@@ -100,7 +100,9 @@ export const getNvshmemStep: Step = {
     } else if (o.nvshmemSrc) {
       const dest = path.join(ctx.paths.sources, 'nvshmem');
       io.progress(`copying ${o.nvshmemSrc}`);
+      const snap = await snapshotTree(dest, NVSHMEM_BUILD_OUTPUTS);
       await replaceWithCopy(o.nvshmemSrc, dest, [ctx.paths.workDir], ctx.signal);
+      await keepTimes(ctx, snap);
       result = { kind: 'local', dir: dest, origin: o.nvshmemSrc };
     } else {
       const pin = pinFor(o.nvshmemRef);
@@ -113,7 +115,9 @@ export const getNvshmemStep: Step = {
         await fetchPinned(gitUrl(), pin, dest, ctx.signal, io.logPath, (s) => io.progress(s));
       } else {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
+        const snap = await snapshotTree(dest, NVSHMEM_BUILD_OUTPUTS);
         await resetClone(dest, pin.commit);
+        await keepTimes(ctx, snap);
       }
       result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
     }
@@ -131,6 +135,15 @@ export const getNvshmemStep: Step = {
     return true;
   },
 };
+
+/**
+ * The refreshed copy keeps the time stamps of what did not change and the files the last build generated in
+ * it; the patch step then does the same for the files it rewrites (ctx.treeSnapshot).
+ */
+async function keepTimes(ctx: Ctx, snap: TreeSnapshot | undefined): Promise<void> {
+  await reuseTimes(snap);
+  if (snap) ctx.treeSnapshot = snap;
+}
 
 /** A tree outside the tested versions is patched when its anchors are found, with a warning in the report. */
 function noteVersion(ctx: Ctx, version: string | undefined): void {

@@ -1,5 +1,7 @@
 import path from 'node:path';
 import { buildDeepEpStep } from './build-deepep.ts';
+import { buildLibfabricStep } from './build-libfabric.ts';
+import { buildRdmaCoreStep } from './build-rdma-core.ts';
 import { buildNvshmemStep } from './build-nvshmem.ts';
 import { getDeepEpStep } from './get-deepep.ts';
 import { patchDeepEpStep } from './patch-deepep.ts';
@@ -21,6 +23,8 @@ export const BUILD_STEPS: readonly Step[] = [
   getNvshmemStep,
   vendorEfaIoDefsStep,
   patchNvshmemStep,
+  buildRdmaCoreStep,
+  buildLibfabricStep,
   buildNvshmemStep,
   probeStep,
   getDeepEpStep,
@@ -39,5 +43,6 @@ export function workPaths(workDir: string): WorkPaths {
     stubs: path.join(workDir, 'stubs'),
     vendor: path.join(workDir, 'vendor', 'efa_gda'),
     report: workDir,
+    downloads: path.join(workDir, 'downloads'),
   };
 }

@@ -3,6 +3,7 @@ import { hashJson, hashTree } from '../core/hash.ts';
 import { NVSHMEM_BUILD_OUTPUTS, TESTED_VERSIONS } from '../core/nvshmem-tree.ts';
 import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
+import { reuseTimes } from '../core/copy-tree.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
@@ -44,6 +45,9 @@ export const patchNvshmemStep: Step = {
     // One transaction, checked against the abort signal: an interrupted --in-place run leaves the user's
     // tree either untouched or fully patched.
     await writeChanges(dir, plan.changes, ctx.signal);
+    // A file rewritten with the content it had in the last build keeps that build's time stamp (a template
+    // change then recompiles the template, not libfabric.cpp and not what a reconfigure would touch).
+    await reuseTimes(ctx.treeSnapshot, plan.changes.map((c) => c.file));
     const applied = plan.fixes.filter((f) => f.status === 'applied').length;
     io.progress(`${applied} applied, ${plan.fixes.length - applied} already present`);
     const result: PatchResult = {

@@ -14,6 +14,8 @@ export interface WorkPaths {
   stubs: string;
   vendor: string;
   report: string;
+  /** Pinned libfabric / rdma-core archives, kept across runs (what --offline reuses). */
+  downloads: string;
 }
 
 /** A third-party file verified against its lock and stored in the work dir. */
@@ -65,6 +67,22 @@ export interface BuildResult {
   deviceApi?: { available: boolean; removed: string[]; reason?: string; fix?: string };
 }
 
+/** A libfabric or rdma-core this run built from pinned sources (or found usable on the host). */
+export interface FabricBuildResult {
+  package: 'libfabric' | 'rdma-core';
+  action: 'built' | 'host';
+  version: string;
+  prefix?: string;
+  ref?: string;
+  origin?: string;
+  /** "sha256 <hex>" of the archive or "commit <hex>" of the clone. */
+  verified?: string;
+  /** What the build has compiled in (libfabric: the configure results that make GDA). */
+  features?: Record<string, boolean>;
+  why: string;
+  fixes: FixRecord[];
+}
+
 export interface Ctx {
   opts: Options;
   paths: WorkPaths;
@@ -79,6 +97,9 @@ export interface Ctx {
   vendorMissing?: string;
   patch?: PatchResult;
   build?: BuildResult;
+  /** The rdma-core and libfabric steps' results (absent when the host's libfabric is used). */
+  rdmaCore?: FabricBuildResult;
+  libfabric?: FabricBuildResult;
   deepep?: SourceResult;
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;
@@ -86,6 +107,8 @@ export interface Ctx {
   probe?: ProbeReport;
   /** Patch refusals of this run, kept for the report. */
   refusals?: FixRecord[];
+  /** The work-dir copy of NVSHMEM as it was before this run refreshed it (time stamps to keep). */
+  treeSnapshot?: import('../core/copy-tree.ts').TreeSnapshot;
   /** Unified diff of the patch plan, for --dry-run. */
   diff?: string;
 }

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ReportSchema } from '../../src/core/report.ts';
+import { HOST_LIBFABRIC_ENV } from './host.ts';
 
 export const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = path.join(ROOT, 'bin', 'nvshmem-efa.js');
@@ -21,7 +22,7 @@ writeFileSync(
     sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
   }),
 );
-export const ENV: NodeJS.ProcessEnv = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+export const ENV: NodeJS.ProcessEnv = { ...process.env, ...HOST_LIBFABRIC_ENV, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
 
 export interface CliResult {
   code: number;

@@ -6,7 +6,7 @@ import path from 'node:path';
  * libfabric headers skips (with this reason) the tests that compile against them; `.ci/run` installs them.
  * NVSHMEM_EFA_TEST_NO_LIBFABRIC=1 pretends they are absent (to check the skips).
  */
-const libfabricPrefix = process.env.NVSHMEM_EFA_TEST_NO_LIBFABRIC === '1'
+export const libfabricPrefix = process.env.NVSHMEM_EFA_TEST_NO_LIBFABRIC === '1'
   ? undefined
   : [process.env.LIBFABRIC_HOME, '/opt/amazon/efa', '/usr/local/libfabric', '/usr'].find((h) => h && existsSync(path.join(h, 'include/rdma/fabric.h')));
 
@@ -21,3 +21,9 @@ if (NO_LIBFABRIC) console.warn(`skipping the tests that compile against libfabri
 export function needsLibfabric(title: string): string {
   return NO_LIBFABRIC ? `${title} [skipped: ${NO_LIBFABRIC}]` : title;
 }
+
+/**
+ * For runs that test the host's libfabric (Debian's 1.17): named explicitly, since without it `build` builds a
+ * pinned libfabric with GDA (and needs network access to fetch it).
+ */
+export const HOST_LIBFABRIC_ENV: NodeJS.ProcessEnv = libfabricPrefix ? { LIBFABRIC_HOME: libfabricPrefix } : {};

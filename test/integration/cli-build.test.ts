@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { ReportSchema } from '../../src/core/report.ts';
 import { spawnCli } from '../helpers/cli.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
-import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
+import { HOST_LIBFABRIC_ENV, needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -26,7 +26,7 @@ writeFileSync(
     sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
   }),
 );
-const ENV: NodeJS.ProcessEnv = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+const ENV: NodeJS.ProcessEnv = { ...process.env, ...HOST_LIBFABRIC_ENV, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
 
 function cli(args: string[], env = ENV): { code: number; stdout: string; stderr: string } {
@@ -40,7 +40,8 @@ function cli(args: string[], env = ENV): { code: number; stdout: string; stderr:
 }
 
 // Without --deepep-src / --deepep-ref the DeepEP steps are listed as skipped, with the reason.
-const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped' };
+// With the host's libfabric named (LIBFABRIC_HOME), rdma-core and libfabric are not built: skipped, with the reason.
+const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped', 'rdma-core': 'skipped', libfabric: 'skipped' };
 const report = (work: string) => ReportSchema.parse(JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')));
 const stepStatus = (work: string) => Object.fromEntries(report(work).steps.map((s) => [s.id, s.status]));
 

@@ -70,6 +70,11 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('native/probe (built against Debi
     expect(c['efa-module']).toMatchObject({ status: 'pass', evidence: 'efa 3.3.1' });
     expect(c['peer-mapping-override']?.status).toBe('pass');
     expect(c['topology']).toMatchObject({ status: 'pass', evidence: '0000:20:00.0 (NUMA 0) -> rdmap0s0 (NUMA 0); 0000:21:00.0 (NUMA 1) -> rdmap1s0 (NUMA 1)' });
+    // The same, for launchers that pin a rank to its GPU's NUMA node (examples/slurm/deepep-tests.sbatch).
+    expect(doc!.topology).toEqual([
+      { gpu: '0000:20:00.0', gpuNuma: '0', nic: 'rdmap0s0', nicNuma: '0' },
+      { gpu: '0000:21:00.0', gpuNuma: '1', nic: 'rdmap1s0', nicNuma: '1' },
+    ]);
     expect(c['hugepages']?.evidence).toContain('HugePages_Total 16');
     // Built against libfabric 1.17: the GDA check is skipped, never a build failure.
     expect(c['gda-ops']).toMatchObject({ status: 'skip', evidence: 'skip: libfabric < 2.3 (the probe was built against headers without FI_EFA_GDA_OPS)' });

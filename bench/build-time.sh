@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build time on one GPU host, in one run (issue 14, section 4):
+#   bench/build-time.sh CARRY_DIR OUT_DIR [JOBS]
+# CARRY_DIR holds what bench/deepep-gpu-proof.sh carries (node.xz, nvshmem-efa-standalone.tar.gz,
+# nvshmem-v3.4.5.tar.gz, deepep-567632d.tar.gz, libfabric-2.3.0.tar.gz, efa_io_defs.h, cmake-3.25.tar.xz), for a
+# host without network access or Node.js. Three builds, one after the other, same host, same JOBS (default: all cores):
+#   recipe  the common sequence (the EFA recipes' NVSHMEM flags: IBRC, IBGDA, libfabric, GDRCopy when present,
+#           tests, examples; MPI/PMIx/SHMEM/UCX/NCCL off because this host has none of them), then DeepEP against it
+#   tool    nvshmem-efa build: NVSHMEM (lean) + probe + patched DeepEP, into a new work dir
+#   rebuild the same work dir after one template file changed (templates/transport_efa_gda/transport_efa_gda.cpp)
+# and prints the seconds of each, tool / recipe (goal <= 0.45) and the template-only rebuild (goal <= 30 s), with
+# ccache on or off as found (the tool uses ccache when it is on PATH; the recipe is given the same launcher).
+set -u
+C=$(cd "$1" && pwd) OUT=$2 JOBS=${3:-$(nproc)}
+W=/tmp/nvshmem-efa-build-time
+rm -rf "$W" && mkdir -p "$W" "$OUT"
+cd "$W" || exit 1
+xz -dc "$C/node.xz" > node && chmod +x node
+for t in nvshmem-efa-standalone nvshmem-v3.4.5 deepep-567632d libfabric-2.3.0; do tar xzf "$C/$t.tar.gz"; done
+tar xJf "$C/cmake-3.25.tar.xz"
+export PATH=$W:$PATH:$W/cmk/bin LD_LIBRARY_PATH=$W/lfcarry/lib:${LD_LIBRARY_PATH:-}:$W/cmk/lib CI=true
+PY=$(command -v python3 || command -v python)
+GDR=$(for d in /usr/local/gdrdrv /opt/gdrcopy /usr/local /usr; do [ -f "$d/include/gdrapi.h" ] && echo "$d" && break; done)
+CCACHE=$(command -v ccache || true)
+launcher=()
+[ -n "$CCACHE" ] && launcher=(-DCMAKE_C_COMPILER_LAUNCHER="$CCACHE" -DCMAKE_CXX_COMPILER_LAUNCHER="$CCACHE" -DCMAKE_CUDA_COMPILER_LAUNCHER="$CCACHE")
+{ nvidia-smi -L; nproc; echo "jobs $JOBS, ccache ${CCACHE:-none}, gdrcopy ${GDR:-none}"; } > "$OUT/env.log" 2>&1
+now() { date +%s.%N; }
+secs() { echo "$2 - $1" | bc; }
+
+# 1. The recipe.
+cp -r v345 recipe-src && cp -r 567632d recipe-deepep
+t0=$(now)
+cmake -S recipe-src -B recipe-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$W/recipe-install" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DLIBFABRIC_HOME="$W/lfcarry" -DNVSHMEM_LIBFABRIC_SUPPORT=ON -DNVSHMEM_IBRC_SUPPORT=ON \
+  -DNVSHMEM_IBGDA_SUPPORT=ON -DNVSHMEM_BUILD_TESTS=ON -DNVSHMEM_BUILD_EXAMPLES=ON -DNVSHMEM_MPI_SUPPORT=OFF \
+  -DNVSHMEM_PMIX_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_UCX_SUPPORT=OFF -DNVSHMEM_USE_NCCL=OFF \
+  -DNVSHMEM_BUILD_PYTHON_LIB=OFF -DNVSHMEM_BUILD_TXZ_PACKAGE=OFF \
+  ${GDR:+-DNVSHMEM_USE_GDRCOPY=ON -DGDRCOPY_HOME="$GDR"} ${GDR:--DNVSHMEM_USE_GDRCOPY=OFF} "${launcher[@]}" > "$OUT/recipe.log" 2>&1 &&
+  cmake --build recipe-build --parallel "$JOBS" >> "$OUT/recipe.log" 2>&1 &&
+  cmake --install recipe-build >> "$OUT/recipe.log" 2>&1 &&
+  ( cd recipe-deepep && NVSHMEM_DIR="$W/recipe-install" NVCC_APPEND_FLAGS="-I/usr/local/cuda/include/cccl" \
+      TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$JOBS $PY setup.py build_ext --inplace >> "$OUT/recipe.log" 2>&1 )
+recipe_rc=$? t1=$(now)
+recipe=$(secs "$t0" "$t1")
+echo "recipe exit $recipe_rc, $recipe s" | tee "$OUT/summary.log"
+
+# 2. The tool, cold.
+t0=$(now)
+PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work" \
+  --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/tool.log" 2>&1
+tool_rc=$? t1=$(now)
+tool=$(secs "$t0" "$t1")
+echo "tool exit $tool_rc, $tool s" | tee -a "$OUT/summary.log"
+
+# 3. Template-only rebuild: the bundle with one template file changed.
+cp -r sa sa-changed
+echo "// a template-only change" >> sa-changed/templates/transport_efa_gda/transport_efa_gda.cpp
+t0=$(now)
+NVSHMEM_EFA_HOME=$W/sa-changed PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" \
+  --work-dir "$W/work" --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/rebuild.log" 2>&1
+rebuild_rc=$? t1=$(now)
+rebuild=$(secs "$t0" "$t1")
+echo "template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
+cp "$W/work/report.md" "$OUT/" 2>/dev/null
+echo "tool / recipe = $(echo "scale=3; $tool / $recipe" | bc) (goal <= 0.45); template-only rebuild $rebuild s (goal <= 30); ccache ${CCACHE:-none}" | tee -a "$OUT/summary.log"

@@ -1,0 +1,86 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { UsageError } from './errors.ts';
+import { packageRoot } from './paths.ts';
+
+/**
+ * Pins of the libfabric and rdma-core releases nvshmem-efa builds when the host's cannot do EFA GDA
+ * (third_party/libfabric/lock.json): a release archive checked by sha256, or the git commit its tag must
+ * resolve to when the source comes from a git mirror.
+ */
+const FabricPin = z.object({
+  ref: z.string(),
+  version: z.string().regex(/^\d+\.\d+(\.\d+)?$/),
+  repository: z.string(),
+  commit: z.string().regex(/^[0-9a-f]{40}$/),
+  archive: z.object({ url: z.string().url(), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+  checksumFrom: z.string(),
+  note: z.string(),
+});
+export type FabricPin = z.infer<typeof FabricPin>;
+
+const Lock = z.object({
+  schema: z.literal('nvshmem-efa-fabric-lock/1'),
+  libfabric: z.object({ default: z.string(), pins: z.array(FabricPin).min(1) }),
+  rdmaCore: z.object({ default: z.string(), minimum: z.string(), pins: z.array(FabricPin).min(1) }),
+});
+export type FabricLock = z.infer<typeof Lock>;
+
+export type FabricPackage = 'libfabric' | 'rdma-core';
+
+/** The lock; NVSHMEM_EFA_FABRIC_LOCK points at another one (tests, sites that mirror other archives). */
+export async function loadFabricLock(env: NodeJS.ProcessEnv = process.env): Promise<FabricLock> {
+  const file = env.NVSHMEM_EFA_FABRIC_LOCK ?? path.join(packageRoot(), 'third_party', 'libfabric', 'lock.json');
+  return Lock.parse(JSON.parse(await readFile(file, 'utf8')));
+}
+
+const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'libfabric' ? lock.libfabric : lock.rdmaCore);
+
+export function fabricPin(lock: FabricLock, pkg: FabricPackage, ref?: string): FabricPin {
+  const s = section(lock, pkg);
+  const want = ref ?? s.default;
+  const pin = s.pins.find((p) => p.ref === want || `v${p.version}` === want || p.version === want);
+  if (!pin) {
+    const flag = pkg === 'libfabric' ? '--libfabric-ref' : 'the rdma-core pin';
+    throw new UsageError(
+      `${pkg} ref '${want}' is not pinned (pinned: ${s.pins.map((p) => p.ref).join(', ')})`,
+      pkg === 'libfabric' ? `pass one of them as ${flag}, or build libfabric yourself and pass --libfabric-home DIR` : 'fix third_party/libfabric/lock.json (or NVSHMEM_EFA_FABRIC_LOCK)',
+    );
+  }
+  return pin;
+}
+
+/** The file name a pinned archive is cached under in <work-dir>/downloads (the official one's). */
+export const archiveName = (pin: FabricPin) => path.posix.basename(new URL(pin.archive.url).pathname);
+
+/**
+ * Where the source comes from: the pinned release archive (or a mirror of it named by
+ * NVSHMEM_EFA_<PKG>_URL: an https URL, file:// URL or path; the sha256 is still enforced), or a git
+ * repository named by NVSHMEM_EFA_<PKG>_GIT, whose tag must resolve to the pinned commit.
+ */
+export type FabricOrigin = { kind: 'archive'; url: string } | { kind: 'git'; url: string };
+
+export function fabricOrigin(pkg: FabricPackage, pin: FabricPin, env: NodeJS.ProcessEnv = process.env): FabricOrigin {
+  const key = pkg === 'libfabric' ? 'LIBFABRIC' : 'RDMA_CORE';
+  const git = env[`NVSHMEM_EFA_${key}_GIT`];
+  if (git) return { kind: 'git', url: git };
+  return { kind: 'archive', url: env[`NVSHMEM_EFA_${key}_URL`] ?? pin.archive.url };
+}
+
+/** True when the origin is on this machine (a path or a file:// URL), so --offline may use it. */
+export function isLocalOrigin(o: FabricOrigin): boolean {
+  return o.url.startsWith('/') || o.url.startsWith('file://');
+}
+
+/** `60.1` >= `59.0`, compared numerically part by part. */
+export function versionAtLeastStr(v: string, min: string): boolean {
+  const a = v.split('.').map(Number);
+  const b = min.split('.').map(Number);
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const x = a[i] ?? 0;
+    const y = b[i] ?? 0;
+    if (x !== y) return x > y;
+  }
+  return true;
+}

@@ -1,0 +1,68 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/cli.ts';
+
+/**
+ * Every shell script passes shellcheck (the container and Slurm scripts at every severity, the others at
+ * warning and error), and docker/Dockerfile passes a Dockerfile linter (dockerfilelint, a dev dependency) and
+ * keeps its promises: pinned and verified downloads, no `curl | sh`, no secret, a non-root user, Node >= 20.
+ * No Docker engine runs here: the image itself is not built by the tests.
+ */
+const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter(Boolean);
+const shebang = (f: string) => {
+  try {
+    return /^#!.*\b(ba|da)?sh\b/.test(readFileSync(path.join(ROOT, f), 'utf8').split('\n', 1)[0]!);
+  } catch {
+    return false;
+  }
+};
+const scripts = tracked.filter((f) => !f.startsWith('node_modules/') && (/\.(sh|sbatch)$/.test(f) || f === '.ci/run' || (!/\.\w+$/.test(f) && shebang(f))));
+const ours = ['docker/entrypoint.sh', 'docker/nvshmem-efa', 'examples/slurm/deepep-tests.sbatch'];
+const NO_SHELLCHECK = spawnSync('shellcheck', ['--version']).status === 0 ? undefined : 'no shellcheck (apt-get install shellcheck, or run .ci/run, which installs it)';
+if (NO_SHELLCHECK) console.warn(`skipping shellcheck: ${NO_SHELLCHECK}`);
+
+describe('shell scripts', () => {
+  it('are found (the container and Slurm scripts among them)', () => {
+    expect(scripts).toEqual(expect.arrayContaining([...ours, '.ci/run']));
+  });
+
+  it.skipIf(!!NO_SHELLCHECK)(`pass shellcheck${NO_SHELLCHECK ? ` [skipped: ${NO_SHELLCHECK}]` : ''}`, () => {
+    const run = (files: string[], severity: string) => spawnSync('shellcheck', ['-S', severity, '-f', 'gcc', ...files], { cwd: ROOT, encoding: 'utf8' });
+    const others = run(scripts.filter((f) => !ours.includes(f)), 'warning');
+    expect(others.stdout, others.stdout).toBe('');
+    const mine = run(ours, 'style');
+    expect(mine.stdout, mine.stdout).toBe('');
+    expect(mine.status).toBe(0);
+  });
+});
+
+describe('docker/Dockerfile', () => {
+  const text = readFileSync(path.join(ROOT, 'docker/Dockerfile'), 'utf8');
+
+  it('passes dockerfilelint', () => {
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/dockerfilelint/bin/dockerfilelint'), '-j', 'docker/Dockerfile'], { cwd: ROOT, encoding: 'utf8' });
+    const issues = JSON.parse(r.stdout).files.flatMap((f: { issues: { line: number; title: string }[] }) => f.issues.map((i) => `${i.line}: ${i.title}`));
+    expect(issues).toEqual([]);
+  });
+
+  it('pins and verifies what it downloads, pipes nothing into a shell, keeps no secret, runs as a user, has Node >= 20', () => {
+    expect(text).not.toMatch(/\|\s*(ba)?sh\b/);
+    expect(text).toMatch(/ARG EFA_INSTALLER_VERSION=\d+\.\d+\.\d+/);
+    expect(text).toMatch(/sha256sum -c - \\\n\s+&& tar -xzf \/tmp\/efa\.tar\.gz/);
+    expect(text).toMatch(/test "\$\(git -C \/tmp\/gdrcopy rev-parse HEAD\)" = "\$\{GDRCOPY_COMMIT\}"/);
+    expect(text).toMatch(/ARG GDRCOPY_COMMIT=[0-9a-f]{40}/);
+    expect(text).toMatch(/ARG NVSHMEM_COMMIT=131da55f643ac87c810ba0bc51d359258bf433a1/);
+    expect(text).toMatch(/ARG DEEPEP_COMMIT=[0-9a-f]{40}/);
+    expect(text).not.toMatch(/^(ARG|ENV)\s+\w*(TOKEN|SECRET|PASSWORD|ACCESS_KEY)/im);
+    expect(text).toMatch(/^USER nvefa$/m);
+    const node = /^FROM node:(\d+)\.(\d+)\.\d+/m.exec(text)!;
+    expect(Number(node[1]) > 20 || (Number(node[1]) === 20 && Number(node[2]) >= 19)).toBe(true);
+    expect(text).toMatch(/^ENTRYPOINT \["\/usr\/local\/bin\/nvshmem-efa-entrypoint"\]$/m);
+    // The efa_io_defs.h it bakes in is the one third_party/efa_gda/lock.json pins.
+    const lock = JSON.parse(readFileSync(path.join(ROOT, 'third_party/efa_gda/lock.json'), 'utf8'));
+    expect(text).toContain(`ARG EFA_IO_DEFS_URL=${lock.url}`);
+    expect(text).toContain(`ARG EFA_IO_DEFS_SHA256=${lock.sha256}`);
+  });
+});

@@ -1,0 +1,31 @@
+// Environment knobs of the emulator, read once. A malformed value is an error the user sees (fi_getinfo fails
+// and says which variable), never a silent default: a fault-injection run that injected nothing would pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace efaemu {
+
+enum class HmemMode { Auto, On, Off };
+
+struct Config {
+    int nics = 1;                  // EFAEMU_NICS: how many NICs (efaemu0..N-1) the provider reports
+    HmemMode hmem = HmemMode::Auto;  // EFAEMU_HMEM: claim FI_HMEM (auto: when libcuda.so.1 finds a GPU)
+    std::string stats_dir;         // EFAEMU_STATS: write <dir>/efaemu-<pid>.json at exit
+    uint64_t fail_every = 0;       // EFAEMU_FAIL_EVERY=N: every Nth operation completes with an error
+    uint32_t fail_status = 13;     // EFAEMU_FAIL_STATUS: the EFA status it completes with (13: UNRESP_REMOTE)
+    uint32_t reorder = 0;          // EFAEMU_REORDER=W: hold up to W completions and release them shuffled
+    uint64_t delay_min_ns = 0;     // EFAEMU_DELAY_US=min[-max]: delay every completion by a random amount
+    uint64_t delay_max_ns = 0;
+    uint64_t seed = 1;             // EFAEMU_SEED: seeds reordering and delays
+    uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000;  // EFAEMU_TIMEOUT_MS: unanswered op -> UNRESP_REMOTE
+    size_t tx_size = 1024;         // FI_EFA_TX_SIZE (the real provider's knob): per-endpoint TX credits
+    size_t rx_size = 1024;         // FI_EFA_RX_SIZE
+    std::string error;             // non-empty: a variable could not be parsed
+};
+
+// Parses the environment (once); later calls return the same object.
+const Config &config();
+
+}  // namespace efaemu

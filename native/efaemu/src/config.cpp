@@ -75,10 +75,11 @@ Config load() {
 }  // namespace
 
 const Config &config() {
+    // Never destroyed: the exit-time statistics writer reads it after static destructors may have run.
     static std::once_flag once;
-    static Config cfg;
-    std::call_once(once, [] { cfg = load(); });
-    return cfg;
+    static Config *cfg;
+    std::call_once(once, [] { cfg = new Config(load()); });
+    return *cfg;
 }
 
 }  // namespace efaemu

@@ -102,7 +102,7 @@ struct Dev {
     CUcontext ctx = nullptr;
     CUstream stream = nullptr;
 };
-std::map<int, Dev> g_devs;
+std::map<int, Dev> &g_devs = *new std::map<int, Dev>;  // never destroyed: the engine may run at exit
 
 bool bind_device(int ordinal, CUstream *s, std::string *why) {
     if (g_engine_set && std::this_thread::get_id() != g_engine) {

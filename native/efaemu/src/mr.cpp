@@ -15,9 +15,10 @@ uint32_t process_nonce();
 
 namespace {
 
-std::shared_mutex g_mu;
-std::map<uint32_t, Mr *> g_by_key;
-std::map<const Mr *, uint32_t> g_by_ptr;
+// Never destroyed: the engine thread may still check keys while the process exits.
+std::shared_mutex &g_mu = *new std::shared_mutex;
+std::map<uint32_t, Mr *> &g_by_key = *new std::map<uint32_t, Mr *>;
+std::map<const Mr *, uint32_t> &g_by_ptr = *new std::map<const Mr *, uint32_t>;
 uint32_t g_next_key = 0;
 
 uint32_t new_key() {  // g_mu held exclusively

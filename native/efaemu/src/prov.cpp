@@ -29,6 +29,13 @@ void prov_cleanup() {
     write_stats_at_exit();
 }
 
+// At exit, before libfabric's own teardown: stop the engine (an application may exit with endpoints open)
+// and write the statistics.
+void at_exit() {
+    Engine::instance().shutdown();
+    write_stats_at_exit();
+}
+
 }  // namespace
 
 struct fi_provider g_prov = {
@@ -57,6 +64,6 @@ int fid_no_ops_open(struct fid *, const char *, uint64_t, void **, void *) { ret
 
 extern "C" __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void) {
     static std::once_flag once;
-    std::call_once(once, [] { atexit(efaemu::write_stats_at_exit); });
+    std::call_once(once, [] { atexit(efaemu::at_exit); });
     return &efaemu::g_prov;
 }

@@ -2,6 +2,7 @@
 // Each scenario prints "A|B: ok <check>" / "A|B: FAIL <check>: why" lines and exits non-zero on any failure.
 // The provider is found through FI_PROVIDER_PATH / FI_PROVIDER set by the caller, so the same program runs
 // against Debian's libfabric 1.17 and a libfabric 2.3.0.
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +658,129 @@ int traffic() {
     return finish(p);
 }
 
+// ---- GPU memory through a stand-in driver (test/fake_cuda.cpp, found as libcuda.so.1 on LD_LIBRARY_PATH) -------
+
+struct FakeCuda {
+    typedef int (*Alloc)(unsigned long long *, size_t);
+    typedef int (*HtoD)(unsigned long long, const void *, size_t);
+    typedef int (*DtoH)(void *, unsigned long long, size_t);
+    struct Stats {
+        uint64_t async_copies, nonblocking_copies, default_stream_copies, app_thread_calls, device_bytes;
+    };
+    Alloc alloc;
+    HtoD htod;
+    DtoH dtoh;
+    void (*mark)();
+    void (*stats)(Stats *);
+    void (*reset)();
+    bool load() {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        if (!h || !dlsym(h, "fakecuda_get_stats")) return false;  // never a real driver here
+        alloc = (Alloc)dlsym(h, "cuMemAlloc_v2");
+        htod = (HtoD)dlsym(h, "cuMemcpyHtoD_v2");
+        dtoh = (DtoH)dlsym(h, "cuMemcpyDtoH_v2");
+        mark = (void (*)())dlsym(h, "fakecuda_mark_app_thread");
+        stats = (void (*)(Stats *))dlsym(h, "fakecuda_get_stats");
+        reset = (void (*)())dlsym(h, "fakecuda_reset_app_calls");
+        return true;
+    }
+};
+
+struct fid_mr *reg_cuda(Fab &f, unsigned long long dev, size_t len, uint64_t access) {
+    struct iovec iov = {reinterpret_cast<void *>(dev), len};
+    struct fi_mr_attr attr = {};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = 0;
+    struct fid_mr *mr = nullptr;
+    int ret = fi_mr_regattr(f.domain, &attr, 0, &mr);
+    if (ret) die(fmt("fi_mr_regattr(FI_HMEM_CUDA): %d", ret));
+    return mr;
+}
+
+int gpu_fake() {
+    FakeCuda cu;
+    Pair p = fork_pair();
+    if (!cu.load()) die("libcuda.so.1 is not the test stand-in (set LD_LIBRARY_PATH to <build>/fakecuda)");
+    cu.mark();
+    const size_t kLen = 300000;  // five wire chunks
+    unsigned long long dev = 0;
+    if (cu.alloc(&dev, 2 * kLen)) die("cuMemAlloc");
+    std::vector<uint8_t> pattern(kLen), host(kLen), check(kLen);
+    fill(pattern.data(), kLen, p.a ? 1 : 2);
+    cu.htod(dev, pattern.data(), kLen);
+    Fab f = open_fab(FI_MSG | FI_RMA | FI_HMEM, FI_CQ_FORMAT_MSG, 0);
+    bool no = false;
+    fi_setopt(&f.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &no, sizeof no);
+    put(p, f.name.data(), 32);
+    std::vector<uint8_t> peer(32);
+    get(p, peer.data(), 32);
+    fi_addr_t other = insert(f, peer);
+    struct fid_mr *dmr = reg_cuda(f, dev, 2 * kLen, kLocal | kRemote);
+    struct fid_mr *hmr = reg(f, host.data(), kLen, kLocal | kRemote);
+    put(p, Window{dev, fi_mr_key(dmr)});
+    put(p, Window{(uint64_t)(uintptr_t)host.data(), fi_mr_key(hmr)});
+    Window pdev = get<Window>(p), phost = get<Window>(p);
+    sync(p);
+    cu.reset();  // from here on the application thread makes no CUDA call; the provider must not either
+    if (p.a) {
+        // GPU -> peer GPU, GPU -> peer host, peer GPU -> host (read), GPU send -> peer GPU receive, NULL-desc GPU.
+        bool okay = fi_write(f.ep, reinterpret_cast<void *>(dev), kLen, fi_mr_desc(dmr), other, pdev.addr + kLen,
+                             pdev.key, nullptr) == 0 && complete_ok(f, "gpu write");
+        okay = okay && fi_write(f.ep, reinterpret_cast<void *>(dev), kLen, fi_mr_desc(dmr), other, phost.addr, phost.key,
+                                nullptr) == 0 && complete_ok(f, "gpu->host write");
+        okay = okay && fi_read(f.ep, host.data(), kLen, fi_mr_desc(hmr), other, pdev.addr, pdev.key, nullptr) == 0 &&
+               complete_ok(f, "read of peer GPU");
+        okay = okay && fi_send(f.ep, reinterpret_cast<void *>(dev), 4096, fi_mr_desc(dmr), other, nullptr) == 0 &&
+               complete_ok(f, "gpu send");
+        okay = okay && fi_write(f.ep, reinterpret_cast<void *>(dev + 8), 8, nullptr, other, phost.addr + 8, phost.key,
+                                nullptr) == 0 && complete_ok(f, "null-desc gpu write");
+        expect(okay, "writes, reads and sends between GPU and host memory of two processes complete");
+        FakeCuda::Stats st;
+        cu.stats(&st);
+        expect(st.app_thread_calls == 0, "no CUDA call on the application thread after FI_OPT_CUDA_API_PERMITTED=false",
+               fmt("%llu calls", (unsigned long long)st.app_thread_calls));
+        std::vector<uint8_t> want(kLen);
+        fill(want.data(), kLen, 2);
+        expect(same(host.data(), want.data(), kLen), "read of the peer's GPU memory is byte-exact");
+        sync(p);
+    } else {
+        std::vector<uint8_t> rb(4096);
+        (void)rb;
+        ssize_t r = fi_recv(f.ep, reinterpret_cast<void *>(dev + kLen + kLen - 4096), 4096, fi_mr_desc(dmr), FI_ADDR_UNSPEC,
+                            nullptr);
+        // The receive lands in the last 4 KiB of the second half, after A's GPU write there; wait for it.
+        expect(r == 0 && complete_ok(f, "recv into GPU memory"), "a receive into GPU memory completes");
+        sync(p);
+        FakeCuda::Stats st;
+        cu.stats(&st);
+        expect(st.app_thread_calls == 0, "target: no CUDA call on the application thread",
+               fmt("%llu calls", (unsigned long long)st.app_thread_calls));
+        cu.dtoh(check.data(), dev + kLen, kLen);
+        std::vector<uint8_t> want(kLen);
+        fill(want.data(), kLen, 1);
+        bool gpu_ok = same(check.data(), want.data(), kLen - 4096) && same(check.data() + kLen - 4096, want.data(), 4096);
+        expect(gpu_ok, "A's GPU bytes arrived in B's GPU memory (write and send), byte-exact");
+        uint64_t v, w;
+        memcpy(&v, host.data() + 8, 8);
+        memcpy(&w, want.data() + 8, 8);
+        expect(same(host.data() + 16, want.data() + 16, kLen - 16) && v == w,
+               "A's GPU bytes arrived in B's host memory (registered and NULL-descriptor writes)");
+    }
+    FakeCuda::Stats st;
+    cu.stats(&st);
+    expect(st.async_copies > 0 && st.async_copies == st.nonblocking_copies && st.default_stream_copies == 0,
+           "every GPU copy ran on a private non-blocking stream, none on the legacy default stream",
+           fmt("async %llu nonblocking %llu default %llu", (unsigned long long)st.async_copies,
+               (unsigned long long)st.nonblocking_copies, (unsigned long long)st.default_stream_copies));
+    fi_close(&dmr->fid);
+    fi_close(&hmr->fid);
+    close_fab(f);
+    return finish(p);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -675,8 +799,9 @@ int main(int argc, char **argv) {
     if (s == "reorder") return order(true);
     if (s == "delay") return delay();
     if (s == "traffic") return traffic();
+    if (s == "gpu-fake") return gpu_fake();
     fprintf(stderr,
             "usage: efaemu_rdm_test info|info-nohmem|bad-env|av|sendrecv|rma|errors|timeout|fail-every|order|reorder|"
-            "delay|traffic\n");
+            "delay|traffic|gpu-fake\n");
     return 2;
 }

@@ -1,0 +1,208 @@
+// efaemu on the CPU: the provider plugin built against the system libfabric (Debian's 1.17 in CI), driven by
+// two processes on host memory (and on the stand-in driver's "GPU" memory), plus the NVSHMEM-shaped program.
+// The native build is cached in .cache/efaemu-build (ignored), so reruns only rebuild what changed.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SRC = path.join(ROOT, 'native/efaemu');
+
+function build(dir: string, prefix?: string): string {
+  if (!existsSync(path.join(dir, 'CMakeCache.txt'))) {
+    mkdirSync(dir, { recursive: true });
+    const gen = spawnSync('ninja', ['--version']).status === 0 ? ['-G', 'Ninja'] : [];
+    execFileSync('cmake', ['-S', SRC, '-B', dir, ...gen, ...(prefix ? [`-DLIBFABRIC_PREFIX=${prefix}`] : [])], { stdio: 'pipe' });
+  }
+  execFileSync('cmake', ['--build', dir, '-j', '2'], { stdio: 'pipe' });
+  return dir;
+}
+
+interface Run {
+  code: number | null;
+  out: string;
+  lines: string[];
+}
+
+function runner(dir: string, libPath?: string) {
+  const env = (extra: Record<string, string> = {}) => ({
+    ...process.env,
+    FI_PROVIDER_PATH: path.join(dir, 'prov'),
+    FI_PROVIDER: 'efa',
+    ...(libPath ? { LD_LIBRARY_PATH: libPath } : {}),
+    ...extra,
+  });
+  return (bin: string, args: string[], extra: Record<string, string> = {}, wrap: string[] = []): Run => {
+    const cmd = wrap.length ? wrap[0]! : path.join(dir, bin);
+    const argv = wrap.length ? [...wrap.slice(1), path.join(dir, bin), ...args] : args;
+    const r = spawnSync(cmd, argv, { env: env(extra), encoding: 'utf8', timeout: 90_000 });
+    const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+    return { code: r.status, out, lines: (r.stdout ?? '').split('\n').filter(Boolean) };
+  };
+}
+
+/** Every check line passed, none failed, and the named ones are among them. */
+function passed(r: Run, checks: string[]) {
+  expect(r.lines.filter((l) => l.includes(': FAIL')), r.out).toEqual([]);
+  for (const c of checks) expect(r.lines.some((l) => l.endsWith(`ok ${c}`)), `missing "${c}" in:\n${r.out}`).toBe(true);
+  expect(r.code, r.out).toBe(0);
+}
+
+const canUnshare = spawnSync('unshare', ['--mount', 'true']).status === 0;
+const pciDevice = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices')[0] : undefined;
+const hasFiInfo = spawnSync('fi_info', ['--version']).status === 0;
+
+describe('efaemu provider against the system libfabric (CPU, two processes)', () => {
+  const dir = build(path.join(ROOT, '.cache/efaemu-build'));
+  const run = runner(dir);
+  const rdm = (scenario: string, checks: string[], extra: Record<string, string> = {}) =>
+    passed(run('efaemu_rdm_test', [scenario], extra), checks);
+
+  it('exports only fi_prov_ini from prov/libefa-fi.so', () => {
+    const syms = execFileSync('nm', ['-D', '--defined-only', path.join(dir, 'prov/libefa-fi.so')], { encoding: 'utf8' });
+    expect(syms.trim().split('\n').map((l) => l.split(' ').pop())).toEqual(['fi_prov_ini']);
+  });
+
+  it.skipIf(!hasFiInfo)('fi_info -p efa lists the emulated efa fabric (needs libfabric-bin)', () => {
+    const r = spawnSync('fi_info', ['-p', 'efa'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov') }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa\n\s+domain: efaemu0-rdm/);
+    expect(r.stdout).toContain('FI_EP_RDM');
+  });
+
+  it('fi_getinfo: NVSHMEM 3.4.5 hints get one efa RDM info per NIC with what its transport checks', () =>
+    rdm('info', [
+      'one RDM info per NIC (EFAEMU_NICS=2)',
+      'nic device name efaemu0 (NVSHMEM resolves /sys/class/infiniband/<name>/device)',
+      'mr_mode VIRT_ADDR|ALLOCATED|PROV_KEY|HMEM, no FI_MR_LOCAL',
+      'fi_dupinfo duplicates the nic object',
+      'an application without FI_MR_PROV_KEY gets nothing',
+      'an IP address does not name an EFA endpoint (use out-of-band exchange)',
+    ]));
+
+  it('fi_getinfo without CUDA does not claim FI_HMEM; a malformed EFAEMU_* variable is an error, not a default', () => {
+    rdm('info-nohmem', ['without CUDA (EFAEMU_HMEM=off) FI_HMEM hints match nothing']);
+    const r = run('efaemu_rdm_test', ['bad-env']);
+    passed(r, ['a malformed EFAEMU_* variable fails fi_getinfo']);
+    expect(r.out).toContain('efaemu: EFAEMU_FAIL_EVERY=three: expected an integer');
+  });
+
+  it('AV and endpoint basics: table indices, lookup, 1:1 AV binding, 32-byte names, CUDA_API_PERMITTED', () =>
+    rdm('av', [
+      'FI_AV_TABLE: one at a time, fi_addr = insertion index',
+      'a second AV cannot be bound to an endpoint (EFA binds AVs 1:1)',
+      'fi_setopt(FI_OPT_CUDA_API_PERMITTED=false) succeeds',
+      'fi_av_remove forgets the address',
+    ]));
+
+  it('send/recv: in order, byte-exact across wire chunks, FI_SOURCE, truncation, unexpected messages', () =>
+    rdm('sendrecv', [
+      'message of 200000 bytes arrives in order, byte-exact, FI_CQ_FORMAT_DATA entry',
+      'fi_cq_readfrom reports the sender\'s fi_addr (FI_SOURCE)',
+      'a 300-byte message into a 100-byte buffer: FI_ETRUNC, olen 200',
+      'a message that arrived before its receive is delivered when the receive is posted',
+      'send counter counts 5',
+    ]));
+
+  it('write/read: byte-exact up to 1 MiB, NULL descriptors, inject, remote CQ data, counters as NVSHMEM quiet uses them', () =>
+    rdm('rma', [
+      'fi_read of 1048579 bytes returns what was written, byte-exact',
+      'fi_write with a NULL descriptor (host memory) completes',
+      'counter (FI_READ|FI_WRITE|FI_SEND) equals the operations posted: quiet NVSHMEM-style',
+      'fi_inject_write generated no CQ entry',
+      'fi_writedata\'s immediate arrives on the target\'s CQ with FI_REMOTE_CQ_DATA',
+      'target counter counts remote writes and reads',
+    ]));
+
+  it('error completions: UNKNOWN_PEER, bad key/range/access, bad lkey, peer gone; -FI_EAVAIL, readerr, strerror', () =>
+    rdm('errors', [
+      'fi_cq_read returns -FI_EAVAIL when an error completion is at the head',
+      'write to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14), FI_ENOTCONN',
+      'fi_cq_strerror explains it',
+      'the error counts on fi_cntr_readerr, not fi_cntr_read',
+      'write with an unknown key: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'write with a registration without FI_REMOTE_WRITE: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'local buffer outside its descriptor: LOCAL_ERROR_INVALID_LKEY (5)',
+      'failed operations left the target\'s memory untouched',
+      'write to a process that has gone: UNRESP/UNREACH_REMOTE, no hang',
+    ]));
+
+  it('a stopped peer: the operation fails with UNRESP_REMOTE after EFAEMU_TIMEOUT_MS instead of hanging', () =>
+    rdm('timeout', ['a peer that never answers: LOCAL_ERROR_UNRESP_REMOTE (13)', 'after EFAEMU_TIMEOUT_MS (300 ms), not before, not hanging']));
+
+  it('fault injection: EFAEMU_FAIL_EVERY fails exactly every Nth operation, visibly, moving no data', () =>
+    rdm('fail-every', [
+      'EFAEMU_FAIL_EVERY=3: operations 3, 6, 9 complete with UNRESP_REMOTE, the rest succeed',
+      'counter: 6 done, 3 errors',
+      'the failed operations moved no data, the others did',
+    ]));
+
+  it('fault injection: EFAEMU_REORDER shuffles completions (in order without it); EFAEMU_DELAY_US holds them', () => {
+    rdm('order', ['without EFAEMU_REORDER: completions arrive in post order', 'every write landed']);
+    rdm('reorder', ['EFAEMU_REORDER=8: completions arrive out of post order', 'every write completes exactly once', 'every write landed']);
+    rdm('delay', ['EFAEMU_DELAY_US=30000-40000 holds the completion at least 30 ms']);
+  });
+
+  it('EFAEMU_STATS: per-path and per-peer operations and bytes of both processes, written at exit', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-stats-'));
+    const r = run('efaemu_rdm_test', ['traffic'], { EFAEMU_STATS: stats });
+    passed(r, ['write', 'read', 'send']);
+    const pid = (who: string) => r.lines.find((l) => l.startsWith(`${who}: ok pid `))!.split(' ').pop();
+    const load = (p: string | undefined) => JSON.parse(readFileSync(path.join(stats, `efaemu-${p}.json`), 'utf8'));
+    const a = load(pid('A'));
+    const b = load(pid('B'));
+    const t = (ops: number, bytes: number) => ({ ops, bytes, gpu_bytes: 0, errors: 0 });
+    expect(a.paths.rdm.write).toEqual(t(3, 3000));
+    expect(a.paths.rdm.read).toEqual(t(1, 500));
+    expect(a.paths.rdm.send).toEqual(t(2, 20));
+    expect(b.paths.rdm.remote_write).toEqual(t(3, 3000));
+    expect(b.paths.rdm.remote_read).toEqual(t(1, 500));
+    expect(b.paths.rdm.recv).toEqual(t(2, 20));
+    expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(3, 3000));
+    expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(3, 3000));
+    for (const doc of [a, b]) for (const k of Object.keys(doc.paths.gda)) expect(doc.paths.gda[k].ops).toBe(0);
+    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('B')}.json`].sort());
+  });
+
+  it('GPU memory (stand-in driver): moved only by CUDA copies on a private non-blocking stream, never on the caller\'s thread', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gpu-'));
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_rdm_test', ['gpu-fake'], { EFAEMU_STATS: stats });
+    passed(r, [
+      'writes, reads and sends between GPU and host memory of two processes complete',
+      'no CUDA call on the application thread after FI_OPT_CUDA_API_PERMITTED=false',
+      'every GPU copy ran on a private non-blocking stream, none on the legacy default stream',
+      'A\'s GPU bytes arrived in B\'s GPU memory (write and send), byte-exact',
+    ]);
+    const docs = readdirSync(stats).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const writer = docs.find((d) => d.paths.rdm.write.ops > 0);
+    expect(writer.paths.rdm.write.gpu_bytes).toBe(writer.paths.rdm.write.bytes);
+    expect(writer.paths.rdm.write.bytes).toBe(2 * 300000 + 8);
+  });
+
+  it('NVSHMEM 3.4.5-shaped transport calls: init, connect, register, put/P/get, staged AMOs, quiet, error path, finalize', () => {
+    const r = run('efaemu_nvshmem_shaped', ['--sysfs', 'report'], { EFAEMU_HMEM: 'on' });
+    passed(r, [
+      'fi_getinfo(FI_VERSION(1,5)) with the transport\'s hints',
+      'fi_setopt(FI_OPT_CUDA_API_PERMITTED, false)',
+      'fi_av_insert of every PE\'s two names into both AVs, one at a time',
+      'put (fi_write with the MR descriptor) + quiet on the counter',
+      'P (fi_write, NULL descriptor, context returned to the pool)',
+      'get (fi_read) returns the put\'s bytes',
+      'fetching AMO: the peer\'s proxy ACKs the old value (500) over fi_send',
+      'progress sees fi_cntr_readerr > 0, fi_cq_readerr gives REMOTE_ERROR_BAD_ADDRESS (7)',
+      'target: 100 x add 5 + fetch-add 1 = 501 by the proxy\'s read-modify-write',
+      'finalize closes endpoints, CQs, counters, AVs, domain, fabric in the transport\'s order',
+    ]);
+  });
+
+  it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
+    const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
+    const dev = `/sys/bus/pci/devices/${pciDevice}`;
+    const r = run('efaemu_nvshmem_shaped', ['--sysfs', 'require'], { EFAEMU_HMEM: 'on' }, [ns, '--device', dev, '--']);
+    passed(r, [`NIC path resolves: /sys/class/infiniband/efaemu0/device -> ${execFileSync('readlink', ['-f', dev], { encoding: 'utf8' }).trim()}`]);
+    expect(existsSync('/sys/class/infiniband/efaemu0')).toBe(false);
+  });
+});

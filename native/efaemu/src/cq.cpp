@@ -3,6 +3,8 @@
 // fi_cq_strerror explains the EFA status in prov_errno.
 #include <string.h>
 
+#include <sched.h>
+
 #include <chrono>
 
 #include "efaemu.h"
@@ -77,8 +79,16 @@ ssize_t read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src) {
 
 ssize_t cq_readfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src) {
     Cq *cq = Q(f);
-    std::lock_guard<std::mutex> g(cq->mu);
-    return read_locked(cq, buf, count, src);
+    ssize_t r;
+    {
+        std::lock_guard<std::mutex> g(cq->mu);
+        r = read_locked(cq, buf, count, src);
+    }
+    // A manual-progress application spins here; on a host with fewer cores than spinning threads that would
+    // starve the engine threads that are to produce its completions. Yielding now and then costs nothing
+    // when a core is free.
+    if (r == -FI_EAGAIN && (++cq->empty_polls & 63) == 0) sched_yield();
+    return r;
 }
 
 ssize_t cq_sreadfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src, const void *, int timeout) {

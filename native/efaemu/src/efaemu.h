@@ -123,6 +123,7 @@ struct Cq {
     };
     std::deque<Item> items;
     bool signaled = false;
+    std::atomic<uint32_t> empty_polls{0};
     std::atomic<int> refs{0};
 };
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);

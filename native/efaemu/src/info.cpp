@@ -210,14 +210,19 @@ bool why_not(const char *what) {
     return false;
 }
 
+// The pre-1.5 registration modes, deprecated in libfabric 2.x headers but still sent by old applications
+// (util's OFI_MR_BASIC and friends; the values are ABI).
+constexpr int kMrUnspec = 0, kMrBasic = 1, kMrScalable = 2;
+constexpr uint64_t kLocalMrMode = 1ULL << 55;  // FI_LOCAL_MR
+
 // ofi_check_mr_mode for API >= 1.5: every mode bit the provider requires must be one the application supports.
 bool mr_mode_ok(uint32_t version, int prov, const struct fi_info *hints) {
     int user = hints->domain_attr->mr_mode;
-    if ((prov & FI_MR_LOCAL) && !((hints->mode & FI_LOCAL_MR) || (user & FI_MR_LOCAL))) return false;
-    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return user == FI_MR_UNSPEC || user == FI_MR_BASIC;
-    if (user & (FI_MR_BASIC | FI_MR_SCALABLE)) return (user & ~FI_MR_BASIC) == 0 && (prov & FI_MR_BASIC);
+    if ((prov & FI_MR_LOCAL) && !((hints->mode & kLocalMrMode) || (user & FI_MR_LOCAL))) return false;
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return user == kMrUnspec || user == kMrBasic;
+    if (user & (kMrBasic | kMrScalable)) return (user & ~kMrBasic) == 0 && (prov & kMrBasic);
     if (!(hints->caps & FI_HMEM)) prov &= ~FI_MR_HMEM;
-    return user == FI_MR_UNSPEC || (user & prov) == prov;
+    return user == kMrUnspec || (user & prov) == prov;
 }
 
 bool matches(const struct fi_info *fi, const struct fi_info *h, uint32_t version) {
@@ -294,7 +299,7 @@ void alter(struct fi_info *fi, const struct fi_info *h, uint32_t version) {
     fi->handle = h->handle;
     if (const struct fi_domain_attr *d = h->domain_attr) {
         int hm = d->mr_mode;
-        if (!(hm & (FI_MR_BASIC | FI_MR_SCALABLE)) && (hm & fi->domain_attr->mr_mode) != fi->domain_attr->mr_mode) {
+        if (!(hm & (kMrBasic | kMrScalable)) && (hm & fi->domain_attr->mr_mode) != fi->domain_attr->mr_mode) {
             int m = fi->domain_attr->mr_mode & hm;
             if (!(fi->caps & FI_HMEM)) m &= ~FI_MR_HMEM;
             fi->domain_attr->mr_mode = m;

@@ -198,6 +198,24 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ]);
   });
 
+  it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
+    const r = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
+      env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },
+      encoding: 'utf8',
+    });
+    const lines = r.stdout.split('\n');
+    expect(lines.filter((l) => l.startsWith('FAIL')), r.stdout + r.stderr).toEqual([]);
+    for (const c of [
+      'IOMEMORY|DEVICEMAP on an ordinary page still fails (CUDA_ERROR_INVALID_VALUE)',
+      'IOMEMORY|DEVICEMAP on an emulator-owned page: registered as DEVICEMAP',
+      'a dma-buf fd maps back to its device address and size',
+      'a closed dma-buf\'s number, reused by another file, is not trusted',
+      'dlsym(RTLD_NEXT) still resolves relative to its caller (the forward is a tail call)',
+    ])
+      expect(lines).toContain(`ok ${c}`);
+    expect(r.status).toBe(0);
+  });
+
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
     const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
     const dev = `/sys/bus/pci/devices/${pciDevice}`;

@@ -5,7 +5,7 @@
 // and never on the legacy default stream. Test-only: nothing here resembles a real driver beyond the ABI.
 #include <pthread.h>
 #include <sys/mman.h>
-
+#include <unistd.h>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -144,6 +144,25 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len) {
     if (!on_device(src, len)) return kInvalidValue;
     return device_copy(dst, reinterpret_cast<void *>(src), len);
 }
+
+// Host registration: like the driver on the GPU hosts, IOMEMORY on ordinary pages is refused.
+std::atomic<unsigned> g_last_register_flags{0xffffffffu};
+CUresult cuMemHostRegister_v2(void *, size_t, unsigned flags) {
+    note_call();
+    if (flags & 0x04) return kInvalidValue;
+    g_last_register_flags = flags;
+    return kOk;
+}
+CUresult cuMemHostRegister(void *p, size_t n, unsigned flags) { return cuMemHostRegister_v2(p, n, flags); }
+// dma-buf export of device memory: a memfd stands in for the dma-buf.
+CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t size, int type, unsigned long long) {
+    note_call();
+    if (type != 1 || !on_device(p, size)) return kInvalidValue;
+    *static_cast<int *>(handle) = memfd_create("fake-dmabuf", 0);
+    return kOk;
+}
+unsigned fakecuda_last_register_flags() { return g_last_register_flags; }
+int efaemu_probe_next(void) { return 2; }  // the interposer's says 1 (RTLD_NEXT test)
 
 // Introspection for tests.
 void fakecuda_mark_app_thread() {

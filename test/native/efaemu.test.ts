@@ -216,6 +216,27 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.status).toBe(0);
   });
 
+  it.skipIf(process.arch !== 'x64')('softgdr (test-only libgdrapi.so.2): NVSHMEM\'s symbols and offsets, raw-pointer loads/stores coherent with GPU memory', () => {
+    const r = spawnSync(path.join(dir, 'efaemu_softgdr_test'), [], {
+      env: { ...process.env, LD_LIBRARY_PATH: `${path.join(dir, 'softgdr')}:${path.join(dir, 'fakecuda')}` },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const lines = r.stdout.split('\n');
+    expect(lines.filter((l) => l.startsWith('FAIL')), r.stdout + r.stderr).toEqual([]);
+    for (const c of [
+      'every symbol NVSHMEM loads by name is there (gdr_get_info by that name, not only _v2)',
+      'pin, map, get_info: va aligned to the GPU page, covering the buffer',
+      'a raw read-modify-write reaches GPU memory',
+      'a GPU-side change is visible to the next raw load (no stale host copy)',
+      'an 8-byte store spanning two host pages lands whole',
+      'the ACK\'s value and flag stores reach GPU memory',
+      '200 read-modify-writes from another thread: all reach GPU memory',
+    ])
+      expect(lines).toContain(`ok ${c}`);
+    expect(r.status).toBe(0);
+  });
+
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
     const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
     const dev = `/sys/bus/pci/devices/${pciDevice}`;

@@ -83,6 +83,8 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal) { note_call(); *d = ordinal; retu
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) { note_call(); *c = reinterpret_cast<CUcontext>(&g_ctx); return kOk; }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { note_call(); return kOk; }
 CUresult cuCtxSetCurrent(CUcontext) { note_call(); return kOk; }
+CUresult cuCtxPushCurrent_v2(CUcontext) { note_call(); return kOk; }
+CUresult cuCtxPopCurrent_v2(CUcontext *c) { note_call(); if (c) *c = reinterpret_cast<CUcontext>(&g_ctx); return kOk; }
 CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     note_call();
     *s = reinterpret_cast<CUstream>(new char[1]);

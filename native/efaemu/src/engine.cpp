@@ -154,7 +154,6 @@ void Engine::start_locked() {
 }
 
 void Engine::detach_nic(int nic) {
-    std::thread to_join;
     {
         std::lock_guard<std::mutex> lk(mu_);
         auto it = nics_.find(nic);

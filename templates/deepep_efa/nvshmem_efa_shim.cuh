@@ -164,18 +164,22 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
     (void)message_idx;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda) {
-        efa_gda_put_nbi_warp(gda, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
+        // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
+        const int err = efa_gda_put_nbi_warp(gda, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
+        if ((threadIdx.x & 31) == 0)
+            efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
         return;
     }
 #endif
     nvshmemx_putmem_nbi_warp(reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
 }
 
-// Makes every earlier put to pe visible before what follows (the announcement).
+// Makes every earlier put to pe visible before what follows (the announcement). A failed GDA completion
+// stops the kernel with the reason: a signal must never announce data that did not land.
 __device__ __forceinline__ void nvshmem_efa_shim_order_before_signal(int pe) {
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda)
-        efa_gda_quiet(gda);
+        efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
 #endif
     (void)pe;
     nvshmem_fence();
@@ -226,7 +230,7 @@ __device__ __forceinline__ void nvshmemi_ibgda_quiet(int dst_pe, int qp_id) {
         return;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda)
-        efa_gda_quiet(gda);
+        efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", dst_pe);
 #endif
     nvshmem_quiet();
 }

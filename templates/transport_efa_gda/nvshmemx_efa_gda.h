@@ -5,26 +5,30 @@
  *
  * Lifetime: the transport fills one nvshmemx_efa_gda_device_state_t in GPU memory when GDA starts and
  * frees it at finalize. nvshmemx_efa_gda_get_device_state() hands its GPU address to the application,
- * which passes it to its kernels (nvshmemx_efa_gda_device.cuh takes it as an argument). */
+ * which passes it to its kernels (nvshmemx_efa_gda_device.cuh takes it as an argument). While kernels run,
+ * the host changes the state only by replacing the regions pointer with a new, fully written table. */
 #ifndef NVSHMEMX_EFA_GDA_H
 #define NVSHMEMX_EFA_GDA_H
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 1
-/* A 64-byte efa_io_tx_wqe: the only WQE format this device code writes. */
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 2
+/* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
+ * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
-/* Remote regions (symmetric heap chunks) the GDA path can address; NVSHMEM registers one per heap growth. */
-#define NVSHMEMX_EFA_GDA_MAX_REGIONS 16
 
 /* Device error codes. Values 1..63 are EFA completion statuses (efa_io_comp_status) reported by the NIC;
- * the ones below are detected by the device code before anything reaches the NIC. */
+ * the ones below are detected by the device code. */
 enum {
     NVSHMEMX_EFA_GDA_OK = 0,
-    NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION = 0x100, /* source/destination not in a registered local region */
-    NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION = 0x101, /* address not in the peer's registered regions */
-    NVSHMEMX_EFA_GDA_ERR_BAD_PE = 0x102,           /* pe out of range or without an EFA address */
-    NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES = 0x103,    /* a warp batch needs more WQEs than max_batch */
+    NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION = 0x100,    /* source/destination not in a registered local region */
+    NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION = 0x101,   /* address not in the symmetric heap GDA knows */
+    NVSHMEMX_EFA_GDA_ERR_BAD_PE = 0x102,             /* pe out of range */
+    NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES = 0x103,      /* more WQEs at once than max_batch or the SQ holds */
+    NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE = 0x104, /* in a heap region GDA could not register on some PE */
+    NVSHMEMX_EFA_GDA_ERR_BAD_CQE = 0x105,            /* a completion that is not this queue's: unusable */
+    NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN = 0x106,         /* the NIC wrote over receive completions not yet taken */
+    NVSHMEMX_EFA_GDA_ERR_NO_CREDITS = 0x107,         /* the receiver took no immediates within the timeout */
 };
 
 /* Operation types of a posted WQE (efa_io_send_op_type values). */
@@ -37,7 +41,8 @@ typedef struct {
     uint32_t qkey;
 } nvshmemx_efa_gda_peer_t;
 
-/* A registered memory region: the local lkey (get_mr_lkey, 24 bits) or a remote rkey (fi_mr_key). */
+/* A registered memory region: the local lkey (get_mr_lkey, 24 bits) or a remote rkey (fi_mr_key). valid = 0
+ * keeps the range known but unreachable (its registration failed somewhere), which the device reports. */
 typedef struct {
     uint64_t base;
     uint64_t length;
@@ -45,35 +50,51 @@ typedef struct {
     uint32_t valid;
 } nvshmemx_efa_gda_region_t;
 
+/* The regions GDA can address, sized from what NVSHMEM registered. Immutable once published: a new
+ * registration publishes a new table, so a running kernel never sees one half written. */
+typedef struct {
+    uint32_t count;                       /* regions */
+    uint32_t n_pes;
+    nvshmemx_efa_gda_region_t *local;     /* [count]: this PE's regions with their lkeys */
+    nvshmemx_efa_gda_region_t *remote;    /* [n_pes * count]: row pe holds that PE's regions with their rkeys */
+} nvshmemx_efa_gda_regions_t;
+
 /* One send queue and the completion queue that absorbs its completions. The first block is written by the
  * host and never changes; the counters are free-running 32-bit values owned by the device code. */
 typedef struct {
     /* SQ: the NIC's LLQ ring and doorbell, mapped for the GPU (cuMemHostRegister IOMEMORY|DEVICEMAP). */
     uint8_t *sq_buf;
     uint32_t *sq_db;
-    uint32_t sq_entries;   /* power of two */
+    uint32_t sq_entries;   /* power of two, <= 65536 */
     uint32_t sq_log2;
     uint32_t max_batch;    /* most WQEs one doorbell may cover */
-    uint32_t wqe_size;     /* 64 */
+    uint32_t wqe_size;     /* ring stride: 64 or 128 */
     /* TX CQ in GPU memory (cq_open_ext over a dma-buf of it). */
     uint8_t *cq_buf;
     uint32_t cq_entries;   /* power of two, >= sq_entries */
     uint32_t cq_log2;
     uint32_t cq_entry_size;
-    uint32_t qp_num;       /* this QP's number, to check CQEs belong to it */
+    uint32_t qp_num;       /* this QP's number: every CQE must carry it */
     uint64_t max_rdma_size; /* larger messages are split */
+    /* [sq_entries], GPU memory: slot_done[s % sq_entries] == s once slot s completed. The host initialises
+     * entry i to i - sq_entries (the slot of the pass before), so no entry reads as done too early. */
+    uint32_t *slot_done;
+    uint32_t reserved0[2];
 
-    /* Device-owned counters. sq_reserved: slots handed out; sq_rung: value last written to the doorbell;
-     * sq_completed: completions consumed; cq_head: CQEs consumed (== sq_completed with one CQ per SQ). */
+    /* Device-owned, one 16-byte group read with one load by posters. sq_reserved: slots handed out;
+     * sq_rung: every slot below was rung; sq_retired: every slot below completed (the contiguous prefix
+     * the CQ poller advances); fatal: a completion that cannot be this queue's was seen, waits give up. */
     uint32_t sq_reserved;
     uint32_t sq_rung;
-    uint32_t sq_completed;
-    uint32_t cq_head;
+    uint32_t sq_retired;
+    uint32_t fatal;
+    uint32_t cq_head;      /* CQEs consumed */
     uint32_t cq_lock;
     /* First error seen (0 when none), the request id that carried it, and how many completions failed. */
     uint32_t error;
     uint32_t error_req_id;
     uint32_t error_count;
+    uint32_t reserved1;
     /* Sum of the request ids consumed; lets tests check every WQE completed exactly once. */
     uint64_t req_id_sum;
 } nvshmemx_efa_gda_qp_t;
@@ -84,21 +105,41 @@ typedef struct {
     uint32_t cq_entries;
     uint32_t cq_log2;
     uint32_t cq_entry_size;
+    uint32_t qp_num;       /* this PE's QP: every receive CQE must carry it */
     uint32_t cq_head;
     uint32_t cq_lock;
-    uint32_t error;
+    uint32_t error;        /* first error (efa status or NVSHMEMX_EFA_GDA_ERR_*), sticky */
+    uint32_t last_pe;      /* sender of the last immediate taken (lookup hint) */
 } nvshmemx_efa_gda_rx_cq_t;
+
+/* Flow control of write-with-immediate (credits). Receiver R counts in consumed[S] the immediates it took
+ * from sender S (GPU memory registered for remote read). Sender S may have at most imm_window immediates
+ * to R not yet taken: sent[R] - seen[R] < imm_window, where seen[R] is R's consumed[S] as S last read it
+ * with an RDMA read (landing in landing[R]). imm_window = RX CQ entries / n_pes, so the RX CQ never
+ * overruns while every sender keeps the rule. */
+typedef struct {
+    uint64_t *consumed;                       /* [n_pes] */
+    uint64_t *sent;                           /* [n_pes] */
+    uint64_t *seen;                           /* [n_pes] */
+    uint64_t *landing;                        /* [n_pes] */
+    uint32_t *lock;                           /* [n_pes]: one refresher per receiver */
+    uint32_t lkey;                            /* of this block */
+    uint32_t reserved0;
+    nvshmemx_efa_gda_region_t *peer_consumed; /* [n_pes]: base of that PE's consumed[], its rkey */
+    uint64_t refreshes;                       /* credit reads posted (statistics) */
+} nvshmemx_efa_gda_credits_t;
 
 typedef struct {
     uint32_t abi_version;
     int32_t my_pe;
     int32_t n_pes;
-    uint32_t num_regions;
+    uint32_t imm_window;                       /* 0: put-with-immediate is unavailable */
     nvshmemx_efa_gda_qp_t *qp;                 /* GPU memory */
-    nvshmemx_efa_gda_rx_cq_t *rx_cq;           /* GPU memory; NULL when write-with-imm completions are not kept */
+    nvshmemx_efa_gda_rx_cq_t *rx_cq;           /* GPU memory */
     nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory */
-    nvshmemx_efa_gda_region_t local[NVSHMEMX_EFA_GDA_MAX_REGIONS];
-    nvshmemx_efa_gda_region_t *remote;         /* [n_pes * NVSHMEMX_EFA_GDA_MAX_REGIONS], GPU memory */
+    nvshmemx_efa_gda_regions_t *regions;       /* GPU memory; replaced, never modified, when regions change */
+    nvshmemx_efa_gda_credits_t *credits;       /* GPU memory */
+    uint64_t credit_timeout_ns;                /* a sender out of credits this long gets ERR_NO_CREDITS */
 } nvshmemx_efa_gda_device_state_t;
 
 #ifdef __cplusplus

@@ -4,201 +4,397 @@
  * Include from CUDA code; pass the pointer from nvshmemx_efa_gda_get_device_state() to the kernel.
  *
  * Rules this code keeps (the NIC and docs/research/efa_gda.md §2 set them):
- *  - a WQE is 64 bytes written with 64-bit stores; meta_desc, first, last and comp_req are always set;
+ *  - a WQE is 64 bytes written with 64-bit stores at the ring stride (64 or 128; a 128-byte WQE's tail is
+ *    zero); meta_desc, first, last and comp_req are always set;
  *  - the phase bit of slot s is bit 0 of (s >> log2(entries)), 0 on the first pass;
- *  - the doorbell takes the free-running 32-bit producer counter, only ever grows, is rung in slot order,
- *    and never covers more than max_batch WQEs written since the last ring;
- *  - a slot is reused only after as many completions were consumed (SQ-full waits on the CQ);
- *  - RDMA messages larger than the device's max RDMA size are split.
+ *  - the doorbell takes the producer counter masked to 16 bits (as rdma-core writes it), only ever grows,
+ *    is rung in slot order, and never covers more than max_batch WQEs written since the last ring;
+ *  - a slot is reused only after its own previous WQE completed (SQ-full waits on the retired prefix);
+ *  - RDMA messages are split at the device's max RDMA size and at the ends of registered regions;
+ *  - every CQE must be this queue's (q_type, qp_num, a request id in flight); one that is not makes the
+ *    queue unusable and every wait returns NVSHMEMX_EFA_GDA_ERR_BAD_CQE instead of hanging.
  *
- * Concurrency: any number of threads may post at once (slots are reserved with atomicCAS and doorbells
- * handed over in slot order). Completions are counted, and EFA completes out of order, so quiet() means
- * "as many completions as WQEs reserved when it started": exact when the threads whose puts it must cover
- * have stopped posting (after a block or grid barrier, which is how DeepEP-style kernels call it). */
+ * Completions are exact under concurrency: EFA completes out of order, so the CQ poller marks each
+ * completed slot (by request id) and advances sq_retired, the contiguous prefix of completed slots. quiet()
+ * waits until that prefix covers every WQE reserved before it was called, its own included; counting
+ * completions instead would let later WQEs of other threads stand in for its own.
+ *
+ * Any number of threads may post at once (slots are reserved with atomicCAS and doorbells handed over in
+ * slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a sender
+ * may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot overrun. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_CUH
+
+#include <stdio.h>
 
 #include "nvshmemx_efa_gda.h"
 #include "nvshmemx_efa_gda_wqe.h"
 
 #define EFA_GDA_DEV __device__ __forceinline__
+/* Spin-wait hint: nothing on the GPU; the host test build (threads standing in for warps on few cores)
+ * defines it to yield. */
+#ifndef EFA_GDA_SPIN_PAUSE
+#define EFA_GDA_SPIN_PAUSE()
+#endif
+
+static_assert(offsetof(nvshmemx_efa_gda_qp_t, sq_reserved) % 16 == 0, "the poster's counters are one 16-byte load");
 
 EFA_GDA_DEV uint32_t efa_gda_load(const uint32_t *p) { return *(const volatile uint32_t *)p; }
+EFA_GDA_DEV uint64_t efa_gda_load64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
 EFA_GDA_DEV void efa_gda_store(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
+EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t *)p = v; }
+
+/* The counters a poster needs, read together. */
+struct efa_gda_counters {
+    uint32_t reserved, rung, retired, fatal;
+};
+EFA_GDA_DEV efa_gda_counters efa_gda_load_counters(const nvshmemx_efa_gda_qp_t *qp) {
+    efa_gda_counters c;
+#if defined(__CUDA_ARCH__)
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(c.reserved), "=r"(c.rung), "=r"(c.retired), "=r"(c.fatal)
+                 : "l"(&qp->sq_reserved));
+#else
+    c.reserved = efa_gda_load(&qp->sq_reserved);
+    c.rung = efa_gda_load(&qp->sq_rung);
+    c.retired = efa_gda_load(&qp->sq_retired);
+    c.fatal = efa_gda_load(&qp->fatal);
+#endif
+    return c;
+}
+
+/* Nanoseconds from the GPU's global timer (the host test build supplies EFA_GDA_HOST_NOW_NS). */
+EFA_GDA_DEV uint64_t efa_gda_now_ns() {
+#if defined(__CUDA_ARCH__)
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#elif defined(EFA_GDA_HOST_NOW_NS)
+    return EFA_GDA_HOST_NOW_NS();
+#else
+    return 0;
+#endif
+}
+
+EFA_GDA_DEV const char *efa_gda_strerror(int err) {
+    switch (err) {
+    case NVSHMEMX_EFA_GDA_OK: return "success";
+    case NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION: return "local buffer not in a region registered for GDA";
+    case NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION: return "address not in the symmetric heap GDA registered";
+    case NVSHMEMX_EFA_GDA_ERR_BAD_PE: return "PE out of range";
+    case NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES: return "more WQEs at once than max_batch or the send queue allow";
+    case NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE: return "heap region GDA could not register on every PE (see nvshmemx_efa_gda_status)";
+    case NVSHMEMX_EFA_GDA_ERR_BAD_CQE: return "a completion that is not this queue's: the GDA queue is unusable";
+    case NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN: return "receive completions overwritten before they were taken";
+    case NVSHMEMX_EFA_GDA_ERR_NO_CREDITS: return "the receiver took no immediates within the credit timeout";
+    case EFA_IO_COMP_STATUS_FLUSHED: return "NIC: flushed (the queue pair is in error)";
+    case EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR: return "NIC: QP internal error (malformed WQE)";
+    case EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_AH: return "NIC: invalid address handle";
+    case EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY: return "NIC: invalid lkey";
+    case EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH: return "NIC: bad length";
+    case EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS: return "NIC: remote bad address or rkey";
+    case EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_DEST_QPN: return "NIC: bad destination QP";
+    case EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR: return "NIC: receiver not ready";
+    case EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER: return "NIC: the target has not inserted this PE in its address vector";
+    case EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE: return "NIC: remote unreachable";
+    default: return err > 0 && err < 64 ? "NIC: error completion" : "unknown error";
+    }
+}
 
 EFA_GDA_DEV void efa_gda_record_error(nvshmemx_efa_gda_qp_t *qp, uint32_t err, uint32_t req_id) {
     if (atomicCAS(&qp->error, 0u, err) == 0u) efa_gda_store(&qp->error_req_id, req_id);
     atomicAdd(&qp->error_count, 1u);
 }
 
-/* Consumes the TX completions that have arrived; one poller at a time (others return 0 at once). A failed
- * completion records the NIC's status as the QP's error. Returns how many completions were consumed. */
-EFA_GDA_DEV uint32_t efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
-    if (atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return 0;
+EFA_GDA_DEV void efa_gda_set_fatal(nvshmemx_efa_gda_qp_t *qp, uint32_t req_id) {
+    efa_gda_record_error(qp, NVSHMEMX_EFA_GDA_ERR_BAD_CQE, req_id);
+    __threadfence();
+    efa_gda_store(&qp->fatal, 1u);
+}
+
+/* Consumes the TX completions that have arrived, marks their slots done and advances the retired prefix;
+ * one poller at a time (others return at once). A failed completion records the NIC's status as the QP's
+ * error. */
+EFA_GDA_DEV void efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
+    if (atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return;
     __threadfence();
     uint32_t head = efa_gda_load(&qp->cq_head);
-    const uint32_t mask = qp->cq_entries - 1;
-    uint32_t n = 0;
+    const uint32_t retired = efa_gda_load(&qp->sq_retired);
+    const uint32_t cq_mask = qp->cq_entries - 1, sq_mask = qp->sq_entries - 1;
+    uint32_t reserved = 0, n = 0;
+    bool have_reserved = false;
     uint64_t req_sum = 0;
-    for (;;) {
-        const uint8_t *cqe = qp->cq_buf + (size_t)(head & mask) * qp->cq_entry_size;
+    while (!efa_gda_load(&qp->fatal)) {
+        const uint8_t *cqe = qp->cq_buf + (size_t)(head & cq_mask) * qp->cq_entry_size;
         const uint8_t flags = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_FLAGS_OFFSET);
         if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_PHASE_MASK, flags) != efa_gda_cq_expected_phase(head, qp->cq_log2)) break;
         /* The NIC writes the phase last; read the body only after seeing it. */
         __threadfence_system();
         const uint8_t status = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_STATUS_OFFSET);
         const uint16_t req_id = *(const volatile uint16_t *)(cqe + EFA_GDA_CQE_REQ_ID_OFFSET);
-        if (status != EFA_IO_COMP_STATUS_OK) efa_gda_record_error(qp, status, req_id);
-        req_sum += req_id;
+        const uint16_t qp_num = *(const volatile uint16_t *)(cqe + EFA_GDA_CQE_QP_NUM_OFFSET);
+        /* The slot is the one in flight whose low 16 bits are req_id: in flight means in [retired, reserved),
+         * a window of at most sq_entries <= 65536 slots, so the match is unique. */
+        const uint32_t slot = retired + (uint16_t)(req_id - (uint16_t)retired);
+        if (!have_reserved || (int32_t)(slot - reserved) >= 0) {
+            reserved = efa_gda_load(&qp->sq_reserved);
+            have_reserved = true;
+        }
+        const bool ours = EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, flags) == EFA_IO_SEND_QUEUE &&
+                          qp_num == (uint16_t)qp->qp_num && slot - retired < qp->sq_entries &&
+                          (int32_t)(slot - reserved) < 0 && efa_gda_load(&qp->slot_done[slot & sq_mask]) != slot;
         head++;
         n++;
+        if (!ours) {
+            efa_gda_set_fatal(qp, req_id);
+            break;
+        }
+        if (status != EFA_IO_COMP_STATUS_OK) efa_gda_record_error(qp, status, req_id);
+        efa_gda_store(&qp->slot_done[slot & sq_mask], slot);
+        req_sum += req_id;
     }
     if (n) {
         qp->req_id_sum += req_sum;
+        uint32_t r = retired;
+        while (efa_gda_load(&qp->slot_done[r & sq_mask]) == r) r++;
         efa_gda_store(&qp->cq_head, head);
         __threadfence();
-        atomicAdd(&qp->sq_completed, n);
+        efa_gda_store(&qp->sq_retired, r);
     }
     __threadfence();
     atomicExch(&qp->cq_lock, 0u);
-    return n;
 }
 
-/* Reserves n consecutive slots (n <= max_batch). Waits while the SQ is full (polling completions) or while
- * the WQEs reserved but not yet rung would exceed max_batch. Returns the first slot number. */
-EFA_GDA_DEV uint32_t efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n) {
+/* A reservation: the first slot and the doorbell position seen when it was taken. */
+struct efa_gda_reservation {
+    uint32_t slot, rung_seen;
+};
+
+/* Reserves n consecutive slots. Waits while the SQ is full (the slots' previous WQEs have not completed;
+ * it polls completions) or while the WQEs reserved but not yet rung would exceed max_batch. Refuses n that
+ * can never fit (0, > max_batch or > sq_entries) and gives up when the queue became unusable. */
+EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_reservation *res) {
+    if (n == 0 || n > qp->max_batch || n > qp->sq_entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
     for (;;) {
-        const uint32_t r = efa_gda_load(&qp->sq_reserved);
-        const uint32_t rung = efa_gda_load(&qp->sq_rung);
-        const uint32_t done = efa_gda_load(&qp->sq_completed);
-        const bool room = r + n - done <= qp->sq_entries;
-        if (room && r + n - rung <= qp->max_batch) {
-            if (atomicCAS(&qp->sq_reserved, r, r + n) == r) return r;
+        const efa_gda_counters c = efa_gda_load_counters(qp);
+        if (c.fatal) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        const bool room = c.reserved + n - c.retired <= qp->sq_entries;
+        if (room && c.reserved + n - c.rung <= qp->max_batch) {
+            if (atomicCAS(&qp->sq_reserved, c.reserved, c.reserved + n) == c.reserved) {
+                res->slot = c.reserved;
+                res->rung_seen = c.rung;
+                return NVSHMEMX_EFA_GDA_OK;
+            }
         } else if (!room) {
             efa_gda_poll_cq(qp);
         }
+        EFA_GDA_SPIN_PAUSE();
     }
 }
 
-/* Stores one WQE for slot into the ring. The request id is the slot's low 16 bits. */
+/* Stores the WQE for slot into the ring. The request id is the slot's low 16 bits. */
 EFA_GDA_DEV void efa_gda_write_wqe(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, struct efa_gda_rdma_desc d) {
     union efa_gda_wqe_words w;
     d.req_id = (uint16_t)slot;
     efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(slot, qp->sq_log2));
-    volatile uint64_t *dst =
-        (volatile uint64_t *)(qp->sq_buf + (size_t)(slot & (qp->sq_entries - 1)) * NVSHMEMX_EFA_GDA_WQE_SIZE);
+    volatile uint64_t *dst = (volatile uint64_t *)(qp->sq_buf + (size_t)(slot & (qp->sq_entries - 1)) * qp->wqe_size);
 #pragma unroll
     for (int i = 0; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) dst[i] = w.q[i];
+    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < qp->wqe_size / 8; i++) dst[i] = 0;
 }
 
-/* Rings the doorbell for slots [slot, slot + n) once every earlier slot has been rung. The caller's WQE
- * stores must be fenced (system scope) before this. */
-EFA_GDA_DEV void efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n) {
-    while (efa_gda_load(&qp->sq_rung) != slot) {
-    }
+/* Rings the doorbell for slots [slot, slot + n) once every earlier slot has been rung (skipping the wait
+ * when the reservation already saw the doorbell at slot). The caller's WQE stores must be fenced (system
+ * scope) before this. The register takes the producer counter's low 16 bits, as rdma-core writes it. */
+EFA_GDA_DEV void efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+    if (rung_seen != slot)
+        while (efa_gda_load(&qp->sq_rung) != slot) EFA_GDA_SPIN_PAUSE();
     __threadfence_system();
-    efa_gda_store(qp->sq_db, slot + n);
+    efa_gda_store(qp->sq_db, (slot + n) & 0xffffu);
     __threadfence_system();
     efa_gda_store(&qp->sq_rung, slot + n);
 }
+EFA_GDA_DEV void efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n) { efa_gda_ring(qp, slot, n, slot + 1); }
 
-/* Posts one RDMA read or write of any size from the calling thread, split into max-RDMA-size WQEs and into
- * doorbells of at most max_batch WQEs. With has_imm, only the last WQE carries the immediate, and it is
- * posted after the earlier pieces completed, because EFA delivers WQEs out of order. */
-EFA_GDA_DEV int efa_gda_post_rdma(nvshmemx_efa_gda_qp_t *qp, uint8_t op, nvshmemx_efa_gda_peer_t peer,
-                                  uint64_t local_addr, uint32_t lkey, uint64_t remote_addr, uint32_t rkey,
-                                  uint64_t bytes, bool has_imm, uint32_t imm) {
-    const uint64_t chunk = qp->max_rdma_size;
-    uint64_t pieces = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
-    uint64_t off = 0;
-    while (pieces > 0) {
-        const bool imm_last = has_imm && pieces > 1;
-        uint32_t n = (uint32_t)min((uint64_t)qp->max_batch, imm_last ? pieces - 1 : pieces);
-        const uint32_t slot = efa_gda_reserve(qp, n);
-        for (uint32_t i = 0; i < n; i++) {
-            struct efa_gda_rdma_desc d;
-            const uint64_t len = min(chunk, bytes - off);
-            d.op = op;
-            d.has_imm = has_imm && pieces - i == 1;
-            d.req_id = 0;
-            d.imm = imm;
-            d.dest_qpn = peer.qpn;
-            d.ah = peer.ah;
-            d.qkey = peer.qkey;
-            d.local_addr = local_addr + off;
-            d.lkey = lkey;
-            d.remote_addr = remote_addr + off;
-            d.rkey = rkey;
-            d.length = (uint32_t)len;
-            efa_gda_write_wqe(qp, slot + i, d);
-            off += len;
-        }
-        efa_gda_ring(qp, slot, n);
-        pieces -= n;
-        if (has_imm && pieces == 1) {
-            const uint32_t target = efa_gda_load(&qp->sq_reserved);
-            while ((int32_t)(efa_gda_load(&qp->sq_completed) - target) < 0) efa_gda_poll_cq(qp);
-        }
+/* Waits until every slot below end completed (the retired prefix reached it). Returns 0, or
+ * NVSHMEMX_EFA_GDA_ERR_BAD_CQE when the queue became unusable. */
+EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end) {
+    for (;;) {
+        const efa_gda_counters c = efa_gda_load_counters(qp);
+        if ((int32_t)(c.retired - end) >= 0) break;
+        if (c.fatal) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        efa_gda_poll_cq(qp);
+        EFA_GDA_SPIN_PAUSE();
     }
+    __threadfence_system();
     return NVSHMEMX_EFA_GDA_OK;
 }
 
-/* Waits until as many completions were consumed as WQEs were reserved when it was called; returns the QP's
- * first error (an efa_io_comp_status value) or 0. */
+/* Posts one WQE: reserve, write, fence, ring. Returns 0 or why not; *end = the slot after it. */
+EFA_GDA_DEV int efa_gda_post_one(nvshmemx_efa_gda_qp_t *qp, const struct efa_gda_rdma_desc &d, uint32_t *end) {
+    efa_gda_reservation res;
+    const int err = efa_gda_reserve(qp, 1, &res);
+    if (err) return err;
+    efa_gda_write_wqe(qp, res.slot, d);
+    efa_gda_ring(qp, res.slot, 1, res.rung_seen);
+    if (end) *end = res.slot + 1;
+    return NVSHMEMX_EFA_GDA_OK;
+}
+
+/* Waits until every WQE reserved before the call (the caller's own included) completed; returns the QP's
+ * first error (an efa_io_comp_status value or NVSHMEMX_EFA_GDA_ERR_*) or 0. */
 EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp) {
-    const uint32_t target = efa_gda_load(&qp->sq_reserved);
-    while ((int32_t)(efa_gda_load(&qp->sq_completed) - target) < 0) efa_gda_poll_cq(qp);
-    __threadfence_system();
-    return (int)efa_gda_load(&qp->error);
+    const int err = efa_gda_wait_slots(qp, efa_gda_load(&qp->sq_reserved));
+    return err ? err : (int)efa_gda_load(&qp->error);
 }
 
 /* --- symmetric-address API over the device state ---------------------------------------------------- */
 
-EFA_GDA_DEV int efa_gda_local_key(const nvshmemx_efa_gda_device_state_t *s, const void *p, uint64_t bytes,
-                                  uint32_t *lkey, uint32_t *region) {
-    const uint64_t a = (uint64_t)p;
-    for (uint32_t i = 0; i < s->num_regions; i++) {
-        const nvshmemx_efa_gda_region_t &r = s->local[i];
-        if (r.valid && a >= r.base && a - r.base <= r.length && bytes <= r.length - (a - r.base)) {
-            *lkey = r.key;
-            *region = i;
-            return NVSHMEMX_EFA_GDA_OK;
-        }
-    }
-    return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
+EFA_GDA_DEV const nvshmemx_efa_gda_regions_t *efa_gda_regions(const nvshmemx_efa_gda_device_state_t *s) {
+    return *(nvshmemx_efa_gda_regions_t *const volatile *)&s->regions;
 }
 
-/* The peer's address and rkey for the symmetric address sym (an address of this PE's heap). */
-EFA_GDA_DEV int efa_gda_remote(const nvshmemx_efa_gda_device_state_t *s, int pe, const void *sym, uint64_t bytes,
-                               uint64_t *raddr, uint32_t *rkey, nvshmemx_efa_gda_peer_t *peer) {
-    if (pe < 0 || pe >= s->n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-    uint32_t lkey, region;
-    if (efa_gda_local_key(s, sym, bytes, &lkey, &region) != NVSHMEMX_EFA_GDA_OK) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
-    const nvshmemx_efa_gda_region_t &r = s->remote[(size_t)pe * NVSHMEMX_EFA_GDA_MAX_REGIONS + region];
-    if (!r.valid) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
-    *raddr = r.base + ((uint64_t)sym - s->local[region].base);
-    *rkey = r.key;
-    *peer = s->peers[pe];
+/* Index of the region holding address a, or -1. A published table never changes, so its entries go
+ * through the read-only cache. */
+EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_region_t *r, uint32_t count, uint64_t a) {
+    for (uint32_t i = 0; i < count; i++) {
+#if defined(__CUDA_ARCH__)
+        const uint64_t base = __ldg((const unsigned long long *)&r[i].base);
+        const uint64_t len = __ldg((const unsigned long long *)&r[i].length);
+#else
+        const uint64_t base = r[i].base, len = r[i].length;
+#endif
+        if (a - base < len) return (int)i;
+    }
+    return -1;
+}
+
+/* The largest piece of a transfer starting at local (this PE) and sym (a symmetric address, reached on pe)
+ * that stays inside one local region, one heap region and max bytes. */
+struct efa_gda_piece {
+    uint64_t local, remote, len;
+    uint32_t lkey, rkey;
+};
+EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, int pe, uint64_t local, uint64_t sym, uint64_t left,
+                                 uint64_t max, efa_gda_piece *p) {
+    const int li = efa_gda_find_region(t->local, t->count, local);
+    if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
+    const int si = li >= 0 && sym - t->local[li].base < t->local[li].length ? li : efa_gda_find_region(t->local, t->count, sym);
+    if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
+    const nvshmemx_efa_gda_region_t L = t->local[li], S = t->local[si];
+    const nvshmemx_efa_gda_region_t R = t->remote[(size_t)pe * t->count + (uint32_t)si];
+    if (!L.valid || !R.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
+    const uint64_t soff = sym - S.base;
+    if (soff >= R.length) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
+    uint64_t len = left;
+    len = min(len, L.base + L.length - local);
+    len = min(len, R.length - soff);
+    len = min(len, max);
+    p->local = local;
+    p->remote = R.base + soff;
+    p->len = len;
+    p->lkey = L.key;
+    p->rkey = R.key;
     return NVSHMEMX_EFA_GDA_OK;
 }
 
-EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym,
-                                uint64_t bytes, int pe, bool has_imm, uint32_t imm) {
-    uint32_t lkey, region, rkey;
-    uint64_t raddr;
-    nvshmemx_efa_gda_peer_t peer;
-    int err = efa_gda_local_key(s, local, bytes, &lkey, &region);
+EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_peer_t peer, const efa_gda_piece &p,
+                                                 bool has_imm, uint32_t imm) {
+    struct efa_gda_rdma_desc d;
+    d.op = op;
+    d.has_imm = has_imm ? 1 : 0;
+    d.req_id = 0;
+    d.imm = has_imm ? imm : 0;
+    d.dest_qpn = peer.qpn;
+    d.ah = peer.ah;
+    d.qkey = peer.qkey;
+    d.local_addr = p.local;
+    d.lkey = p.lkey;
+    d.remote_addr = p.remote;
+    d.rkey = p.rkey;
+    d.length = (uint32_t)p.len;
+    return d;
+}
+
+/* Credits for one immediate to pe (see nvshmemx_efa_gda_credits_t). Refreshes them with an RDMA read of the
+ * receiver's count when they run out; gives up with NVSHMEMX_EFA_GDA_ERR_NO_CREDITS after
+ * credit_timeout_ns without the receiver taking any. */
+EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, int pe) {
+    nvshmemx_efa_gda_credits_t *c = s->credits;
+    const nvshmemx_efa_gda_region_t rc = c->peer_consumed[pe];
+    if (!rc.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
+    efa_gda_piece p;
+    p.local = (uint64_t)&c->landing[pe];
+    p.lkey = c->lkey;
+    p.remote = rc.base + (uint64_t)s->my_pe * sizeof(uint64_t);
+    p.rkey = rc.key;
+    p.len = sizeof(uint64_t);
+    uint32_t end;
+    int err = efa_gda_post_one(s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, s->peers[pe], p, false, 0), &end);
+    if (!err) err = efa_gda_wait_slots(s->qp, end);
     if (err) return err;
-    err = efa_gda_remote(s, pe, sym, bytes, &raddr, &rkey, &peer);
-    if (err) return err;
-    return efa_gda_post_rdma(s->qp, op, peer, (uint64_t)local, lkey, raddr, rkey, bytes, has_imm, imm);
+    atomicAdd((unsigned long long *)&c->refreshes, 1ull);
+    atomicMax((unsigned long long *)&c->seen[pe], (unsigned long long)efa_gda_load64(&c->landing[pe]));
+    return NVSHMEMX_EFA_GDA_OK;
+}
+
+EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) {
+    nvshmemx_efa_gda_credits_t *c = s->credits;
+    if (!c || s->imm_window == 0) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
+    uint64_t waiting_since = 0;
+    for (;;) {
+        const uint64_t sent = efa_gda_load64(&c->sent[pe]);
+        if (sent - efa_gda_load64(&c->seen[pe]) < s->imm_window) {
+            if (atomicCAS((unsigned long long *)&c->sent[pe], (unsigned long long)sent, (unsigned long long)(sent + 1)) == sent)
+                return NVSHMEMX_EFA_GDA_OK;
+            continue;
+        }
+        const uint64_t now = efa_gda_now_ns();
+        if (!waiting_since) waiting_since = now ? now : 1;
+        else if (now - waiting_since > s->credit_timeout_ns) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
+        if (atomicCAS(&c->lock[pe], 0u, 1u) == 0u) {
+            const int err = efa_gda_refresh_credits(s, pe);
+            __threadfence();
+            atomicExch(&c->lock[pe], 0u);
+            if (err) return err;
+        }
+        EFA_GDA_SPIN_PAUSE();
+    }
+}
+
+/* Posts one RDMA read or write of any size from the calling thread: one WQE per piece (split at the max
+ * RDMA size and at region ends). With has_imm, the immediate rides on the last piece, which is posted
+ * once every earlier piece completed (EFA delivers pieces out of order) and once a credit is held. */
+EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
+                                int pe, bool has_imm, uint32_t imm) {
+    if (pe < 0 || pe >= s->n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+    nvshmemx_efa_gda_qp_t *qp = s->qp;
+    const nvshmemx_efa_gda_regions_t *t = efa_gda_regions(s);
+    const nvshmemx_efa_gda_peer_t peer = s->peers[pe];
+    uint64_t off = 0;
+    uint32_t end = 0;
+    for (;;) {
+        efa_gda_piece p;
+        int err = efa_gda_piece_at(t, pe, (uint64_t)local + off, (uint64_t)sym + off, bytes - off, qp->max_rdma_size, &p);
+        if (err) return err;
+        const bool last = off + p.len == bytes;
+        if (last && has_imm) {
+            if (off) err = efa_gda_wait_slots(qp, end);
+            if (!err) err = efa_gda_take_credit(s, pe);
+            if (err) return err;
+        }
+        err = efa_gda_post_one(qp, efa_gda_desc(op, peer, p, last && has_imm, imm), &end);
+        if (err || last) return err;
+        off += p.len;
+    }
 }
 
 /* put: dest is a symmetric address, src a registered local buffer. */
 EFA_GDA_DEV int efa_gda_put_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes, int pe) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, false, 0);
 }
-/* put with immediate: the peer sees imm in its receive CQ once the data is in place. */
+/* put with immediate: the peer sees imm in its receive CQ once the data is in place. Blocks while the
+ * peer has imm_window of our immediates not taken (see nvshmemx_efa_gda_credits_t). */
 EFA_GDA_DEV int efa_gda_put_imm_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes,
                                     int pe, uint32_t imm) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, true, imm);
@@ -209,6 +405,24 @@ EFA_GDA_DEV int efa_gda_get_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, 
 }
 EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(s->qp); }
 
+/* Stop the kernel with a message when err is set: for callers that have no way to report an error (DeepEP's
+ * void IBGDA functions), so that a failed post or quiet is never silent. efa_gda_check names the operation
+ * and its addresses; efa_gda_check_quiet the request that failed first. */
+EFA_GDA_DEV void efa_gda_check(int err, const char *op, const void *remote, const void *local, int pe, uint64_t bytes) {
+    if (!err) return;
+    printf("nvshmem-efa: EFA GDA %s failed: %s (0x%x); remote address %p on PE %d, local address %p, %llu bytes\n", op,
+           efa_gda_strerror(err), err, remote, pe, local, (unsigned long long)bytes);
+    __trap();
+}
+EFA_GDA_DEV void efa_gda_check_quiet(const nvshmemx_efa_gda_device_state_t *s, int err, const char *op, int pe) {
+    if (!err) return;
+    const nvshmemx_efa_gda_qp_t *qp = s->qp;
+    printf("nvshmem-efa: EFA GDA %s (before signalling PE %d) failed: %s (0x%x); first failed request id %u, %u failed "
+           "completions on QP %u\n",
+           op, pe, efa_gda_strerror(err), err, efa_gda_load(&qp->error_req_id), efa_gda_load(&qp->error_count), qp->qp_num);
+    __trap();
+}
+
 /* Warp-level put with the shape of nvshmemx_putmem_nbi_warp: called by all 32 lanes with the same
  * arguments; lane 0 posts, every lane gets the result. */
 EFA_GDA_DEV int efa_gda_put_nbi_warp(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes,
@@ -218,9 +432,9 @@ EFA_GDA_DEV int efa_gda_put_nbi_warp(nvshmemx_efa_gda_device_state_t *s, void *d
     return __shfl_sync(0xffffffffu, err, 0);
 }
 
-/* Warp batch: every lane with want = true posts its own RDMA op (bytes <= max RDMA size); the lanes' WQEs
- * go to consecutive slots, written in parallel, under one doorbell per max_batch WQEs. Called by all 32
- * lanes. Returns this lane's result. */
+/* Warp batch: every lane with want = true posts its own RDMA op, which must fit one WQE (else that lane
+ * gets NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES); the lanes' WQEs go to consecutive slots, written in parallel,
+ * under one doorbell per max_batch WQEs. Called by all 32 lanes. Returns this lane's result. */
 EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, bool want, uint8_t op, void *local,
                                            const void *sym, uint64_t bytes, int pe) {
     const unsigned lane = threadIdx.x & 31;
@@ -228,69 +442,103 @@ EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, b
     struct efa_gda_rdma_desc d;
     int err = 0;
     if (want) {
-        uint32_t lkey, region, rkey;
-        uint64_t raddr;
-        nvshmemx_efa_gda_peer_t peer;
-        err = bytes > qp->max_rdma_size ? (int)NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES : 0;
-        if (!err) err = efa_gda_local_key(s, local, bytes, &lkey, &region);
-        if (!err) err = efa_gda_remote(s, pe, sym, bytes, &raddr, &rkey, &peer);
-        if (!err) {
-            d.op = op;
-            d.has_imm = 0;
-            d.req_id = 0;
-            d.imm = 0;
-            d.dest_qpn = peer.qpn;
-            d.ah = peer.ah;
-            d.qkey = peer.qkey;
-            d.local_addr = (uint64_t)local;
-            d.lkey = lkey;
-            d.remote_addr = raddr;
-            d.rkey = rkey;
-            d.length = (uint32_t)bytes;
-        }
+        efa_gda_piece p;
+        err = pe < 0 || pe >= s->n_pes ? (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE : 0;
+        if (!err) err = efa_gda_piece_at(efa_gda_regions(s), pe, (uint64_t)local, (uint64_t)sym, bytes, qp->max_rdma_size, &p);
+        if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
+        if (!err) d = efa_gda_desc(op, s->peers[pe], p, false, 0);
     }
     const unsigned posting = __ballot_sync(0xffffffffu, want && err == 0);
-    const uint32_t group = qp->max_batch < 32 ? qp->max_batch : 32;
+    uint32_t group = qp->max_batch < 32 ? qp->max_batch : 32;
+    if (group > qp->sq_entries) group = qp->sq_entries;
     for (uint32_t base = 0; base < 32; base += group) {
         const unsigned in_group = posting & (group >= 32 ? 0xffffffffu : (((1u << group) - 1u) << base));
         const uint32_t n = __popc(in_group);
         if (n == 0) continue;
         const unsigned leader = __ffs(in_group) - 1;
-        uint32_t slot = 0;
-        if (lane == leader) slot = efa_gda_reserve(qp, n);
-        slot = __shfl_sync(0xffffffffu, slot, leader);
+        efa_gda_reservation res = {0, 0};
+        int rerr = 0;
+        if (lane == leader) rerr = efa_gda_reserve(qp, n, &res);
+        rerr = __shfl_sync(0xffffffffu, rerr, leader);
+        res.slot = __shfl_sync(0xffffffffu, res.slot, leader);
+        if (rerr) {
+            if (in_group & (1u << lane)) err = rerr;
+            continue;
+        }
         if (in_group & (1u << lane)) {
-            efa_gda_write_wqe(qp, slot + __popc(in_group & ((1u << lane) - 1u)), d);
+            efa_gda_write_wqe(qp, res.slot + __popc(in_group & ((1u << lane) - 1u)), d);
             __threadfence_system();
         }
         __syncwarp();
-        if (lane == leader) efa_gda_ring(qp, slot, n);
+        if (lane == leader) efa_gda_ring(qp, res.slot, n, res.rung_seen);
         __syncwarp();
     }
     return err;
 }
 
-/* Receive side of put-with-immediate: takes one arrived immediate, if any. Returns 1 with *imm and *bytes
- * set, 0 when none is waiting, negative with the NIC status on a failed receive completion. */
-EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_rx_cq_t *cq, uint32_t *imm, uint32_t *bytes) {
+/* Looks up the PE that sent a receive completion: its (address handle, QP) as query_addr gave them for
+ * that PE. EFA reports ah 0xffff for a sender it has no address handle for; then the QP number alone. */
+EFA_GDA_DEV int efa_gda_sender(const nvshmemx_efa_gda_device_state_t *s, nvshmemx_efa_gda_rx_cq_t *cq, uint16_t ah,
+                               uint16_t qpn) {
+    const uint32_t hint = efa_gda_load(&cq->last_pe);
+    if (hint < (uint32_t)s->n_pes && s->peers[hint].qpn == qpn && (ah == 0xffff || s->peers[hint].ah == ah)) return (int)hint;
+    for (int pe = 0; pe < s->n_pes; pe++)
+        if (s->peers[pe].qpn == qpn && (ah == 0xffff || s->peers[pe].ah == ah)) {
+            efa_gda_store(&cq->last_pe, (uint32_t)pe);
+            return pe;
+        }
+    return -1;
+}
+
+/* Receive side of put-with-immediate: takes one arrived immediate, if any. Returns 1 with *imm, *bytes and
+ * *src_pe set, 0 when none is waiting (or another thread is taking one), or a negative error: -status for a
+ * failed receive completion, -NVSHMEMX_EFA_GDA_ERR_BAD_CQE for a completion not for this QP or from no
+ * known PE, -NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN when the NIC came round the CQ past entries not yet taken.
+ * Errors are sticky in rx_cq->error.
+ *
+ * Overrun detection: a taken entry is marked by writing its flags byte with no queue type (the NIC always
+ * writes one), keeping this pass's phase; the host zeroes the CQ before use. So at the head, an entry with
+ * the other phase is "not written yet" when it carries no queue type and "written on a later pass" (an
+ * overrun) when it does. Credits keep this from happening; the check makes it loud if a sender skips them. */
+EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_device_state_t *s, uint32_t *imm, uint32_t *bytes, int *src_pe) {
+    nvshmemx_efa_gda_rx_cq_t *cq = s->rx_cq;
+    const uint32_t sticky = efa_gda_load(&cq->error);
+    if (sticky) return -(int)sticky;
     if (atomicCAS(&cq->cq_lock, 0u, 1u) != 0u) return 0;
     __threadfence();
     const uint32_t head = efa_gda_load(&cq->cq_head);
-    const uint8_t *cqe = cq->cq_buf + (size_t)(head & (cq->cq_entries - 1)) * cq->cq_entry_size;
+    uint8_t *cqe = cq->cq_buf + (size_t)(head & (cq->cq_entries - 1)) * cq->cq_entry_size;
     const uint8_t flags = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_FLAGS_OFFSET);
+    const uint8_t expected = efa_gda_cq_expected_phase(head, cq->cq_log2);
     int got = 0;
-    if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_PHASE_MASK, flags) == efa_gda_cq_expected_phase(head, cq->cq_log2)) {
+    if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_PHASE_MASK, flags) == expected) {
         __threadfence_system();
         const uint8_t status = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_STATUS_OFFSET);
+        const uint16_t qp_num = *(const volatile uint16_t *)(cqe + EFA_GDA_CQE_QP_NUM_OFFSET);
+        const uint16_t ah = *(const volatile uint16_t *)(cqe + EFA_GDA_RX_CQE_AH_OFFSET);
+        const uint16_t src_qpn = *(const volatile uint16_t *)(cqe + EFA_GDA_RX_CQE_SRC_QP_OFFSET);
         *imm = *(const volatile uint32_t *)(cqe + EFA_GDA_RX_CQE_IMM_OFFSET);
         uint32_t len = *(const volatile uint16_t *)(cqe + EFA_GDA_RX_CQE_LENGTH_OFFSET);
         if (cq->cq_entry_size >= sizeof(struct efa_io_rx_cdesc_ex))
             len |= (uint32_t)(*(const volatile uint16_t *)(cqe + offsetof(struct efa_io_rx_cdesc_ex, u))) << 16;
         *bytes = len;
-        got = status == EFA_IO_COMP_STATUS_OK ? 1 : -(int)status;
-        if (got < 0) atomicCAS(&cq->error, 0u, (uint32_t)status);
+        const int pe = efa_gda_sender(s, cq, ah, src_qpn);
+        if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, flags) != EFA_IO_RECV_QUEUE || qp_num != (uint16_t)cq->qp_num || pe < 0) {
+            got = -(int)NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        } else if (status != EFA_IO_COMP_STATUS_OK) {
+            got = -(int)status;
+        } else {
+            *src_pe = pe;
+            nvshmemx_efa_gda_credits_t *c = s->credits;
+            if (c) efa_gda_store64(&c->consumed[pe], efa_gda_load64(&c->consumed[pe]) + 1);
+            got = 1;
+        }
+        *(volatile uint8_t *)(cqe + EFA_GDA_CQE_FLAGS_OFFSET) = expected;  /* taken: this phase, no queue type */
         efa_gda_store(&cq->cq_head, head + 1);
+    } else if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, flags) != 0) {
+        got = -(int)NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN;
     }
+    if (got < 0) atomicCAS(&cq->error, 0u, (uint32_t)-got);
     __threadfence();
     atomicExch(&cq->cq_lock, 0u);
     return got;

@@ -105,6 +105,8 @@ EFA_GDA_HD inline void efa_gda_build_rdma_wqe(union efa_gda_wqe_words *w, const 
 #define EFA_GDA_CQE_QP_NUM_OFFSET offsetof(struct efa_io_cdesc_common, qp_num)
 #define EFA_GDA_RX_CQE_IMM_OFFSET offsetof(struct efa_io_rx_cdesc, imm)
 #define EFA_GDA_RX_CQE_LENGTH_OFFSET offsetof(struct efa_io_rx_cdesc, length)
+#define EFA_GDA_RX_CQE_AH_OFFSET offsetof(struct efa_io_rx_cdesc, ah)
+#define EFA_GDA_RX_CQE_SRC_QP_OFFSET offsetof(struct efa_io_rx_cdesc, src_qp_num)
 
 #endif /* __cplusplus */
 #endif

@@ -7,7 +7,16 @@
  * and the GPU at once (separate producer counters, CPU reaping of GPU completions corrupts the wr-id pool).
  * The endpoint's completion queues live in GPU memory (cq_open_ext over a dma-buf, FI_WAIT_NONE) and are
  * bound before fi_enable; its SQ ring and doorbell page are mapped into the GPU with cuMemHostRegister
- * (IOMEMORY | DEVICEMAP). Every failure turns GDA off with a one-line reason and leaves NVSHMEM alone.
+ * (IOMEMORY | DEVICEMAP). Every failure turns GDA off on every PE with a one-line reason and leaves
+ * NVSHMEM alone.
+ *
+ * Start-up is collective and never hangs on a disagreement: every PE takes part whatever its
+ * NVSHMEM_EFA_GDA_ENABLE says (the switch itself is agreed in the first all-gather), an all-gather of
+ * "my inserts are done" after the AV inserts is the barrier fi_efa(7) asks for (a target must know the
+ * initiator before RMA), and nothing is published to the GPU before both succeeded everywhere.
+ *
+ * While kernels run, the device state changes only by replacing its regions pointer with a new, fully
+ * written table (one aligned 8-byte copy on a private stream); old tables stay until finalize.
  *
  * The CUDA driver is reached through dlopen("libcuda.so.1") so that the transport keeps loading on hosts
  * where GDA cannot run. */
@@ -39,7 +48,7 @@
 
 namespace {
 
-char g_status[512] = "EFA GDA off: not requested (set " NVSHMEM_EFA_GDA_ENABLE_ENV "=1)";
+char g_status[512] = "EFA GDA off: not requested (set " NVSHMEM_EFA_GDA_ENABLE_ENV "=1 on every PE)";
 bool g_active = false;
 
 void set_status(const char *fmt, ...) {
@@ -49,14 +58,14 @@ void set_status(const char *fmt, ...) {
     va_end(ap);
 }
 
-}  // namespace
-
-int nvshmemt_efa_gda_enabled(void) {
+bool env_requested() {
     const char *v = getenv(NVSHMEM_EFA_GDA_ENABLE_ENV);
-    if (v == NULL) return 0;
-    return strcmp(v, "1") == 0 || strcasecmp(v, "y") == 0 || strcasecmp(v, "yes") == 0 ||
-           strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0;
+    if (v == NULL) return false;
+    return strcmp(v, "1") == 0 || strcasecmp(v, "y") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0 ||
+           strcasecmp(v, "true") == 0;
 }
+
+}  // namespace
 
 int nvshmemt_efa_gda_active(void) { return g_active ? 1 : 0; }
 
@@ -65,8 +74,9 @@ extern "C" int nvshmemx_efa_gda_is_active(void) { return g_active ? 1 : 0; }
 
 #if !defined(FI_EFA_GDA_OPS)
 
-/* Built against a libfabric without the GDA extension: every PE is built the same way, so no exchange is
- * needed to agree that GDA is off. */
+/* Built against a libfabric without the GDA extension: every PE is built the same way and none exchanges
+ * anything, so a PE that asks for GDA can say why not on its own without risking a hang. */
+int nvshmemt_efa_gda_enabled(void) { return env_requested() ? 1 : 0; }
 int nvshmemt_efa_gda_init(const struct fi_info *, const nvshmemt_efa_gda_bootstrap_t *) {
     set_status("EFA GDA off: NVSHMEM was built against libfabric headers without FI_EFA_GDA_OPS "
                "(needs libfabric >= 2.3.0; rebuild with nvshmem-efa --libfabric-home pointing at one)");
@@ -79,7 +89,16 @@ extern "C" nvshmemx_efa_gda_device_state_t *nvshmemx_efa_gda_get_device_state(vo
 
 #else
 
+/* Every PE runs the collective start-up, so that NVSHMEM_EFA_GDA_ENABLE can differ between PEs without
+ * one PE waiting in an all-gather the others never enter. */
+int nvshmemt_efa_gda_enabled(void) { return 1; }
+
 namespace {
+
+const size_t kCqAlign = 2u << 20;         /* GPU CQ buffers: 2 MiB aligned, whole 2 MiB pages */
+const uint32_t kCqeMax = 32;              /* largest CQE: efa_io_rx_cdesc_ex */
+const uint32_t kMinImmWindow = 16;        /* immediates in flight per sender the RX CQ is sized for */
+const uint64_t kCreditTimeoutNs = 10000000000ull;
 
 /* The driver entry points GDA needs, resolved at run time. */
 struct Driver {
@@ -89,6 +108,11 @@ struct Driver {
     CUresult (*memFree)(CUdeviceptr) = nullptr;
     CUresult (*memsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;
     CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
+    CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
+    CUresult (*streamCreate)(CUstream *, unsigned int) = nullptr;
+    CUresult (*streamSynchronize)(CUstream) = nullptr;
+    CUresult (*streamDestroy)(CUstream) = nullptr;
+    CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr) = nullptr;
     CUresult (*memGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
     CUresult (*memHostRegister)(void *, size_t, unsigned int) = nullptr;
     CUresult (*memHostUnregister)(void *) = nullptr;
@@ -106,6 +130,11 @@ struct Driver {
                     {"cuMemFree_v2", (void **)&memFree},
                     {"cuMemsetD8_v2", (void **)&memsetD8},
                     {"cuMemcpyHtoD_v2", (void **)&memcpyHtoD},
+                    {"cuMemcpyHtoDAsync_v2", (void **)&memcpyHtoDAsync},
+                    {"cuStreamCreate", (void **)&streamCreate},
+                    {"cuStreamSynchronize", (void **)&streamSynchronize},
+                    {"cuStreamDestroy_v2", (void **)&streamDestroy},
+                    {"cuPointerGetAttribute", (void **)&pointerGetAttribute},
                     {"cuMemGetHandleForAddressRange", (void **)&memGetHandleForAddressRange},
                     {"cuMemHostRegister_v2", (void **)&memHostRegister},
                     {"cuMemHostUnregister", (void **)&memHostUnregister},
@@ -126,9 +155,11 @@ struct Driver {
 
 /* GPU memory the NIC writes through a dma-buf: a CQ. */
 struct GpuCq {
-    CUdeviceptr mem = 0;
+    CUdeviceptr alloc = 0;  /* what cuMemAlloc returned */
+    CUdeviceptr mem = 0;    /* the 2 MiB aligned buffer inside it */
     size_t bytes = 0;
     int fd = -1;
+    bool pcie_mapping = false;
     struct fid_cq *cq = nullptr;
     struct fi_efa_cq_attr attr = {};
 };
@@ -139,15 +170,22 @@ struct Mapping {
     CUdeviceptr dev = 0;
 };
 
+/* One heap region NVSHMEM registered, with every PE's view of it. */
 struct Region {
     void *buf = nullptr;
     size_t length = 0;
     struct fid_mr *mr = nullptr;
+    nvshmemx_efa_gda_region_t local = {};
+    std::vector<nvshmemx_efa_gda_region_t> remote; /* [n_pes] */
 };
 
+/* What each PE contributes to the start-up all-gather. */
 struct PeerAddress {
+    int32_t requested;
     int32_t ok;
     uint32_t addrlen;
+    uint32_t credits_rkey;
+    uint64_t credits_base;
     uint8_t addr[96];
 };
 
@@ -165,18 +203,23 @@ struct Gda {
     struct fid_av *av = nullptr;
     struct fid_ep *ep = nullptr;
     struct fi_efa_ops_gda *ops = nullptr;
+    CUstream stream = nullptr;
     GpuCq tx, rx;
     Mapping sq, db;
-    /* Newer libfabric appends fields to fi_efa_wq_attr (caps, after v2.5) and query_qp_wqs fills the
-     * struct of the library loaded at run time: the padding keeps a newer library from writing past ours. */
+    /* query_qp_wqs fills the struct of the libfabric loaded at run time, which may be newer than the header
+     * this was built against: the struct is 32 bytes in v2.3.0 .. v2.6.0 and at HEAD, where a uint16_t caps
+     * (after v2.6.0) sits in what was its tail padding. The spare bytes keep any later growth off our
+     * stack. */
     struct fi_efa_wq_attr sq_attr = {};
-    uint8_t sq_attr_pad[64] = {};
+    uint8_t sq_attr_spare[64] = {};
     struct fi_efa_wq_attr rq_attr = {};
-    uint8_t rq_attr_pad[64] = {};
-    Region regions[NVSHMEMX_EFA_GDA_MAX_REGIONS];
+    uint8_t rq_attr_spare[64] = {};
+    std::vector<Region> regions;
     nvshmemx_efa_gda_device_state_t host_state = {};
-    std::vector<nvshmemx_efa_gda_region_t> remote;
-    CUdeviceptr d_state = 0, d_qp = 0, d_rx = 0, d_peers = 0, d_remote = 0;
+    struct fid_mr *credits_mr = nullptr;
+    CUdeviceptr d_state = 0, d_qp = 0, d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0,
+                d_peer_consumed = 0;
+    std::vector<CUdeviceptr> tables; /* every regions table published; freed at finalize */
 };
 
 Gda *g = nullptr;
@@ -187,6 +230,12 @@ uint32_t log2_of(uint32_t v) {
     uint32_t l = 0;
     while ((1u << l) < v) l++;
     return l;
+}
+
+uint32_t pow2_at_least(uint64_t v) {
+    uint32_t p = 1;
+    while (p < v && p < (1u << 30)) p <<= 1;
+    return p;
 }
 
 /* Maps [p, p + len) of NIC BAR memory for the GPU. The registration must cover whole pages; the returned
@@ -204,22 +253,40 @@ const char *map_bar(Gda &s, void *p, size_t len, Mapping *m, CUdeviceptr *dev_p,
     return nullptr;
 }
 
-const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, char *why, size_t whylen) {
+/* Exports [mem, mem + bytes) (page aligned) as a dma-buf the NIC maps over PCIe, as libfabric's
+ * hmem_cuda.c does: the PCIe mapping type first, plain where the platform refuses it. */
+CUresult export_dmabuf(Gda &s, CUdeviceptr mem, size_t bytes, int *fd, bool *pcie) {
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+#if CUDA_VERSION >= 12080
+    r = s.cu.memGetHandleForAddressRange(fd, mem, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                         CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE);
+    *pcie = r == CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS || (r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED)) return r;
+#endif
+    *pcie = false;
+    return s.cu.memGetHandleForAddressRange(fd, mem, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+}
+
+const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, const char *which, char *why, size_t whylen) {
     struct fi_cq_attr attr = {};
     attr.format = FI_CQ_FORMAT_DATA;
     attr.wait_obj = FI_WAIT_NONE;
     attr.size = entries;
-    /* Room for the largest CQE (32 bytes) per entry, plus the slack fabtests keep. */
-    c->bytes = entries * 32 + 4096;
-    CUresult r = s.cu.memAlloc(&c->mem, c->bytes);
+    /* The NIC rounds the depth up to a power of two; room for that many of the largest CQE, in whole 2 MiB
+     * pages at a 2 MiB boundary. */
+    c->bytes = ((size_t)pow2_at_least(entries) * kCqeMax + kCqAlign - 1) & ~(kCqAlign - 1);
+    CUresult r = s.cu.memAlloc(&c->alloc, c->bytes + kCqAlign);
     if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuMemAlloc of the GPU CQ failed (%s)", s.cu.name(r));
+        snprintf(why, whylen, "cuMemAlloc of the GPU %s CQ (%zu bytes) failed (%s)", which, c->bytes, s.cu.name(r));
         return why;
     }
+    c->mem = (c->alloc + kCqAlign - 1) & ~(CUdeviceptr)(kCqAlign - 1);
+    /* Zero: no entry looks written (the phase of the first pass is 1) or taken by a consumer. */
     s.cu.memsetD8(c->mem, 0, c->bytes);
-    r = s.cu.memGetHandleForAddressRange(&c->fd, c->mem, c->bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    r = export_dmabuf(s, c->mem, c->bytes, &c->fd, &c->pcie_mapping);
     if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "exporting the GPU CQ as dma-buf failed (%s): needs the open NVIDIA kernel module and driver >= 515", s.cu.name(r));
+        snprintf(why, whylen, "exporting the GPU %s CQ as dma-buf failed (%s): needs the open NVIDIA kernel module and driver >= 515",
+                 which, s.cu.name(r));
         return why;
     }
     struct fi_efa_cq_init_attr init = {};
@@ -229,7 +296,7 @@ const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, char *why, size_t whyl
     init.ext_mem_dmabuf.fd = (uint32_t)c->fd;
     int rc = s.ops->cq_open_ext(s.domain, &attr, &init, &c->cq, NULL);
     if (rc) {
-        snprintf(why, whylen, "cq_open_ext over GPU memory failed (%s)%s", fi_strerror(-rc),
+        snprintf(why, whylen, "cq_open_ext of the %s CQ over GPU memory failed (%s)%s", which, fi_strerror(-rc),
                  rc == -FI_EOPNOTSUPP ? ": the EFA device or driver lacks CQ_WITH_EXT_MEM_DMABUF (rdma-core >= 59, recent efa.ko)" : "");
         return why;
     }
@@ -238,8 +305,14 @@ const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, char *why, size_t whyl
         snprintf(why, whylen, "query_cq failed (%s)", fi_strerror(-rc));
         return why;
     }
-    if (c->attr.entry_size > 32 || (c->attr.num_entries & (c->attr.num_entries - 1)) != 0) {
-        snprintf(why, whylen, "unexpected CQ geometry (%u entries of %u bytes)", c->attr.num_entries, c->attr.entry_size);
+    if (c->attr.entry_size < 16 || c->attr.entry_size > kCqeMax || !c->attr.num_entries ||
+        (c->attr.num_entries & (c->attr.num_entries - 1)) != 0) {
+        snprintf(why, whylen, "unexpected %s CQ geometry (%u entries of %u bytes)", which, c->attr.num_entries, c->attr.entry_size);
+        return why;
+    }
+    if ((uint64_t)c->attr.num_entries * c->attr.entry_size > c->bytes) {
+        snprintf(why, whylen, "the %s CQ needs %u x %u bytes but its GPU buffer holds %zu", which, c->attr.num_entries,
+                 c->attr.entry_size, c->bytes);
         return why;
     }
     return nullptr;
@@ -250,8 +323,28 @@ void close_cq(Gda &s, GpuCq &c) {
     c.cq = nullptr;
     if (c.fd >= 0) close(c.fd);
     c.fd = -1;
-    if (c.mem) s.cu.memFree(c.mem);
-    c.mem = 0;
+    if (c.alloc) s.cu.memFree(c.alloc);
+    c.alloc = c.mem = 0;
+}
+
+/* Registers [buf, buf + len) on the GDA domain: host memory as system memory, GPU memory as CUDA memory of
+ * its device. */
+int register_mr(Gda &s, void *buf, size_t len, uint64_t access, struct fid_mr **mr) {
+    struct iovec iov = {buf, len};
+    struct fi_mr_attr attr = {};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = access;
+    unsigned int type = 0;
+    CUdevice dev = 0;
+    const CUresult r = s.cu.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)buf);
+    if (r == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE && s.cu.ctxGetDevice(&dev) == CUDA_SUCCESS) {
+        attr.iface = FI_HMEM_CUDA;
+        attr.device.cuda = dev;
+    } else {
+        attr.iface = FI_HMEM_SYSTEM; /* host memory, registered with CUDA or not */
+    }
+    return fi_mr_regattr(s.domain, &attr, 0, mr);
 }
 
 /* Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes; the endpoint
@@ -266,17 +359,22 @@ void teardown(Gda &s) {
     s.ep = nullptr;
     close_cq(s, s.tx);
     close_cq(s, s.rx);
-    for (Region &r : s.regions) {
+    for (Region &r : s.regions)
         if (r.mr) fi_close(&r.mr->fid);
-        r = Region();
-    }
+    s.regions.clear();
+    if (s.credits_mr) fi_close(&s.credits_mr->fid);
+    s.credits_mr = nullptr;
     if (s.av) fi_close(&s.av->fid);
     s.av = nullptr;
-    CUdeviceptr *dev[] = {&s.d_state, &s.d_qp, &s.d_rx, &s.d_peers, &s.d_remote};
+    CUdeviceptr *dev[] = {&s.d_state, &s.d_qp, &s.d_rx, &s.d_peers, &s.d_slot_done, &s.d_credits, &s.d_credit_words, &s.d_peer_consumed};
     for (CUdeviceptr *p : dev) {
         if (*p) s.cu.memFree(*p);
         *p = 0;
     }
+    for (CUdeviceptr t : s.tables) s.cu.memFree(t);
+    s.tables.clear();
+    if (s.stream) s.cu.streamDestroy(s.stream);
+    s.stream = nullptr;
     if (s.domain) fi_close(&s.domain->fid);
     s.domain = nullptr;
     if (s.fabric) fi_close(&s.fabric->fid);
@@ -284,6 +382,15 @@ void teardown(Gda &s) {
     if (s.info) fi_freeinfo(s.info);
     s.info = nullptr;
 }
+
+#define GDA_CU(call, what)                                                                      \
+    do {                                                                                        \
+        CUresult r_ = (call);                                                                   \
+        if (r_ != CUDA_SUCCESS) {                                                               \
+            snprintf(why, whylen, "%s failed (%s)", what, s.cu.name(r_));                       \
+            return why;                                                                         \
+        }                                                                                       \
+    } while (0)
 
 /* Local set-up up to the point where peers are needed. Returns nullptr or the reason GDA cannot start. */
 const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress *me, char *why, size_t whylen) {
@@ -293,6 +400,10 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_HMEM;
+    /* The GPU writes RDMA WQEs without inline data: asking for 32 bytes keeps libfabric after v2.6.0 from
+     * requesting wide (128-byte) WQEs for inline sends; where the device uses them anyway, the device code
+     * writes at the 128-byte stride. */
+    hints->tx_attr->inject_size = 32;
     hints->fabric_attr->prov_name = strdup("efa");
     hints->fabric_attr->name = strdup("efa-direct");
     if (nvshmem_info && nvshmem_info->domain_attr && nvshmem_info->domain_attr->name)
@@ -308,6 +419,7 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     }
     const char *cu_err = s.cu.load();
     if (cu_err) return cu_err;
+    GDA_CU(s.cu.streamCreate(&s.stream, CU_STREAM_NON_BLOCKING), "creating the GDA stream");
     if ((rc = fi_fabric(s.info->fabric_attr, &s.fabric, NULL)) || (rc = fi_domain(s.fabric, s.info, &s.domain, NULL))) {
         snprintf(why, whylen, "opening the efa-direct fabric/domain failed (%s)", fi_strerror(-rc));
         return why;
@@ -325,7 +437,11 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
         snprintf(why, whylen, "fi_av_open failed (%s)", fi_strerror(-rc));
         return why;
     }
-    if (open_gpu_cq(s, s.info->tx_attr->size, &s.tx, why, whylen) || open_gpu_cq(s, s.info->rx_attr->size, &s.rx, why, whylen))
+    /* The RX CQ absorbs every PE's unconsumed immediates: at least kMinImmWindow per PE (credits keep each
+     * sender within RX CQ entries / n_pes). */
+    const size_t rx_entries = s.info->rx_attr->size > (size_t)s.boot.n_pes * kMinImmWindow ? s.info->rx_attr->size
+                                                                                           : (size_t)s.boot.n_pes * kMinImmWindow;
+    if (open_gpu_cq(s, s.info->tx_attr->size, &s.tx, "TX", why, whylen) || open_gpu_cq(s, rx_entries, &s.rx, "RX", why, whylen))
         return why;
     if ((rc = fi_endpoint(s.domain, s.info, &s.ep, NULL)) || (rc = fi_ep_bind(s.ep, &s.av->fid, 0)) ||
         (rc = fi_ep_bind(s.ep, &s.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(s.ep, &s.rx.cq->fid, FI_RECV)) ||
@@ -338,12 +454,13 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
                  rc == -FI_ENOSYS ? ": libfabric was built against an rdma-core without efadv_query_qp_wqs (needs >= 59)" : "");
         return why;
     }
-    if (s.sq_attr.entry_size != NVSHMEMX_EFA_GDA_WQE_SIZE) {
-        snprintf(why, whylen, "the SQ uses %u-byte WQEs; this release writes %d-byte WQEs only", s.sq_attr.entry_size,
-                 NVSHMEMX_EFA_GDA_WQE_SIZE);
+    if (s.sq_attr.entry_size != 64 && s.sq_attr.entry_size != 128) {
+        snprintf(why, whylen, "the SQ uses %u-byte WQEs; the device code writes 64-byte RDMA WQEs at a 64- or 128-byte stride",
+                 s.sq_attr.entry_size);
         return why;
     }
-    if ((s.sq_attr.num_entries & (s.sq_attr.num_entries - 1)) || s.tx.attr.num_entries < s.sq_attr.num_entries) {
+    if (!s.sq_attr.num_entries || (s.sq_attr.num_entries & (s.sq_attr.num_entries - 1)) || s.sq_attr.num_entries > 65536 ||
+        s.tx.attr.num_entries < s.sq_attr.num_entries) {
         snprintf(why, whylen, "SQ of %u entries with a TX CQ of %u entries cannot be driven safely", s.sq_attr.num_entries,
                  s.tx.attr.num_entries);
         return why;
@@ -359,6 +476,36 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
                      : "");
         return why;
     }
+    /* Per-slot completion marks: entry i starts as the slot of the pass before (i - entries). */
+    std::vector<uint32_t> done(s.sq_attr.num_entries);
+    for (uint32_t i = 0; i < s.sq_attr.num_entries; i++) done[i] = i - s.sq_attr.num_entries;
+    GDA_CU(s.cu.memAlloc(&s.d_slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
+    GDA_CU(s.cu.memcpyHtoD(s.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
+    /* Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock ([n_pes] x u32). consumed is
+     * read by peers; landing receives our reads. */
+    const size_t n = (size_t)s.boot.n_pes;
+    const size_t credit_bytes = 4 * n * sizeof(uint64_t) + n * sizeof(uint32_t);
+    GDA_CU(s.cu.memAlloc(&s.d_credit_words, credit_bytes), "allocating the credit counters");
+    GDA_CU(s.cu.memsetD8(s.d_credit_words, 0, credit_bytes), "clearing the credit counters");
+    if ((rc = register_mr(s, (void *)(uintptr_t)s.d_credit_words, credit_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, &s.credits_mr))) {
+        snprintf(why, whylen, "registering the credit counters failed (%s)", fi_strerror(-rc));
+        return why;
+    }
+    nvshmemx_efa_gda_credits_t credits = {};
+    uint64_t *words = (uint64_t *)(uintptr_t)s.d_credit_words;
+    credits.consumed = words;
+    credits.sent = words + n;
+    credits.seen = words + 2 * n;
+    credits.landing = words + 3 * n;
+    credits.lock = (uint32_t *)(words + 4 * n);
+    credits.lkey = (uint32_t)s.ops->get_mr_lkey(s.credits_mr);
+    GDA_CU(s.cu.memAlloc(&s.d_peer_consumed, n * sizeof(nvshmemx_efa_gda_region_t)), "allocating the peer credit table");
+    credits.peer_consumed = (nvshmemx_efa_gda_region_t *)(uintptr_t)s.d_peer_consumed;
+    GDA_CU(s.cu.memAlloc(&s.d_credits, sizeof credits), "allocating the credit state");
+    GDA_CU(s.cu.memcpyHtoD(s.d_credits, &credits, sizeof credits), "initialising the credit state");
+    me->credits_base = (uint64_t)s.d_credit_words;
+    me->credits_rkey = (uint32_t)fi_mr_key(s.credits_mr);
+
     nvshmemx_efa_gda_qp_t q = {};
     q.sq_buf = (uint8_t *)sq_dev;
     q.sq_db = (uint32_t *)db_dev;
@@ -370,18 +517,18 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     q.cq_entries = s.tx.attr.num_entries;
     q.cq_log2 = log2_of(q.cq_entries);
     q.cq_entry_size = s.tx.attr.entry_size;
+    q.slot_done = (uint32_t *)(uintptr_t)s.d_slot_done;
     /* NCCL's EFA GDA path splits at 1 GiB; the endpoint's max message size is the device's RDMA limit. */
     q.max_rdma_size = s.info->ep_attr->max_msg_size && s.info->ep_attr->max_msg_size < (1ull << 30) ? s.info->ep_attr->max_msg_size : (1ull << 30);
+    GDA_CU(s.cu.memAlloc(&s.d_qp, sizeof q), "allocating the GPU queue state");
+    GDA_CU(s.cu.memcpyHtoD(s.d_qp, &q, sizeof q), "writing the GPU queue state"); /* qp_num follows query_addr */
     nvshmemx_efa_gda_rx_cq_t rx = {};
     rx.cq_buf = (uint8_t *)s.rx.mem;
     rx.cq_entries = s.rx.attr.num_entries;
     rx.cq_log2 = log2_of(rx.cq_entries);
     rx.cq_entry_size = s.rx.attr.entry_size;
-    if ((cr = s.cu.memAlloc(&s.d_qp, sizeof q)) || (cr = s.cu.memcpyHtoD(s.d_qp, &q, sizeof q)) ||
-        (cr = s.cu.memAlloc(&s.d_rx, sizeof rx)) || (cr = s.cu.memcpyHtoD(s.d_rx, &rx, sizeof rx))) {
-        snprintf(why, whylen, "allocating the GPU queue state failed (%s)", s.cu.name(cr));
-        return why;
-    }
+    GDA_CU(s.cu.memAlloc(&s.d_rx, sizeof rx), "allocating the GPU receive state");
+    GDA_CU(s.cu.memcpyHtoD(s.d_rx, &rx, sizeof rx), "writing the GPU receive state");
     size_t len = sizeof me->addr;
     if ((rc = fi_getname(&s.ep->fid, me->addr, &len))) {
         snprintf(why, whylen, "fi_getname failed (%s)", fi_strerror(-rc));
@@ -391,11 +538,98 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     return nullptr;
 }
 
-const char *publish(Gda &s) {
-    s.host_state.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
-    CUresult r = s.cu.memcpyHtoD(s.d_remote, s.remote.data(), s.remote.size() * sizeof s.remote[0]);
-    if (r == CUDA_SUCCESS) r = s.cu.memcpyHtoD(s.d_state, &s.host_state, sizeof s.host_state);
+/* Inserts every PE's address and learns its {ah, qpn, qkey}. */
+const char *insert_peers(Gda &s, const std::vector<PeerAddress> &all, std::vector<nvshmemx_efa_gda_peer_t> &peers, char *why,
+                         size_t whylen) {
+    for (int pe = 0; pe < s.boot.n_pes; pe++) {
+        fi_addr_t fa;
+        if (fi_av_insert(s.av, all[pe].addr, 1, &fa, 0, NULL) != 1) {
+            snprintf(why, whylen, "fi_av_insert of PE %d's GDA address failed", pe);
+            return why;
+        }
+        int rc = s.ops->query_addr(s.ep, fa, &peers[pe].ah, &peers[pe].qpn, &peers[pe].qkey);
+        if (rc) {
+            snprintf(why, whylen, "query_addr for PE %d failed (%s)", pe, fi_strerror(-rc));
+            return why;
+        }
+    }
+    return nullptr;
+}
+
+/* Copies host bytes into GPU memory on the GDA stream (never behind a running kernel's stream). */
+CUresult upload(Gda &s, CUdeviceptr dst, const void *src, size_t bytes) {
+    CUresult r = s.cu.memcpyHtoDAsync(dst, src, bytes, s.stream);
+    if (r == CUDA_SUCCESS) r = s.cu.streamSynchronize(s.stream);
+    return r;
+}
+
+/* Publishes the current region list: a new table (header, local[count], remote[n_pes * count]) written in
+ * full, then the state's regions pointer replaced with one aligned 8-byte copy. A kernel sees the old
+ * table or the new one, never a mix; old tables stay allocated until finalize. */
+const char *publish_regions(Gda &s) {
+    const uint32_t count = (uint32_t)s.regions.size(), n = (uint32_t)s.boot.n_pes;
+    const size_t bytes = sizeof(nvshmemx_efa_gda_regions_t) + (size_t)(1 + n) * count * sizeof(nvshmemx_efa_gda_region_t);
+    std::vector<uint8_t> buf(bytes);
+    CUdeviceptr t = 0;
+    CUresult r = s.cu.memAlloc(&t, bytes);
+    if (r != CUDA_SUCCESS) return s.cu.name(r);
+    s.tables.push_back(t);
+    nvshmemx_efa_gda_regions_t head;
+    head.count = count;
+    head.n_pes = n;
+    head.local = (nvshmemx_efa_gda_region_t *)(uintptr_t)(t + sizeof head);
+    head.remote = head.local + count;
+    memcpy(buf.data(), &head, sizeof head);
+    nvshmemx_efa_gda_region_t *local = (nvshmemx_efa_gda_region_t *)(buf.data() + sizeof head);
+    for (uint32_t i = 0; i < count; i++) {
+        local[i] = s.regions[i].local;
+        for (uint32_t pe = 0; pe < n; pe++) local[count + (size_t)pe * count + i] = s.regions[i].remote[pe];
+    }
+    r = upload(s, t, buf.data(), bytes);
+    if (r == CUDA_SUCCESS) {
+        const uint64_t ptr = (uint64_t)t;
+        r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, regions), &ptr, sizeof ptr);
+    }
+    if (r == CUDA_SUCCESS) s.host_state.regions = (nvshmemx_efa_gda_regions_t *)(uintptr_t)t;
     return r == CUDA_SUCCESS ? nullptr : s.cu.name(r);
+}
+
+const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std::vector<nvshmemx_efa_gda_peer_t> &peers,
+                         char *why, size_t whylen) {
+    const size_t n = (size_t)s.boot.n_pes;
+    GDA_CU(s.cu.memAlloc(&s.d_peers, n * sizeof peers[0]), "allocating the peer table");
+    GDA_CU(upload(s, s.d_peers, peers.data(), n * sizeof peers[0]), "writing the peer table");
+    std::vector<nvshmemx_efa_gda_region_t> pc(n);
+    for (size_t pe = 0; pe < n; pe++) pc[pe] = {all[pe].credits_base, n * sizeof(uint64_t), all[pe].credits_rkey, 1};
+    GDA_CU(upload(s, s.d_peer_consumed, pc.data(), n * sizeof pc[0]), "writing the peer credit table");
+    /* This QP's number, as query_addr reports it for our own address: every CQE must carry it. */
+    const uint32_t qpn = peers[s.boot.my_pe].qpn;
+    GDA_CU(upload(s, s.d_qp + offsetof(nvshmemx_efa_gda_qp_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
+    GDA_CU(upload(s, s.d_rx + offsetof(nvshmemx_efa_gda_rx_cq_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
+    GDA_CU(s.cu.memAlloc(&s.d_state, sizeof s.host_state), "allocating the device state");
+    s.host_state.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+    s.host_state.my_pe = s.boot.my_pe;
+    s.host_state.n_pes = s.boot.n_pes;
+    s.host_state.imm_window = s.rx.attr.num_entries / (uint32_t)n;
+    s.host_state.qp = (nvshmemx_efa_gda_qp_t *)(uintptr_t)s.d_qp;
+    s.host_state.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)s.d_rx;
+    s.host_state.peers = (nvshmemx_efa_gda_peer_t *)(uintptr_t)s.d_peers;
+    s.host_state.credits = (nvshmemx_efa_gda_credits_t *)(uintptr_t)s.d_credits;
+    s.host_state.credit_timeout_ns = kCreditTimeoutNs;
+    /* Nobody has the state's address yet: it is written whole, once. */
+    GDA_CU(upload(s, s.d_state, &s.host_state, sizeof s.host_state), "writing the device state");
+    const char *err = publish_regions(s);
+    if (err) {
+        snprintf(why, whylen, "publishing the (empty) region table failed (%s)", err);
+        return why;
+    }
+    return nullptr;
+}
+
+int off_everywhere(const char *fmt, const char *detail) {
+    set_status(fmt, detail);
+    teardown(*g);
+    return -1;
 }
 
 }  // namespace
@@ -406,20 +640,28 @@ int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa
     g->boot = *boot;
     char why[400] = "";
     PeerAddress me = {};
-    const char *err = start_local(*g, nvshmem_info, &me, why, sizeof why);
-    me.ok = err == nullptr;
-    /* Every PE reaches this all-gather, whatever happened locally: GDA starts everywhere or nowhere. */
+    me.requested = env_requested() ? 1 : 0;
+    const char *err = me.requested ? start_local(*g, nvshmem_info, &me, why, sizeof why) : nullptr;
+    me.ok = me.requested && err == nullptr;
+    /* Every PE reaches this all-gather, whatever its switch says or what happened locally. */
     std::vector<PeerAddress> all(boot->n_pes);
-    if (boot->allgather(&me, all.data(), (int)sizeof me, boot->ctx) != 0) {
-        set_status("EFA GDA off: the bootstrap all-gather of GDA addresses failed");
+    if (boot->allgather(&me, all.data(), (int)sizeof me, boot->ctx) != 0)
+        return off_everywhere("EFA GDA off: the bootstrap all-gather of GDA addresses failed%s", "");
+    int on = -1, off = -1;
+    for (int pe = 0; pe < boot->n_pes; pe++) (all[pe].requested ? on : off) = pe;
+    if (on < 0) {
+        set_status("EFA GDA off: not requested (set " NVSHMEM_EFA_GDA_ENABLE_ENV "=1 on every PE)");
+        teardown(*g);
+        return 0;
+    }
+    if (off >= 0) {
+        set_status("EFA GDA off on every PE: " NVSHMEM_EFA_GDA_ENABLE_ENV " differs between PEs (on for PE %d, off for PE %d); "
+                   "set it the same on every PE",
+                   on, off);
         teardown(*g);
         return -1;
     }
-    if (err) {
-        set_status("EFA GDA off: %s", err);
-        teardown(*g);
-        return -1;
-    }
+    if (err) return off_everywhere("EFA GDA off: %s", err);
     for (int pe = 0; pe < boot->n_pes; pe++) {
         if (!all[pe].ok) {
             set_status("EFA GDA off: PE %d could not start GDA (its log says why)", pe);
@@ -428,111 +670,86 @@ int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa
         }
     }
     std::vector<nvshmemx_efa_gda_peer_t> peers(boot->n_pes);
-    for (int pe = 0; pe < boot->n_pes; pe++) {
-        fi_addr_t fa;
-        if (fi_av_insert(g->av, all[pe].addr, 1, &fa, 0, NULL) != 1) {
-            set_status("EFA GDA off: fi_av_insert of PE %d's GDA address failed", pe);
-            teardown(*g);
-            return -1;
-        }
-        int rc = g->ops->query_addr(g->ep, fa, &peers[pe].ah, &peers[pe].qpn, &peers[pe].qkey);
-        if (rc) {
-            set_status("EFA GDA off: query_addr for PE %d failed (%s)", pe, fi_strerror(-rc));
-            teardown(*g);
-            return -1;
-        }
-    }
-    g->remote.assign((size_t)boot->n_pes * NVSHMEMX_EFA_GDA_MAX_REGIONS, nvshmemx_efa_gda_region_t());
-    CUresult r;
-    if ((r = g->cu.memAlloc(&g->d_peers, peers.size() * sizeof peers[0])) ||
-        (r = g->cu.memcpyHtoD(g->d_peers, peers.data(), peers.size() * sizeof peers[0])) ||
-        (r = g->cu.memAlloc(&g->d_remote, g->remote.size() * sizeof g->remote[0])) ||
-        (r = g->cu.memAlloc(&g->d_state, sizeof g->host_state))) {
-        set_status("EFA GDA off: allocating the GPU peer tables failed (%s)", g->cu.name(r));
+    err = insert_peers(*g, all, peers, why, sizeof why);
+    /* The barrier fi_efa(7) asks for: no PE goes on (and no kernel posts RMA) before every PE inserted
+     * every other; it also agrees on whether all inserts worked. */
+    int32_t inserted = err == nullptr, ok_all = 1;
+    std::vector<int32_t> every(boot->n_pes);
+    if (boot->allgather(&inserted, every.data(), (int)sizeof inserted, boot->ctx) != 0)
+        return off_everywhere("EFA GDA off: the bootstrap barrier after the AV inserts failed%s", "");
+    if (err) return off_everywhere("EFA GDA off: %s", err);
+    int bad = -1;
+    for (int pe = 0; pe < boot->n_pes; pe++)
+        if (!every[pe]) ok_all = 0, bad = pe;
+    if (!ok_all) {
+        set_status("EFA GDA off: PE %d could not insert every PE's GDA address (its log says why)", bad);
         teardown(*g);
         return -1;
     }
-    g->host_state.my_pe = boot->my_pe;
-    g->host_state.n_pes = boot->n_pes;
-    g->host_state.qp = (nvshmemx_efa_gda_qp_t *)g->d_qp;
-    g->host_state.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)g->d_rx;
-    g->host_state.peers = (nvshmemx_efa_gda_peer_t *)g->d_peers;
-    g->host_state.remote = (nvshmemx_efa_gda_region_t *)g->d_remote;
-    const char *perr = publish(*g);
-    if (perr) {
-        set_status("EFA GDA off: publishing the device state failed (%s)", perr);
-        teardown(*g);
-        return -1;
-    }
+    err = finish_start(*g, all, peers, why, sizeof why);
+    if (err) return off_everywhere("EFA GDA off: %s", err);
     g_active = true;
-    set_status("EFA GDA active: efa-direct %s, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, %d PEs",
-               g->info->domain_attr->name, g->sq_attr.num_entries, g->sq_attr.entry_size, g->sq_attr.max_batch,
-               g->tx.attr.num_entries, g->tx.attr.entry_size, boot->n_pes);
+    set_status("EFA GDA active: efa-direct %s, QP %u, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, RX CQ %u x %u B "
+               "(%u immediates in flight per sender), CQ dma-buf %s, %d PEs",
+               g->info->domain_attr->name, peers[boot->my_pe].qpn, g->sq_attr.num_entries, g->sq_attr.entry_size,
+               g->sq_attr.max_batch, g->tx.attr.num_entries, g->tx.attr.entry_size, g->rx.attr.num_entries, g->rx.attr.entry_size,
+               g->host_state.imm_window, g->tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", boot->n_pes);
     return 0;
 }
 
 void nvshmemt_efa_gda_register_region(void *buf, size_t length) {
     if (!g_active) return;
     Gda &s = *g;
-    int slot = -1;
-    for (int i = 0; i < NVSHMEMX_EFA_GDA_MAX_REGIONS && slot < 0; i++)
-        if (!s.regions[i].buf) slot = i;
+    Region reg;
+    reg.buf = buf;
+    reg.length = length;
     RegionInfo mine = {(uint64_t)(uintptr_t)buf, (uint64_t)length, 0, 0};
     uint64_t lkey = FI_KEY_NOTAVAIL;
-    CUdevice dev = 0;
-    if (slot >= 0 && s.cu.ctxGetDevice(&dev) == CUDA_SUCCESS) {
-        struct iovec iov = {buf, length};
-        struct fi_mr_attr attr = {};
-        attr.mr_iov = &iov;
-        attr.iov_count = 1;
-        attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-        attr.iface = FI_HMEM_CUDA;
-        attr.device.cuda = dev;
-        if (fi_mr_regattr(s.domain, &attr, 0, &s.regions[slot].mr) == 0) {
-            lkey = s.ops->get_mr_lkey(s.regions[slot].mr);
-            mine.rkey = (uint32_t)fi_mr_key(s.regions[slot].mr);
-            mine.ok = lkey != FI_KEY_NOTAVAIL;
-        }
+    const int rc = register_mr(s, buf, length, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, &reg.mr);
+    if (rc == 0) {
+        lkey = s.ops->get_mr_lkey(reg.mr);
+        mine.rkey = (uint32_t)fi_mr_key(reg.mr);
+        mine.ok = lkey != FI_KEY_NOTAVAIL;
     }
     /* Collective like the registration that called us: every PE contributes, even after a local failure. */
     std::vector<RegionInfo> all(s.boot.n_pes);
     const bool gathered = s.boot.allgather(&mine, all.data(), (int)sizeof mine, s.boot.ctx) == 0;
-    if (slot < 0) {
-        set_status("EFA GDA active, but region %p (%zu bytes) is not reachable by GDA: more than %d regions", buf, length,
-                   NVSHMEMX_EFA_GDA_MAX_REGIONS);
-        return;
-    }
-    s.regions[slot].buf = buf;
-    s.regions[slot].length = length;
-    if (!mine.ok || !gathered) {
-        set_status("EFA GDA active, but registering region %p (%zu bytes) on the GDA domain failed", buf, length);
-        return;
-    }
-    s.host_state.local[slot].base = mine.base;
-    s.host_state.local[slot].length = mine.length;
-    s.host_state.local[slot].key = (uint32_t)lkey;
-    s.host_state.local[slot].valid = 1;
-    if ((uint32_t)slot + 1 > s.host_state.num_regions) s.host_state.num_regions = (uint32_t)slot + 1;
+    reg.local = {mine.base, mine.length, (uint32_t)lkey, mine.ok && gathered ? 1u : 0u};
+    reg.remote.resize(s.boot.n_pes);
+    int failed = -1;
     for (int pe = 0; pe < s.boot.n_pes; pe++) {
-        nvshmemx_efa_gda_region_t &r = s.remote[(size_t)pe * NVSHMEMX_EFA_GDA_MAX_REGIONS + slot];
-        r.base = all[pe].base;
-        r.length = all[pe].length;
-        r.key = all[pe].rkey;
-        r.valid = all[pe].ok;
+        reg.remote[pe] = {all[pe].base, all[pe].length, all[pe].rkey, all[pe].ok && gathered ? 1u : 0u};
+        if (!reg.remote[pe].valid) failed = pe;
     }
-    const char *err = publish(s);
-    if (err) set_status("EFA GDA active, but publishing region %p failed (%s)", buf, err);
+    /* The range stays in the table with valid = 0, so a kernel touching it gets
+     * NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE instead of a silent miss. */
+    if (!gathered || failed >= 0 || !reg.local.valid) {
+        set_status("EFA GDA active, but heap region %p (%zu bytes) is unreachable by GDA: %s", buf, length,
+                   !gathered ? "the all-gather of its keys failed"
+                   : !reg.local.valid ? (rc ? fi_strerror(-rc) : "no lkey for its registration")
+                                      : "another PE could not register it (its log says why)");
+        fprintf(stderr, "nvshmem-efa: %s; GDA operations on it fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE\n", g_status);
+    }
+    s.regions.push_back(reg);
+    const char *err = publish_regions(s);
+    if (err) {
+        set_status("EFA GDA active, but publishing region %p failed (%s): GDA cannot reach it", buf, err);
+        fprintf(stderr, "nvshmem-efa: %s\n", g_status);
+    }
 }
 
 void nvshmemt_efa_gda_release_region(void *buf) {
     if (!g_active) return;
     Gda &s = *g;
-    for (int i = 0; i < NVSHMEMX_EFA_GDA_MAX_REGIONS; i++) {
+    for (size_t i = 0; i < s.regions.size(); i++) {
         if (s.regions[i].buf != buf) continue;
-        s.host_state.local[i] = nvshmemx_efa_gda_region_t();
-        publish(s);
-        if (s.regions[i].mr) fi_close(&s.regions[i].mr->fid);
-        s.regions[i] = Region();
+        struct fid_mr *mr = s.regions[i].mr;
+        s.regions.erase(s.regions.begin() + (long)i);
+        /* Kernels stop seeing the region before its registration goes. */
+        const char *err = publish_regions(s);
+        if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: publishing the region table after releasing %p failed (%s)\n", buf, err);
+        if (mr) fi_close(&mr->fid);
+        return;
     }
 }
 
@@ -547,7 +764,7 @@ void nvshmemt_efa_gda_fini(void) {
 }
 
 extern "C" nvshmemx_efa_gda_device_state_t *nvshmemx_efa_gda_get_device_state(void) {
-    return g_active ? (nvshmemx_efa_gda_device_state_t *)g->d_state : NULL;
+    return g_active ? (nvshmemx_efa_gda_device_state_t *)(uintptr_t)g->d_state : NULL;
 }
 
 #endif

@@ -9,7 +9,7 @@
 /* Forward declaration only: libfabric.cpp includes this after libfabric's own headers. */
 struct fi_info;
 
-/* The run-time switch: GDA is attempted only when this is 1/y/yes/on/true. */
+/* The run-time switch: GDA is attempted only when this is 1/y/yes/on/true on every PE. */
 #define NVSHMEM_EFA_GDA_ENABLE_ENV "NVSHMEM_EFA_GDA_ENABLE"
 
 /* NVSHMEM's bootstrap, passed in by the patched connect_endpoints so this file needs no NVSHMEM header. */
@@ -20,22 +20,30 @@ typedef struct {
     void *ctx;
 } nvshmemt_efa_gda_bootstrap_t;
 
+/* Whether this PE takes part in GDA start-up. With GDA compiled in: always, because the switch is agreed
+ * inside the collective start-up (a PE deciding alone would leave the others in an all-gather). Compiled
+ * out: whether the switch asks for GDA (start-up then only explains why it cannot run). */
 int nvshmemt_efa_gda_enabled(void);
 
 /* Called by the patched nvshmemt_libfabric_connect_endpoints on every PE once NVSHMEM's endpoints are up,
- * only for the EFA provider and only when the switch is on. Collective: every PE calls it and it performs
- * exactly one all-gather, so all PEs agree whether GDA is active. nvshmem_info is NVSHMEM's fi_info: GDA
- * opens its own efa-direct fabric, domain, endpoint, AV and GPU CQs on the same NIC and never touches
- * NVSHMEM's. Returns 0 when GDA is active; otherwise nvshmemx_efa_gda_status() says why. */
+ * only for the EFA provider. Collective: every PE calls it, and all PEs agree whether GDA is active. The
+ * first all-gather carries each PE's switch and GDA address (a switch that differs between PEs turns GDA
+ * off everywhere, with the reason); a second one after the AV inserts is the barrier that makes every
+ * target know every initiator before RMA. nvshmem_info is NVSHMEM's fi_info: GDA opens its own efa-direct
+ * fabric, domain, endpoint, AV and GPU CQs on the same NIC and never touches NVSHMEM's. Returns 0 when GDA
+ * is active or no PE asked for it; otherwise -1, and nvshmemx_efa_gda_status() says why. */
 int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa_gda_bootstrap_t *boot);
 
 /* 1 once init succeeded on every PE. */
 int nvshmemt_efa_gda_active(void);
 
 /* Called by the patched nvshmemt_libfabric_get_mem_handle after NVSHMEM registered a remotely accessible
- * region (the symmetric heap), which NVSHMEM does on every PE in the same order. Registers it on the GDA
- * domain and exchanges base address and rkey with all PEs (one all-gather). A failure leaves that region
- * unusable for GDA and is reported in the status; NVSHMEM's registration is unaffected. */
+ * region (a piece of the symmetric heap, at most 2 GiB each), which NVSHMEM does on every PE in the same
+ * order. Registers it on the GDA domain (GPU memory as FI_HMEM_CUDA, host memory as FI_HMEM_SYSTEM),
+ * exchanges base address and rkey with all PEs (one all-gather) and publishes a new region table, which
+ * grows with the heap. A region some PE could not register stays in the table marked unreachable: the
+ * failure is printed to stderr and kept in the status, and device operations on it fail with
+ * NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE. NVSHMEM's own registration is unaffected. */
 void nvshmemt_efa_gda_register_region(void *buf, size_t length);
 
 /* Called by the patched nvshmemt_libfabric_release_mem_handle. Local only. */

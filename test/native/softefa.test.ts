@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,25 +7,35 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
+const CUDA_INC = NVCC ? path.join(path.dirname(path.dirname(NVCC)), 'include') : '/usr/local/cuda/include';
+const GDA = path.join(ROOT, 'templates/transport_efa_gda');
+const HARNESS = path.join(ROOT, 'test/native/harness');
 
-function build(cuda: boolean): string {
+function build(cuda: boolean, target?: string): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'softefa-'));
   const args = ['-S', path.join(ROOT, 'native/softefa'), '-B', dir, `-DSOFTEFA_CUDA=${cuda ? 'ON' : 'OFF'}`];
   if (cuda) args.push(`-DCMAKE_CUDA_COMPILER=${NVCC}`);
   execFileSync('cmake', args, { stdio: 'pipe' });
-  execFileSync('cmake', ['--build', dir, '-j', '2'], { stdio: 'pipe' });
+  execFileSync('cmake', ['--build', dir, '-j', '2', ...(target ? ['--target', target] : [])], { stdio: 'pipe' });
   return dir;
+}
+
+/** Runs a test program printing "ok <name>" / "FAIL <name>: why" and "<n> failed"; returns the ok names. */
+function runChecks(exe: string): string[] {
+  const r = spawnSync(exe, { encoding: 'utf8', timeout: 240_000 });
+  const lines = r.stdout.trim().split('\n');
+  expect(lines.filter((l) => l.startsWith('FAIL')), r.stderr).toEqual([]);
+  expect(lines.at(-1)).toBe('0 failed');
+  expect(r.status).toBe(0);
+  return lines.filter((l) => l.startsWith('ok ')).map((l) => l.slice(3));
 }
 
 describe('software EFA (CPU)', () => {
   const dir = build(false);
 
-  it('executes correct WQE streams and flags every protocol violation', () => {
-    const out = execFileSync(path.join(dir, 'softefa_cpu_test'), { encoding: 'utf8' });
-    const lines = out.trim().split('\n');
-    expect(lines.filter((l) => l.startsWith('FAIL'))).toEqual([]);
-    expect(lines.at(-1)).toBe('0 failed');
-    // Every strictness rule the issue names has its own case.
+  it('executes correct WQE streams, flags every protocol violation, completes out of order, reports NIC errors', () => {
+    const ok = runChecks(path.join(dir, 'softefa_cpu_test'));
+    // Every rule the issues name has its own case: the strictness rules of the first model...
     for (const rule of [
       'wrong phase is rejected',
       'a doorbell going backwards is a violation',
@@ -35,28 +45,61 @@ describe('software EFA (CPU)', () => {
       'more than max_batch WQEs staged past the doorbell is a violation',
       'NIC errors complete with the EFA status and move no data',
       'the encoder writes the fields at the upstream positions',
+      // ...and what a real NIC does that the first model did not.
+      'reorder specs parse, and malformed ones are refused',
+      'large:B:N holds a large write until N later WQEs completed; its data is placed only with its completion',
+      'a held WQE completes at drain() (the NIC completes eventually)',
+      'reverse completes each poll\'s WQEs last first',
+      'random:SEED:W is a seeded permutation, the same for the same seed',
+      'a slot reused while its previous WQE is held is a violation (reordering on)',
+      'doorbell: 16-bit producer counter wraps cleanly; a value above 16 bits is a violation',
+      '128-byte WQEs: the same RDMA WQE with a zero tail executes; a non-zero tail is rejected',
+      'RX CQ overrun: a receiver that does not drain is reported, one that drains is not',
+      'UNKNOWN_PEER: RDMA to a target that has not inserted the initiator fails and moves nothing',
+      'QP error: held and later WQEs complete FLUSHED and move nothing',
+      'a malformed WQE puts the QP in error: the WQEs after it are flushed',
     ]) {
-      expect(lines).toContain(`ok ${rule}`);
+      expect(ok).toContain(rule);
     }
-    expect(lines.filter((l) => l.startsWith('ok ')).length).toBeGreaterThanOrEqual(26);
+    expect(ok.length).toBeGreaterThanOrEqual(38);
+  });
+
+  it('runs the GDA device code on CPU threads exactly, with completions out of order', () => {
+    const ok = runChecks(path.join(dir, 'gda_device_cpu_test'));
+    for (const rule of [
+      'puts, gets and puts with immediate across heap-region ends land every byte (random completion order)',
+      'reserve refuses more WQEs than max_batch or the SQ holds, instead of spinning',
+      // The count-based quiet of the previous release is caught; the retired-prefix quiet is not.
+      'concurrent quiet: the count-based quiet returns before its own large put landed',
+      'concurrent quiet: the retired-prefix quiet covers its own put (1 checker thread(s), 3 posters, large:64K:32)',
+      'concurrent quiet: the retired-prefix quiet covers its own put (4 checker thread(s), 3 posters, large:64K:32)',
+      'put with immediate split into pieces: the immediate arrives after all of its data',
+      'credits: 4 x window immediates to a slowly draining receiver all arrive, no overrun, credits refreshed',
+      'credits: a receiver that never drains makes the sender fail with NO_CREDITS, its CQ intact',
+      'overrun on purpose (immediates past the window, credits skipped): reported by the NIC model and rx_poll',
+      'a CQE of another QP makes quiet return BAD_CQE instead of hanging',
+      'unregistered, out-of-heap and unreachable addresses are refused before reaching the NIC',
+      'NIC errors reach quiet: UNKNOWN_PEER, then FLUSHED after a QP error',
+      'the doorbell register gets the 16-bit producer counter past 65536 WQEs; 128-byte WQE stride',
+    ]) {
+      expect(ok).toContain(rule);
+    }
   });
 });
 
 describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () => {
   it('the GPU proof program with the device header compiles', () => {
-    const dir = build(true);
+    const dir = build(true, 'efa_gda_proof');
     expect(existsSync(path.join(dir, 'efa_gda_proof'))).toBe(true);
   });
 });
 
-describe('EFA GDA host code (C++11, g++)', () => {
+describe('EFA GDA host code against the installed libfabric (C++11, g++)', () => {
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gda-host-'));
-  const cuInc = NVCC ? path.join(path.dirname(path.dirname(NVCC)), 'include') : '/usr/local/cuda/include';
   const harness = (name: string, extra: string[]) => {
     const exe = path.join(tmp, name);
-    execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', ...extra, '-I', path.join(ROOT, 'templates/transport_efa_gda'), '-I', cuInc,
-      path.join(ROOT, 'templates/transport_efa_gda/transport_efa_gda.cpp'), path.join(ROOT, 'test/native/harness/gda_host_harness.cpp'),
-      '-lfabric', '-ldl', '-o', exe], { stdio: 'pipe' });
+    execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', ...extra, '-I', GDA, '-I', CUDA_INC,
+      path.join(GDA, 'transport_efa_gda.cpp'), path.join(HARNESS, 'gda_host_harness.cpp'), '-lfabric', '-ldl', '-o', exe], { stdio: 'pipe' });
     return execFileSync(exe, { encoding: 'utf8', env: { ...process.env, NVSHMEM_EFA_GDA_ENABLE: '1' } });
   };
 
@@ -71,5 +114,115 @@ describe('EFA GDA host code (C++11, g++)', () => {
     const out = harness('without_gda', []);
     expect(out).toContain('init=-1 gathers=0 active=0');
     expect(out).toContain('without FI_EFA_GDA_OPS (needs libfabric >= 2.3.0');
+  });
+});
+
+describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CUDA driver)', () => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'gda-fake-'));
+  execFileSync('g++', ['-std=c++11', '-shared', '-fPIC', '-Wall', '-Wextra', '-Werror', '-I', CUDA_INC,
+    path.join(HARNESS, 'fake_libcuda.cpp'), '-o', path.join(tmp, 'libcuda.so.1')], { stdio: 'pipe' });
+  execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', '-I', GDA, '-I', CUDA_INC, '-I', path.join(ROOT, 'test/efa_abi/include'),
+    path.join(GDA, 'transport_efa_gda.cpp'), path.join(HARNESS, 'fake_fabric.cpp'), path.join(HARNESS, 'gda_host_fake_harness.cpp'),
+    '-ldl', '-o', path.join(tmp, 'harness')], { stdio: 'pipe' });
+  const run = (scenario: string) => {
+    const r = spawnSync(path.join(tmp, 'harness'), [scenario], {
+      encoding: 'utf8', timeout: 60_000, env: { ...process.env, LD_LIBRARY_PATH: tmp },
+    });
+    expect(r.stdout).not.toContain('HANG');
+    expect(r.status).toBe(0);
+    const pe = (n: number) => r.stdout.split('\n').filter((l) => l.startsWith(`pe${n}: `)).map((l) => l.slice(5)).join('\n');
+    return { all: r.stdout, pe0: pe(0), pe1: pe(1) };
+  };
+
+  it('starts on every PE: own QP number in the state, per-slot marks, credits, 2 collectives (addresses, then the AV barrier)', () => {
+    const { all, pe0, pe1 } = run('active');
+    for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
+      expect(out).toContain('init=0 active=1 gathers=2');
+      expect(out).toContain(`state: abi=2 my_pe=${me} n_pes=2 imm_window=16`);
+      // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
+      expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
+      expect(out).toContain('slot_done: first=-256 last=-1');
+      expect(out).toContain('tx cq zeroed=1');
+      expect(out).toContain('peer 1: ah=501 qpn=101 qkey=0x11110001 credits key=0x1000 valid=1 base_set=1');
+      expect(out).toContain('fabric: av_inserts=2 enabled=1 cq_binds=2');
+      // The GDA endpoint asks for 32 bytes of inline data: no wide WQEs for inline sends.
+      expect(out).toContain('hints: fabric=efa-direct inject_size=32 context2=1 mr_local=1');
+      // The RX CQ is sized for every PE's window even where the provider's default is smaller.
+      expect(out).toContain('cq request: size=32 dmabuf_length=2097152 offset=0');
+      // CQ dma-buf: 2 MiB aligned, whole pages, the PCIe mapping type.
+      expect(out).toMatch(/dmabuf ptr_mod_2M=0 ptr_page_aligned=1 size=2097152 size_page_aligned=1 flags=1 device=1/);
+      expect(out).toContain('cuMemHostRegister page_aligned=1 bytes=4096 iomemory=1 devicemap=1');
+      expect(out).toContain('cuStreamCreate flags=1');
+      expect(out).not.toContain('legacy default stream');
+    }
+    expect(all).toContain('all-gathers: 4');
+  });
+
+  it('regions: GPU memory as FI_HMEM_CUDA, host memory as FI_HMEM_SYSTEM, each publish a new table, the old one intact', () => {
+    const { pe0 } = run('active');
+    expect(pe0).toContain('mr ifaces: cuda cuda system'); // credit counters, GPU region, host region
+    expect(pe0).toContain('table after the GPU region: count=1 n_pes=2');
+    expect(pe0).toContain('table after the host region: count=2 n_pes=2');
+    expect(pe0).toContain('first table unchanged after the second publish: count=1');
+    expect(pe0).toContain('registration gathers=2');
+    expect(pe0).toMatch(/table after releasing the GPU region: count=1 n_pes=2 at=\S+\n {2}region 0: local valid=1 key=0x1002 len=1048576/);
+    const tables = [...pe0.matchAll(/table [^:]+: count=\d+ n_pes=2 at=(\S+)/g)].map((m) => m[1]);
+    expect(new Set(tables).size).toBe(tables.length);
+  });
+
+  it('128-byte WQE devices: GDA starts with a 128-byte stride instead of switching itself off', () => {
+    const { pe0, pe1 } = run('wide-wqe');
+    for (const out of [pe0, pe1]) {
+      expect(out).toContain('init=0 active=1');
+      expect(out).toMatch(/qp: qp_num=\d+ own_peer_qpn=\d+ sq=256x128 /);
+    }
+  });
+
+  it('NVSHMEM_EFA_GDA_ENABLE differing between PEs: off on every PE with the reason, no hang', () => {
+    const { pe0, pe1, all } = run('mismatch');
+    for (const out of [pe0, pe1]) {
+      expect(out).toContain('enabled()=1');
+      expect(out).toContain('init=-1 active=0 gathers=1');
+      expect(out).toContain('status: EFA GDA off on every PE: NVSHMEM_EFA_GDA_ENABLE differs between PEs (on for PE 0, off for PE 1)');
+    }
+    expect(all).toContain('all-gathers: 1');
+  });
+
+  it('requested nowhere: off quietly (init returns 0), one collective', () => {
+    const { pe0, pe1 } = run('none');
+    for (const out of [pe0, pe1]) {
+      expect(out).toContain('init=0 active=0 gathers=1');
+      expect(out).toContain('status: EFA GDA off: not requested (set NVSHMEM_EFA_GDA_ENABLE=1 on every PE)');
+    }
+  });
+
+  it('one PE without efa-direct: off everywhere, each PE says why', () => {
+    const { pe0, pe1 } = run('no-efa-pe1');
+    expect(pe0).toContain('status: EFA GDA off: PE 1 could not start GDA (its log says why)');
+    expect(pe1).toMatch(/status: EFA GDA off: no efa-direct fabric for this NIC/);
+  });
+
+  it('an AV insert failing on one PE: the barrier after the inserts turns GDA off everywhere, no hang', () => {
+    const { pe0, pe1, all } = run('av-fail-pe1');
+    expect(pe0).toContain('init=-1 active=0 gathers=2');
+    expect(pe0).toContain("status: EFA GDA off: PE 1 could not insert every PE's GDA address");
+    expect(pe1).toContain("status: EFA GDA off: fi_av_insert of PE 0's GDA address failed");
+    expect(all).toContain('all-gathers: 2');
+  });
+
+  it('a heap region one PE cannot register: loud on every PE, kept in the table as unreachable', () => {
+    const { pe0, pe1 } = run('region-fail-pe1');
+    for (const out of [pe0, pe1]) {
+      expect(out).toMatch(/nvshmem-efa: EFA GDA active, but heap region 0x[0-9a-f]+ \(1048576 bytes\) is unreachable by GDA: .*; GDA operations on it fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE/);
+      expect(out).toMatch(/region 1: local valid=\d key=0x[0-9a-f]+ len=1048576 \| pe0 valid=1 key=0x1002 len=1048576 \| pe1 valid=0 /);
+    }
+    expect(pe1).toMatch(/region 1: local valid=0 /);
+  });
+
+  it('a CQ larger than its GPU buffer is refused, and the plain dma-buf mapping is used where PCIe mapping is refused', () => {
+    expect(run('cq-oversize').pe0).toContain('status: EFA GDA off: the TX CQ needs 262144 x 32 bytes but its GPU buffer holds 2097152');
+    const { pe0 } = run('no-pcie');
+    expect(pe0).toContain('CQ dma-buf plain (no PCIe mapping type)');
+    expect(pe0).toMatch(/flags=1 device=1\n.*flags=0 device=1/);
   });
 });

@@ -180,7 +180,7 @@ export function libfabricCppSpecs(t: Template): (InsertSpec | CheckSpec)[] {
       parse: 'cpp',
       style: 'c',
       anchor: `${FINALIZE}(): before the statement holding the first fi_close()`,
-      why: 'GDA resources live on the NVSHMEM domain and fabric: they must go before any endpoint, CQ, AV, domain or fabric is closed',
+      why: 'GDA has its own efa-direct fabric, domain, endpoint and AV (never NVSHMEM\'s); it goes first, so its GPU mappings and CQ memory are released while NVSHMEM\'s CUDA context and transport are still whole',
       lines: ['nvshmemt_efa_gda_fini();'],
       locate(doc) {
         return withFunction(doc, FINALIZE, (f) => {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "softefa.h"
+#include "../memory.h"
 
 namespace softefa {
 
@@ -56,6 +56,14 @@ public:
         bind();
         SOFTEFA_CUDA(cudaStreamSynchronize(stream_));
         used_ = 0;
+    }
+    // Reads a 32-bit counter the GPU owns (a CQ consumer index), after everything issued so far.
+    uint32_t read_u32(const uint32_t *dev) {
+        bind();
+        uint32_t v = 0;
+        SOFTEFA_CUDA(cudaMemcpyAsync(&v, dev, sizeof v, cudaMemcpyDeviceToHost, stream_));
+        flush();
+        return v;
     }
 
 private:

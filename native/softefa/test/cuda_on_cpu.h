@@ -1,0 +1,54 @@
+// Lets the GDA device header (nvshmemx_efa_gda_device.cuh) compile as host C++ so its queue logic runs on
+// CPU threads against the software EFA in CI: each thread is one warp of one lane, CUDA atomics map to GCC
+// atomics, fences to sequentially consistent fences, and spin loops yield. Test-only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __trap() abort()
+#define EFA_GDA_SPIN_PAUSE() std::this_thread::yield()
+#define EFA_GDA_HOST_NOW_NS()                                                                                    \
+    ((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()) \
+         .count())
+
+struct CpuThreadIdx {
+    unsigned x, y, z;
+};
+static thread_local CpuThreadIdx threadIdx = {0, 0, 0};
+
+inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned val) {
+    __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
+inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long cmp, unsigned long long val) {
+    __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
+inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) {
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// One lane per warp: lane 0 is the whole warp.
+inline int __shfl_sync(unsigned, int v, int) { return v; }
+inline unsigned __shfl_sync(unsigned, unsigned v, int) { return v; }
+inline unsigned __ballot_sync(unsigned, int pred) { return pred ? 1u : 0u; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+inline uint64_t min(uint64_t a, uint64_t b) { return a < b ? a : b; }

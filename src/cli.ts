@@ -5,7 +5,7 @@ import { doctorCommand } from './commands/doctor.ts';
 import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
-import { formatError, NvshmemEfaError } from './core/errors.ts';
+import { exitCodeOf, formatError } from './core/errors.ts';
 import { toolVersion } from './core/paths.ts';
 import { resolveOptions, type Command as Cmd } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
@@ -16,16 +16,18 @@ Exit codes:
   0    success
   1    a step failed (the error names the log)
   2    invalid command line
-  3    the NVSHMEM tree does not look as expected; nothing was changed
+  3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
   4    a required tool or library is missing
   5    a fetched source does not match its pin
+  6    the file system refused (a file where a directory is expected, read-only or full disk, no permission); the message names the path
+  7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
   130  interrupted (rerun to resume)`;
 
 function addSourceOptions(c: Command): Command {
   return c
     .option('--nvshmem-src <dir>', 'NVSHMEM source tree to use (copied into the work dir unless --in-place)')
     .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
-    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go', '.nvshmem-efa')
+    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees', '.nvshmem-efa')
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
     .option('--dry-run', 'show what would change (a unified diff) and change nothing')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
@@ -60,7 +62,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
 
   addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))
-    .option('--export <dir>', 'write git-apply-able .patch files for the pristine tree to DIR; change nothing')
+    .option('--export <dir>', 'write git-apply-able .patch files for the pristine trees to DIR/nvshmem and DIR/deepep (each with its apply command); change nothing')
     .action(action('patch', (o) => (o.dryRun || o.exportDir ? planOnly(o, out) : runPipelineCommand(o, PATCH_STEPS, out))));
 
   program
@@ -82,7 +84,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   program
     .command('doctor')
-    .description('fast host checks, building nothing: tools, build paths, run-time environment, pip NVSHMEM shadowing')
+    .description('fast host checks, building nothing: every blocker build would stop on, run-time environment, pip NVSHMEM shadowing')
     .option('--libfabric-home <dir>', 'libfabric the build would use')
     .option('--cuda-home <dir>', 'CUDA toolkit the build would use')
     .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
@@ -91,7 +93,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   program
     .command('clean')
-    .description('delete the work dir (only one nvshmem-efa created)')
+    .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
     .action(action('clean', (o) => cleanCommand(o, out)));
@@ -105,6 +107,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       return e.exitCode === 0 ? 0 : 2;
     }
     process.stderr.write(formatError(e) + '\n');
-    return e instanceof NvshmemEfaError ? e.exitCode : 1;
+    return exitCodeOf(e);
   }
 }

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { parseCudaArch } from './core/environment.ts';
 import { UsageError } from './core/errors.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';
 
@@ -74,6 +75,8 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     if (!/^[1-9]\d*$/.test(o.jobs)) throw new UsageError(`--jobs must be a positive integer, got '${o.jobs}'`, 'pass e.g. --jobs 8');
     jobs = Number(o.jobs);
   }
+  // Checked here, with the other command-line mistakes, rather than after the sources are fetched.
+  const cudaArch = o.cudaArch !== undefined ? parseCudaArch(o.cudaArch) : undefined;
   return {
     command,
     ...(o.nvshmemSrc ? { nvshmemSrc: abs(o.nvshmemSrc, cwd)! } : {}),
@@ -84,7 +87,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     dryRun: o.dryRun,
     ...(o.export ? { exportDir: abs(o.export, cwd)! } : {}),
     jobs,
-    ...(o.cudaArch ? { cudaArch: o.cudaArch } : {}),
+    ...(cudaArch ? { cudaArch } : {}),
     ...(o.libfabricHome ? { libfabricHome: abs(o.libfabricHome, cwd)! } : {}),
     ...(o.gdrcopyHome ? { gdrcopyHome: abs(o.gdrcopyHome, cwd)! } : {}),
     ...(o.cudaHome ? { cudaHome: abs(o.cudaHome, cwd)! } : {}),

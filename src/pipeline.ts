@@ -50,6 +50,8 @@ export async function runSteps(steps: readonly Step[], ctx: Ctx, renderer: Listr
           outcome.ms = Date.now() - t0;
           if (reason) outcome.reason = reason;
         };
+        // A signal during the previous step ends the run here, whether or not that step looked at it.
+        ctx.signal.throwIfAborted();
         const enabled = step.enabled(ctx);
         if (enabled !== true) {
           settle('skipped', enabled);

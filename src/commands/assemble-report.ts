@@ -9,12 +9,13 @@ import type { Ctx } from '../steps/types.ts';
 function gdaStatus(ctx: Ctx): Report['gda'] {
   const lf = ctx.env?.libfabric;
   if (ctx.patch?.templateStage === 'not-implemented') return { status: 'not-implemented', reason: ctx.patch.templateNote };
-  if (lf && !lf.gda.available) return { status: 'unavailable', reason: lf.gda.reason };
+  // The device API is what kernels use: a build without it is "built, GDA device API unavailable", never success.
+  const api = ctx.build?.deviceApi;
+  const noApi = api && !api.available && api.reason ? `GDA device API unavailable: ${api.reason} (fix: ${api.fix})` : undefined;
+  if (lf && !lf.gda.available) return { status: 'unavailable', reason: noApi ? `${lf.gda.reason}; ${noApi}` : lf.gda.reason };
+  if (noApi) return { status: 'unavailable', reason: `built, ${noApi}` };
   if (lf && ctx.patch) {
-    const headers =
-      ctx.patch.deviceHeaders === 'without-efa-io-defs'
-        ? '; the device headers were installed without efa_io_defs.h (see the vendor-efa-io-defs fix)'
-        : '';
+    const headers = ctx.patch.deviceHeaders === 'without-efa-io-defs' && !ctx.build ? '; the device headers lack efa_io_defs.h (see the vendor-efa-io-defs fix)' : '';
     return {
       status: 'available',
       reason: `${lf.gda.reason}; compiled into the libfabric transport, active at run time with ${ctx.patch.gdaEnv}=1 on an efa-direct NIC that maps its SQ for the GPU${headers}`,

@@ -1,26 +1,27 @@
-import { existsSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
-import path from 'node:path';
-import { UsageError } from '../core/errors.ts';
-import { STATE_FILE } from '../core/state.ts';
+import { WorkDirBusyError } from '../core/errors.ts';
+import { describeHolder, lockHolder } from '../core/lock.ts';
+import { applyClean, planClean } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
 
-/** Removes the work dir, but only one this tool made (it holds state.json), never an arbitrary folder. */
+/**
+ * Removes what nvshmem-efa created in the work dir (listed in its marker), never the user's files, and the
+ * directory itself only when nvshmem-efa made it and nothing else is left in it.
+ */
 export async function cleanCommand(opts: Options, out: (s: string) => void): Promise<number> {
   const dir = opts.workDir;
-  if (!existsSync(dir)) {
+  const plan = await planClean(dir);
+  if (!plan || plan.remove.length === 0) {
     out(`${dir}: nothing to clean`);
     return 0;
   }
-  const entries = await readdir(dir);
-  if (entries.length && !existsSync(path.join(dir, STATE_FILE))) {
-    throw new UsageError(`${dir} is not an nvshmem-efa work directory (no ${STATE_FILE}); refusing to delete it`, 'pass the --work-dir a build used, or delete the folder yourself');
-  }
+  const holder = await lockHolder(dir);
+  if (holder) throw new WorkDirBusyError(`work dir ${dir} is in use by another nvshmem-efa run: ${describeHolder(holder)}`, 'wait for it to finish, then clean');
+  const kept = plan.keep.length ? ` (kept ${plan.keep.length} entr${plan.keep.length === 1 ? 'y' : 'ies'} nvshmem-efa did not create: ${plan.keep.join(', ')})` : '';
   if (opts.dryRun) {
-    out(`would remove ${dir}`);
+    out(`would remove ${plan.remove.join(', ')}${plan.removeDir ? ` and ${dir}` : ''}${kept}`);
     return 0;
   }
-  await rm(dir, { recursive: true, force: true });
-  out(`removed ${dir}`);
+  await applyClean(dir, plan);
+  out(`removed ${plan.removeDir ? dir : plan.remove.join(', ')}${kept}`);
   return 0;
 }

@@ -1,5 +1,4 @@
-import { detectEnvironment, type DetectedEnv } from '../core/environment.ts';
-import { NvshmemEfaError } from '../core/errors.ts';
+import { surveyEnvironment, type Survey } from '../core/environment.ts';
 import { probe as runQuiet } from '../core/exec.ts';
 import type { ProbeCheck } from '../core/probe-schema.ts';
 import { renderChecks } from '../core/probe-schema.ts';
@@ -12,13 +11,22 @@ const BUILD_TIME_NAMES = [
 
 export interface DoctorInput {
   env: NodeJS.ProcessEnv;
-  /** Environment detection as the build would do it (an error when a required tool is missing). */
-  detected: DetectedEnv | NvshmemEfaError;
+  /** The build's environment survey: what was found and every blocker the build would stop on. */
+  survey: Pick<Survey, 'parts' | 'blockers'>;
   /** Where a pip nvidia-nvshmem package lives, if the Python that would run DeepEP has one. */
   pipNvshmem?: string;
   nodeVersion: string;
   torch?: string;
 }
+
+const BLOCKER_TITLES: Record<string, string> = {
+  cuda: 'CUDA toolkit the build would use',
+  cmake: 'cmake',
+  compiler: 'Host C/C++ compilers',
+  libfabric: 'libfabric the build would use',
+  gdrcopy: 'GDRCopy the build would use',
+  nvml: 'NVML header (nvml.h, included by NVSHMEM)',
+};
 
 const check = (id: string, title: string, status: ProbeCheck['status'], evidence: string, fix = ''): ProbeCheck => ({ id, title, status, evidence, fix });
 
@@ -29,17 +37,22 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   out.push(maj! > 20 || (maj === 20 && min! >= 19)
     ? check('node', 'Node.js', 'pass', d.nodeVersion)
     : check('node', 'Node.js', 'fail', `${d.nodeVersion} (needs >= 20.19)`, 'install Node.js 20.19 or newer'));
-  if (d.detected instanceof NvshmemEfaError) {
-    out.push(check('build-tools', 'Build tools and paths', 'fail', d.detected.message, d.detected.fix));
-  } else {
-    const e = d.detected;
-    out.push(check('build-tools', 'Build tools and paths', 'pass', `CUDA ${e.cuda.version} at ${e.cuda.home}; cmake ${e.cmake.version}${e.ninja ? '; ninja' : '; no ninja (make is slower)'}; arch ${e.cudaArch}`));
+  // Every blocker the build would stop on is a failed check of its own (not only the first one).
+  for (const b of d.survey.blockers) out.push(check(b.id, BLOCKER_TITLES[b.id] ?? b.id, 'fail', b.message, b.fix));
+  const e = d.survey.parts;
+  const failed = (id: string) => d.survey.blockers.some((b) => b.id === id);
+  if (e.cuda && !failed('cuda')) out.push(check('cuda', BLOCKER_TITLES.cuda!, 'pass', `CUDA ${e.cuda.version} at ${e.cuda.home}; arch ${e.cudaArch ?? '?'}`));
+  if (e.cmake && !failed('cmake')) out.push(check('cmake', BLOCKER_TITLES.cmake!, 'pass', `cmake ${e.cmake.version}${e.ninja ? '; ninja' : '; no ninja (make is slower)'}`));
+  if (e.nvml && !failed('nvml')) out.push(check('nvml', BLOCKER_TITLES.nvml!, 'pass', e.nvml));
+  if (e.libfabric) {
     out.push(e.libfabric.gda.available
-      ? check('libfabric', 'libfabric the build would use', 'pass', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`)
-      : check('libfabric', 'libfabric the build would use', 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'for EFA GDA use libfabric >= 2.3.0 (EFA installer >= 1.43) with --libfabric-home'));
+      ? check('libfabric', BLOCKER_TITLES.libfabric!, 'pass', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`)
+      : check('libfabric', BLOCKER_TITLES.libfabric!, 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'for EFA GDA use libfabric >= 2.3.0 (EFA installer >= 1.43) with --libfabric-home'));
+  }
+  if (!failed('gdrcopy')) {
     out.push(e.gdrcopy
-      ? check('gdrcopy', 'GDRCopy the build would use', 'pass', e.gdrcopy.home)
-      : check('gdrcopy', 'GDRCopy the build would use', 'warn', 'not found: NVSHMEM would be built without it and refuse the EFA provider', 'install GDRCopy and pass --gdrcopy-home'));
+      ? check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'pass', e.gdrcopy.home)
+      : check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'warn', 'not found: NVSHMEM would be built without it and refuse the EFA provider', 'install GDRCopy and pass --gdrcopy-home'));
   }
   const env = d.env;
   const transport = env.NVSHMEM_REMOTE_TRANSPORT;
@@ -78,17 +91,12 @@ export function doctorVerdict(checks: readonly ProbeCheck[]): string {
 }
 
 export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; json: boolean }, out: (s: string) => void): Promise<number> {
-  let detected: DetectedEnv | NvshmemEfaError;
-  try {
-    detected = (await detectEnvironment({ ...opts, env: process.env })).env;
-  } catch (e) {
-    if (!(e instanceof NvshmemEfaError)) throw e;
-    detected = e;
-  }
+  // NVIDIA NVSHMEM 3.x includes nvml.h, so a build stops without it: a blocker here too.
+  const survey = await surveyEnvironment({ ...opts, env: process.env, requireNvml: true });
   const py = process.env.PYTHON ?? 'python3';
   const pipNvshmem = (await runQuiet(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
   const torch = (await runQuiet(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
-  const checks = doctorChecks({ env: process.env, detected, pipNvshmem, nodeVersion: process.version, torch });
+  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch });
   const verdict = doctorVerdict(checks);
   out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict }, null, 2) : renderChecks(checks, verdict));
   return checks.some((c) => c.status === 'fail') ? 1 : 0;

@@ -1,7 +1,10 @@
 import path from 'node:path';
 import { detectEnvironment } from '../core/environment.ts';
+import { acquireLock } from '../core/lock.ts';
 import { buildProbe, runProbe } from '../core/probe-build.ts';
 import { renderChecks } from '../core/probe-schema.ts';
+import { claimWorkDir } from '../core/work-dir.ts';
+import { withInterrupts } from './run-pipeline.ts';
 
 export interface ProbeOptions {
   workDir: string;
@@ -15,9 +18,18 @@ export interface ProbeOptions {
 export async function probeCommand(opts: ProbeOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
   const { env } = await detectEnvironment({ cudaHome: opts.cudaHome, libfabricHome: opts.libfabricHome, env: process.env });
   const buildDir = path.join(opts.workDir, 'build', 'probe');
-  err(`building the probe in ${buildDir} (libfabric ${env.libfabric.version} at ${env.libfabric.home})`);
-  const bin = await buildProbe(env, buildDir, path.join(opts.workDir, 'logs', 'probe.log'));
-  const report = await runProbe(bin, opts.root);
-  out(opts.json ? JSON.stringify(report, null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
-  return report.summary.fail > 0 ? 1 : 0;
+  return withInterrupts(async (signal) => {
+    // The probe builds into the work dir: the same ownership and one-run rules as build and patch.
+    await claimWorkDir(opts.workDir);
+    const lock = await acquireLock(opts.workDir);
+    try {
+      err(`building the probe in ${buildDir} (libfabric ${env.libfabric.version} at ${env.libfabric.home})`);
+      const bin = await buildProbe(env, buildDir, path.join(opts.workDir, 'logs', 'probe.log'), signal);
+      const report = await runProbe(bin, opts.root);
+      out(opts.json ? JSON.stringify(report, null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
+      return report.summary.fail > 0 ? 1 : 0;
+    } finally {
+      await lock.release();
+    }
+  });
 }

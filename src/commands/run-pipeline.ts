@@ -1,23 +1,25 @@
-import { mkdir } from 'node:fs/promises';
 import picocolors from 'picocolors';
-
-const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
-import { formatError, InterruptedError, NvshmemEfaError } from '../core/errors.ts';
+import { asTypedError, exitCodeOf, formatError, InterruptedError } from '../core/errors.ts';
+import { acquireLock, describeHolder } from '../core/lock.ts';
 import { writeReport } from '../core/report.ts';
 import { StateStore } from '../core/state.ts';
+import { claimWorkDir } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
 import { chooseRenderer, runSteps } from '../pipeline.ts';
 import { workPaths } from '../steps/index.ts';
 import type { Ctx, Step } from '../steps/types.ts';
 import { assembleReport } from './assemble-report.ts';
+import { preflight } from './preflight.ts';
+import { makeDirs } from '../core/make-dirs.ts';
+
+const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
 
 /**
- * Runs a step list with Ctrl-C/SIGTERM turned into a clean stop: the running command is killed, the
- * unfinished step keeps no stamp, the report says what happened, and the exit code is 130.
+ * Turns SIGINT/SIGTERM into a clean stop for the duration of `fn`: the running step sees the abort signal,
+ * its commands' process trees are stopped, the unfinished step keeps no stamp, and the exit code is 130.
+ * A second signal exits at once (the lock is still released by its exit handler).
  */
-export async function runPipelineCommand(opts: Options, steps: readonly Step[], out: (s: string) => void): Promise<number> {
-  const paths = workPaths(opts.workDir);
-  await mkdir(paths.logs, { recursive: true });
+export async function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const abort = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     if (abort.signal.aborted) process.exit(130);
@@ -26,33 +28,56 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  const ctx: Ctx = { opts, paths, state: await StateStore.open(opts.workDir), signal: abort.signal, envFixes: [] };
   try {
-    const { outcomes, error: raw } = await runSteps(steps, ctx, chooseRenderer(opts));
-    const error = abort.signal.aborted && raw ? abort.signal.reason : raw;
-    const report = assembleReport(ctx, outcomes, error);
-    await writeReport(paths.report, report);
-    if (opts.json) out(JSON.stringify(report, null, 2));
-    else {
-      const applied = report.fixes.filter((f) => f.status !== 'already-present');
-      if (applied.length) {
-        out(pc.bold('fixes:'));
-        for (const f of applied) out(`  ${f.status.padEnd(9)} ${f.id}${f.file ? ` (${f.file})` : ''}${f.detail ? `: ${f.detail}` : ''}`);
-      }
-      out(`EFA GDA: ${report.gda.status}: ${report.gda.reason}`);
-      if (Object.keys(report.runtimeEnv).length) {
-        out(pc.bold('run-time environment:'));
-        for (const [k, v] of Object.entries(report.runtimeEnv)) out(`  export ${k}=${v}`);
-      }
-      out(`report: ${paths.report}/report.md`);
-    }
-    if (error) {
-      process.stderr.write(formatError(error) + '\n');
-      return error instanceof NvshmemEfaError ? error.exitCode : 1;
-    }
-    return 0;
+    return await fn(abort.signal);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+}
+
+/**
+ * Checks everything checkable first (nothing is written until then), claims the work dir, takes its lock,
+ * runs the steps, and writes the report whatever happened.
+ */
+export async function runPipelineCommand(opts: Options, steps: readonly Step[], out: (s: string) => void): Promise<number> {
+  const found = await preflight(opts);
+  const paths = workPaths(opts.workDir);
+  return withInterrupts(async (signal) => {
+    await claimWorkDir(opts.workDir);
+    const lock = await acquireLock(opts.workDir);
+    try {
+      if (lock.tookOverFrom) {
+        const stopped = lock.stoppedLeftovers ? `; stopped the commands it left running (pid ${lock.stoppedLeftovers.join(', ')})` : '';
+        process.stderr.write(`note: took over the lock of a run that is gone: ${describeHolder(lock.tookOverFrom)}${stopped}\n`);
+      }
+      await makeDirs(paths.logs);
+      const ctx: Ctx = { opts, paths, state: await StateStore.open(opts.workDir), signal, envFixes: found.envFixes, ...(found.env ? { env: found.env } : {}) };
+      const { outcomes, error: raw } = await runSteps(steps, ctx, chooseRenderer(opts));
+      const error = asTypedError(signal.aborted && raw ? signal.reason : raw);
+      const report = assembleReport(ctx, outcomes, error);
+      await writeReport(paths.report, report);
+      if (opts.json) out(JSON.stringify(report, null, 2));
+      else {
+        const applied = report.fixes.filter((f) => f.status !== 'already-present');
+        if (applied.length) {
+          out(pc.bold('fixes:'));
+          for (const f of applied) out(`  ${f.status.padEnd(9)} ${f.id}${f.file ? ` (${f.file})` : ''}${f.detail ? `: ${f.detail}` : ''}`);
+        }
+        out(`EFA GDA: ${report.gda.status}: ${report.gda.reason}`);
+        if (Object.keys(report.runtimeEnv).length) {
+          out(pc.bold('run-time environment:'));
+          for (const [k, v] of Object.entries(report.runtimeEnv)) out(`  export ${k}=${v}`);
+        }
+        out(`report: ${paths.report}/report.md`);
+      }
+      if (error) {
+        process.stderr.write(formatError(error) + '\n');
+        return exitCodeOf(error);
+      }
+      return 0;
+    } finally {
+      await lock.release();
+    }
+  });
 }

@@ -1,33 +1,83 @@
-import { copyFile, mkdir, readdir, readlink, rename, rm, stat, symlink, utimes } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, readdir, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
+import { UsageError } from './errors.ts';
+import { relation } from './overlap.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /**
- * Copies a source tree, leaving out VCS folders and any path in `skip` (absolute). Unlike fs.cp, it copes
- * with the work dir living inside the tree being copied (`nvshmem-efa build --nvshmem-src .`). Files keep
- * their modification times, so that after a fresh copy the incremental build recompiles only what the
- * patch step rewrote.
+ * An in-tree build directory: the top-level `build/` or any directory holding a CMakeCache.txt. Neither is
+ * source; copying one drags gigabytes of objects along and hashing it makes every build look like an edit.
  */
-export async function copyTree(src: string, dst: string, skip: readonly string[]): Promise<void> {
-  await mkdir(dst, { recursive: true });
-  for (const e of await readdir(src, { withFileTypes: true })) {
-    const from = path.join(src, e.name);
-    const to = path.join(dst, e.name);
-    if (e.name === '.git' || skip.includes(from)) continue;
-    if (e.isDirectory()) await copyTree(from, to, skip);
-    else if (e.isSymbolicLink()) await symlink(await readlink(from), to);
-    else if (e.isFile()) {
-      await copyFile(from, to);
-      const st = await stat(from);
-      await utimes(to, st.atime, st.mtime);
+export function isBuildDir(rel: string, abs: string): boolean {
+  return rel === 'build' || existsSync(path.join(abs, 'CMakeCache.txt'));
+}
+
+/**
+ * Copies a source tree, leaving out VCS folders, in-tree build directories and any path in `skip`
+ * (absolute). Files keep their modification times, so that after a fresh copy the incremental build
+ * recompiles only what the patch step rewrote.
+ *
+ * Symbolic links are copied as what they point to, never as links: the patch step and NVSHMEM's own build
+ * write into the copy, and a link would carry those writes into the user's tree (or anywhere else). A link
+ * to a directory outside the tree, or a dangling one, is refused rather than followed.
+ */
+export async function copyTree(src: string, dst: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
+  const root = await realpath(src);
+  const walk = async (from: string, to: string, rel: string, ancestors: readonly string[]): Promise<void> => {
+    await makeDirs(to);
+    for (const e of await readdir(from, { withFileTypes: true })) {
+      signal?.throwIfAborted();
+      const f = path.join(from, e.name);
+      const t = path.join(to, e.name);
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.name === '.git' || skip.includes(f)) continue;
+      let kind: 'dir' | 'file' | 'other' = e.isDirectory() ? 'dir' : e.isFile() ? 'file' : 'other';
+      let real = f;
+      if (e.isSymbolicLink()) {
+        const target = await readlink(f);
+        try {
+          real = await realpath(f);
+          const st = await stat(real);
+          kind = st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
+        } catch {
+          throw new UsageError(`${path.join(src, r)} is a dangling symbolic link (to ${target}); refusing to copy a tree with it`, `remove or fix the link, then rerun`);
+        }
+        if (kind === 'dir' && !relation(real, root)) {
+          throw new UsageError(
+            `${path.join(src, r)} links to ${real}, outside the tree; copying would pull in whatever it holds`,
+            'replace the link with the files it should contain, or remove it, then rerun',
+          );
+        }
+      }
+      if (kind === 'dir') {
+        if (isBuildDir(r, real) || skip.includes(real)) continue;
+        const realDir = await realpath(real);
+        if (ancestors.includes(realDir)) {
+          throw new UsageError(`${path.join(src, r)} is a symbolic link loop (back to ${realDir})`, 'remove the link, then rerun');
+        }
+        await walk(real, t, r, [...ancestors, realDir]);
+      } else if (kind === 'file') {
+        await copyFile(real, t);
+        const st = await stat(real);
+        await utimes(t, st.atime, st.mtime);
+      }
+      // Sockets, FIFOs and devices are not source; a link to one (/dev/zero) would never finish copying.
     }
-  }
+  };
+  await walk(src, dst, '', [root]);
 }
 
 /** Replaces `dest` with a fresh copy of `src`, through `dest.partial`, so a killed copy never looks finished. */
-export async function replaceWithCopy(src: string, dest: string, skip: readonly string[]): Promise<void> {
+export async function replaceWithCopy(src: string, dest: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
   const tmp = `${dest}.partial`;
   await rm(tmp, { recursive: true, force: true });
-  await copyTree(src, tmp, skip);
+  try {
+    await copyTree(src, tmp, skip, signal);
+  } catch (e) {
+    await rm(tmp, { recursive: true, force: true });
+    throw e;
+  }
   await rm(dest, { recursive: true, force: true });
   await rename(tmp, dest);
 }

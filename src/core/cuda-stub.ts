@@ -1,7 +1,8 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from './exec.ts';
 import { writeFileAtomic } from './fs-atomic.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /**
  * A link-time stand-in for libcuda.so on hosts without a driver (CPU-only build machines, trimmed toolkits
@@ -16,7 +17,7 @@ export function driverSymbols(preprocessedCudaH: string): string[] {
 }
 
 export async function buildCudaLinkStub(cudaHome: string, outDir: string, logPath: string): Promise<{ path: string; symbols: number }> {
-  await mkdir(outDir, { recursive: true });
+  await makeDirs(outDir);
   const probeC = path.join(outDir, 'cuda_h_probe.c');
   await writeFile(probeC, '#include <cuda.h>\n');
   const lines = await run('cc', ['-E', '-P', `-I${path.join(cudaHome, 'include')}`, probeC], {

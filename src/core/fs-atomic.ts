@@ -1,9 +1,10 @@
-import { mkdir, rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
+import { rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { makeDirs } from './make-dirs.ts';
 
 /** Write through a temporary sibling and rename, so a crash leaves the old file or the new one, never half. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true });
+  await makeDirs(path.dirname(file));
   const tmp = `${file}.nvshmem-efa-tmp-${process.pid}`;
   let mode: number | undefined;
   try {

@@ -1,6 +1,17 @@
-import { readFile } from 'node:fs/promises';
+import { existsSync, statSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { scanCMake } from '../patchers/engine/cmake-scan.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
+
+/**
+ * Files NVSHMEM's own build writes into its source tree (src/CMakeLists.txt, target git_commit, working
+ * directory the tree root). They are outputs: left out of the tree hash so a build does not invalidate itself.
+ */
+export const NVSHMEM_BUILD_OUTPUTS = ['git_commit.txt', 'version.txt'] as const;
+
+/** NVIDIA NVSHMEM releases whose trees the patcher is tested on (they patch and compile). */
+export const TESTED_VERSIONS = { from: [3, 2, 5], below: [3, 6], text: '3.2.5 to 3.5.x' } as const;
 
 /** The project version from the top-level `project(... VERSION x.y.z.w)`, if the tree has one. */
 export async function nvshmemVersion(dir: string): Promise<string | undefined> {
@@ -14,9 +25,43 @@ export async function nvshmemVersion(dir: string): Promise<string | undefined> {
   }
 }
 
+const cmp = (a: readonly number[], b: readonly number[]) => {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d) return d;
+  }
+  return 0;
+};
+
+/** A warning for a version outside what is tested (the patch may still apply: the anchors decide). */
+export function versionWarning(version: string | undefined): FixRecord | undefined {
+  const base = { id: 'nvshmem-version', anchor: 'project(NVSHMEM VERSION ...)', why: `nvshmem-efa is tested on NVIDIA NVSHMEM ${TESTED_VERSIONS.text}` };
+  if (!version) {
+    return { ...base, status: 'warned', detail: 'the tree names no NVSHMEM version: the patches applied where their anchors were found, but this tree is not one nvshmem-efa is tested on' };
+  }
+  const v = version.split('.').map(Number);
+  if (v.some(Number.isNaN) || cmp(v, TESTED_VERSIONS.from) < 0 || cmp(v, TESTED_VERSIONS.below) >= 0) {
+    return { ...base, status: 'warned', detail: `NVSHMEM ${version} is outside the tested ${TESTED_VERSIONS.text}: the anchors were found, but build and run it with care (pass --nvshmem-ref v3.4.5-0 for the pinned release)` };
+  }
+  return undefined;
+}
+
+/**
+ * A cheap look before copying a whole directory: an NVSHMEM source tree has src/ and NVSHMEM's version
+ * script or a CMakeLists.txt naming the NVSHMEM project. Returns what is missing, or undefined.
+ */
+export async function notNvshmemReason(dir: string): Promise<string | undefined> {
+  const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
+  if (!isDir(path.join(dir, 'src'))) return 'it has no src/ directory';
+  if (existsSync(path.join(dir, 'nvshmem_transport.sym')) || existsSync(path.join(dir, 'nvshmem_host.sym'))) return undefined;
+  const cm = await readFile(path.join(dir, 'CMakeLists.txt'), 'utf8').catch(() => undefined);
+  if (cm === undefined) return 'it has neither CMakeLists.txt nor nvshmem_transport.sym';
+  if (!/project\s*\(\s*NVSHMEM\b/i.test(cm)) return 'its CMakeLists.txt does not declare project(NVSHMEM ...)';
+  return undefined;
+}
+
 /** Source files under `dir/src` that `#include <header>` (first few only): tells which headers the build needs. */
 export async function filesIncluding(dir: string, header: string, max = 3): Promise<string[]> {
-  const { readdir } = await import('node:fs/promises');
   const re = new RegExp(`^\\s*#\\s*include\\s*[<"]${header.replace('.', '\\.')}[>"]`, 'm');
   const hits: string[] = [];
   const walk = async (rel: string): Promise<void> => {

@@ -16,7 +16,7 @@ export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: st
       `-DLIBFABRIC_HOME=${env.libfabric.home}`, `-DCUDA_HOME=${env.cuda.home}`], { ...common, fix: `read the CMake error above (libfabric headers under ${env.libfabric.home}/include, cuda.h under ${env.cuda.home}/include)` });
     await run(env.cmake.path, ['--build', buildDir], { ...common, fix: 'read the compiler error above' });
   } finally {
-    log.end();
+    await log.end();
   }
   return path.join(buildDir, 'nvshmem-efa-probe');
 }

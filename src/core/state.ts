@@ -14,6 +14,11 @@ export type StepEntry = z.infer<typeof StepEntry>;
 
 export const STATE_FILE = 'state.json';
 
+/** True when `json` is a state file of this tool (how a work dir made before the marker is recognised). */
+export function isStateFile(json: unknown): boolean {
+  return StateFile.safeParse(json).success;
+}
+
 export class StateStore {
   private constructor(
     private readonly file: string,

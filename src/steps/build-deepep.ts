@@ -8,7 +8,7 @@ import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import type { Ctx, DeepEpBuildResult, Step } from './types.ts';
 
-const python = () => process.env.PYTHON ?? 'python3';
+export const python = () => process.env.PYTHON ?? 'python3';
 
 /** "90;100" -> "9.0;10.0", the form TORCH_CUDA_ARCH_LIST takes. */
 export function torchArchList(cudaArch: string): string {
@@ -88,7 +88,7 @@ export const buildDeepEpStep: Step = {
         },
       });
     } finally {
-      log.end();
+      await log.end();
     }
     const module = (await readdir(dir)).find((f) => /^deep_ep_cpp.*\.so$/.test(f));
     if (!module) throw new EnvironmentError(`setup.py finished but no deep_ep_cpp*.so in ${dir}`, `read ${io.logPath}`);

@@ -6,7 +6,8 @@ import type { DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError } from '../core/errors.ts';
 import { openLog, run } from '../core/exec.ts';
 import { hashTree } from '../core/hash.ts';
-import { filesIncluding } from '../core/nvshmem-tree.ts';
+import { withdrawBrokenHeaders } from '../core/installed-headers.ts';
+import { filesIncluding, NVSHMEM_BUILD_OUTPUTS } from '../core/nvshmem-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireSource } from './get-nvshmem.ts';
 import type { BuildResult, Ctx, Step } from './types.ts';
@@ -63,13 +64,34 @@ export async function installedLibraries(prefix: string): Promise<string[]> {
   }
 }
 
+/**
+ * A build that reports success must be usable: installed GDA headers that cannot compile (the device API
+ * without efa_io_defs.h) are withdrawn, and the report says the device API is unavailable, why, and the fix.
+ */
+async function checkDeviceApi(ctx: Ctx, fixes: FixRecord[]): Promise<BuildResult['deviceApi']> {
+  const dir = path.join(ctx.paths.install, 'include', 'nvshmem_efa');
+  const withdrawn = await withdrawBrokenHeaders(dir);
+  if (withdrawn.length === 0) return { available: existsSync(dir), removed: [] };
+  const missing = [...new Set(withdrawn.map((w) => w.missing))].join(', ');
+  const why = ctx.vendorMissing ? `${missing} could not be had (${ctx.vendorMissing})` : `${missing} is not installed`;
+  const fix = 'pass --efa-io-defs PATH (rdma-core providers/efa/efa_io_defs.h as pinned in third_party/efa_gda/lock.json), or rerun with network access; the next run retries the download';
+  fixes.push({
+    id: 'efa-gda-device-api',
+    anchor: dir,
+    status: 'warned',
+    why: 'the GDA device headers include efa_io_defs.h; installed without it they fail to compile in the user\'s kernels',
+    detail: `GDA device API unavailable: ${why}; not installed: ${withdrawn.map((w) => w.file).join(', ')}. Fix: ${fix}`,
+  });
+  return { available: false, removed: withdrawn.map((w) => w.file), reason: why, fix };
+}
+
 export const buildNvshmemStep: Step = {
   id: 'build-nvshmem',
   title: 'Configure, build and install NVSHMEM',
   enabled: (ctx) => (ctx.opts.command === 'build' ? true : 'patch only'),
   async stamp(ctx) {
     const env = ctx.env!;
-    return { tree: await hashTree(requireSource(ctx).dir), args: cmakeArgs(ctx, env), cuda: env.cuda.version, libfabric: env.libfabric.version, jobs: ctx.opts.jobs };
+    return { tree: await hashTree(requireSource(ctx).dir, { generated: NVSHMEM_BUILD_OUTPUTS }), args: cmakeArgs(ctx, env), cuda: env.cuda.version, libfabric: env.libfabric.version, jobs: ctx.opts.jobs };
   },
   async run(ctx, io) {
     const env = ctx.env!;
@@ -110,10 +132,11 @@ export const buildNvshmemStep: Step = {
       io.progress('installing');
       await run(env.cmake.path, ['--install', ctx.paths.build], { ...common, fix: `check that ${ctx.paths.install} is writable` });
     } finally {
-      log.end();
+      await log.end();
     }
     const libraries = await installedLibraries(ctx.paths.install);
-    const result: BuildResult = { prefix: ctx.paths.install, cmakeArgs: cmakeArgs(ctx, env), fixes, libraries };
+    const deviceApi = await checkDeviceApi(ctx, fixes);
+    const result: BuildResult = { prefix: ctx.paths.install, cmakeArgs: cmakeArgs(ctx, env), fixes, libraries, deviceApi };
     ctx.build = result;
     return result;
   },

@@ -8,8 +8,8 @@ import { hashJson, hashTree } from '../core/hash.ts';
 import { toolVersion } from '../core/paths.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
-import { headCommit, resetClone } from './get-nvshmem.ts';
-import type { Ctx, SourceResult, Step } from './types.ts';
+import { cloneInto, headCommit, resetClone } from './get-nvshmem.ts';
+import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
 
 export function deepEpPinFor(ref: string): Pin {
   const pin = DEEPEP_PINS.find((p) => p.ref === ref || p.commit === ref);
@@ -24,18 +24,19 @@ export function deepEpPinFor(ref: string): Pin {
 
 const gitUrl = () => process.env.NVSHMEM_EFA_DEEPEP_URL ?? DEEPEP_GIT_URL;
 
-/** Fetches exactly the pinned commit (shallow where the server allows it) and verifies HEAD. */
-async function fetchCommit(url: string, pin: Pin, dest: string, signal: AbortSignal, onProgress: (s: string) => void): Promise<void> {
+/** Where the verified clone of a pinned DeepEP commit lives in the work dir. */
+export const deepEpCloneDir = (paths: WorkPaths, pin: Pin) => path.join(paths.sources, `deepep-${pin.ref}`);
+
+/** Fetches exactly the pinned commit and verifies HEAD; git's output goes to the step's log. */
+async function fetchCommit(url: string, pin: Pin, dest: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
   const tmp = `${dest}.partial`;
-  await rm(tmp, { recursive: true, force: true });
-  const git = simpleGit({ abort: signal, progress: ({ stage, progress }) => onProgress(`git ${stage} ${progress}%`) });
+  const fix = 'check network access, or clone DeepEP yourself and pass --deepep-src DIR (or set NVSHMEM_EFA_DEEPEP_URL to a mirror)';
+  await cloneInto(url, ['--no-checkout'], tmp, `DeepEP ${pin.ref}`, fix, signal, logPath, onProgress);
   try {
-    await git.clone(url, tmp, ['--no-checkout']);
     await simpleGit(tmp).raw(['checkout', '-q', pin.commit]);
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
-    if (signal.aborted) throw e;
-    throw new EnvironmentError(`cannot fetch DeepEP ${pin.ref} from ${url}: ${(e as Error).message.split('\n')[0]}`, 'check network access, or clone DeepEP yourself and pass --deepep-src DIR (or set NVSHMEM_EFA_DEEPEP_URL to a mirror)');
+    throw new EnvironmentError(`cannot check out DeepEP ${pin.commit} from ${url}: ${(e as Error).message.trim().split('\n').pop()}`, fix, logPath);
   }
   const head = await headCommit(tmp);
   if (head !== pin.commit) {
@@ -59,7 +60,7 @@ export const getDeepEpStep: Step = {
     if (o.deepepSrc) {
       if (!existsSync(o.deepepSrc)) throw new UsageError(`--deepep-src ${o.deepepSrc} does not exist`, 'pass the root of a DeepEP checkout');
       if (o.inPlace) return { src: o.deepepSrc, inPlace: true };
-      return { src: o.deepepSrc, tree: await hashTree(o.deepepSrc, [ctx.paths.workDir]), patches };
+      return { src: o.deepepSrc, tree: await hashTree(o.deepepSrc, { skip: [ctx.paths.workDir] }), patches };
     }
     const pin = deepEpPinFor(o.deepepRef!);
     return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches };
@@ -72,17 +73,17 @@ export const getDeepEpStep: Step = {
     } else if (o.deepepSrc) {
       const dest = path.join(ctx.paths.sources, 'deepep');
       io.progress(`copying ${o.deepepSrc}`);
-      await replaceWithCopy(o.deepepSrc, dest, [ctx.paths.workDir]);
+      await replaceWithCopy(o.deepepSrc, dest, [ctx.paths.workDir], ctx.signal);
       result = { kind: 'local', dir: dest, origin: o.deepepSrc };
     } else {
       const pin = deepEpPinFor(o.deepepRef!);
-      const dest = path.join(ctx.paths.sources, `deepep-${pin.ref}`);
-      if (existsSync(dest) && (await headCommit(dest)) === pin.commit) {
+      const dest = deepEpCloneDir(ctx.paths, pin);
+      if ((await headCommit(dest)) === pin.commit) {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
         await resetClone(dest, pin.commit);
       } else {
         if (o.offline) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dest}`, 'run once with network access, or pass --deepep-src DIR');
-        await fetchCommit(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
+        await fetchCommit(gitUrl(), pin, dest, ctx.signal, io.logPath, (s) => io.progress(s));
       }
       result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
     }

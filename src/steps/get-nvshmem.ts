@@ -1,15 +1,16 @@
 import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
-import { replaceWithCopy } from '../core/copy-tree.ts';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { replaceWithCopy } from '../core/copy-tree.ts';
+import { CommandFailedError, EnvironmentError, InterruptedError, UsageError, VerificationError } from '../core/errors.ts';
+import { openLog, run } from '../core/exec.ts';
 import { hashJson, hashTree } from '../core/hash.ts';
+import { NVSHMEM_BUILD_OUTPUTS, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
 import { toolVersion } from '../core/paths.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
-import { nvshmemVersion } from '../core/nvshmem-tree.ts';
 import { NVSHMEM_GIT_URL, NVSHMEM_PINS, type Pin } from '../pins.ts';
-import type { Ctx, SourceResult, Step } from './types.ts';
+import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
 
 export function pinFor(ref: string, pins: readonly Pin[] = NVSHMEM_PINS): Pin {
   const pin = pins.find((p) => p.ref === ref);
@@ -22,7 +23,11 @@ export function pinFor(ref: string, pins: readonly Pin[] = NVSHMEM_PINS): Pin {
   return pin;
 }
 
+/** Where the verified clone of a pinned ref lives in the work dir. */
+export const nvshmemCloneDir = (paths: WorkPaths, pin: Pin) => path.join(paths.sources, `nvshmem-${pin.ref}`);
+
 export async function headCommit(dir: string): Promise<string | undefined> {
+  if (!existsSync(dir)) return undefined;
   try {
     return (await simpleGit(dir).revparse(['HEAD'])).trim();
   } catch {
@@ -30,18 +35,39 @@ export async function headCommit(dir: string): Promise<string | undefined> {
   }
 }
 
-/** Clones `pin.ref` into `dest` (through a temporary sibling) and checks HEAD is the pinned commit. */
-export async function fetchPinned(url: string, pin: Pin, dest: string, signal: AbortSignal, onProgress: (s: string) => void): Promise<void> {
-  const tmp = `${dest}.partial`;
+/**
+ * Runs `git clone ...` into `dest.partial` with its whole output in `logPath`; a failure keeps git's own
+ * reason (the `fatal:` line) in the message. Interrupts stop git and its helpers like any command.
+ */
+export async function cloneInto(url: string, cloneArgs: readonly string[], tmp: string, what: string, fix: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
   await rm(tmp, { recursive: true, force: true });
-  const git = simpleGit({ abort: signal, progress: ({ stage, progress }) => onProgress(`git ${stage} ${progress}%`) });
+  const log = await openLog(logPath);
   try {
-    await git.clone(url, tmp, ['--depth', '1', '--branch', pin.ref, '--single-branch']);
+    onProgress(`cloning ${url}`);
+    await run('git', ['clone', '--progress', ...cloneArgs, url, tmp], {
+      log,
+      logPath,
+      signal,
+      fix,
+      onLine(line) {
+        const m = /^(Receiving objects|Resolving deltas|Updating files):\s+(\d+%)/.exec(line);
+        if (m) onProgress(`git: ${m[1]} ${m[2]}`);
+      },
+    });
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
-    if (signal.aborted) throw e;
-    throw new EnvironmentError(`cannot clone ${url} at ${pin.ref}: ${(e as Error).message.split('\n')[0]}`, 'check network access, or clone NVSHMEM yourself and pass --nvshmem-src DIR (or set NVSHMEM_EFA_NVSHMEM_URL to a mirror)');
+    if (e instanceof InterruptedError || !(e instanceof CommandFailedError)) throw e;
+    const reason = e.tail.find((l) => /fatal:|error:/i.test(l)) ?? e.tail[e.tail.length - 1] ?? e.message;
+    throw new EnvironmentError(`cannot clone ${what} from ${url}: ${reason.trim()}`, fix, logPath);
+  } finally {
+    await log.end();
   }
+}
+
+/** Clones `pin.ref` into `dest` (through a temporary sibling) and checks HEAD is the pinned commit. */
+export async function fetchPinned(url: string, pin: Pin, dest: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
+  const tmp = `${dest}.partial`;
+  await cloneInto(url, ['--depth', '1', '--branch', pin.ref, '--single-branch'], tmp, `NVSHMEM ${pin.ref}`, 'check network access, or clone NVSHMEM yourself and pass --nvshmem-src DIR (or set NVSHMEM_EFA_NVSHMEM_URL to a mirror)', signal, logPath, onProgress);
   const head = await headCommit(tmp);
   if (head !== pin.commit) {
     await rm(tmp, { recursive: true, force: true });
@@ -61,7 +87,7 @@ export const getNvshmemStep: Step = {
       if (!existsSync(o.nvshmemSrc)) throw new UsageError(`--nvshmem-src ${o.nvshmemSrc} does not exist`, 'pass the root of an NVSHMEM source tree');
       // In place, the tree is also the patch step's output; its content is that step's business.
       if (o.inPlace) return { src: o.nvshmemSrc, inPlace: true };
-      return { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, [ctx.paths.workDir]), patches: await patchesIdentity() };
+      return { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, { skip: [ctx.paths.workDir], generated: NVSHMEM_BUILD_OUTPUTS }), patches: await patchesIdentity() };
     }
     const pin = pinFor(o.nvshmemRef);
     return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches: await patchesIdentity() };
@@ -74,17 +100,17 @@ export const getNvshmemStep: Step = {
     } else if (o.nvshmemSrc) {
       const dest = path.join(ctx.paths.sources, 'nvshmem');
       io.progress(`copying ${o.nvshmemSrc}`);
-      await replaceWithCopy(o.nvshmemSrc, dest, [ctx.paths.workDir]);
+      await replaceWithCopy(o.nvshmemSrc, dest, [ctx.paths.workDir], ctx.signal);
       result = { kind: 'local', dir: dest, origin: o.nvshmemSrc };
     } else {
       const pin = pinFor(o.nvshmemRef);
-      const dest = path.join(ctx.paths.sources, `nvshmem-${pin.ref}`);
-      const cached = existsSync(dest) && (await headCommit(dest)) === pin.commit;
+      const dest = nvshmemCloneDir(ctx.paths, pin);
+      const cached = (await headCommit(dest)) === pin.commit;
       if (!cached) {
         if (o.offline) {
           throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dest}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
         }
-        await fetchPinned(gitUrl(), pin, dest, ctx.signal, (s) => io.progress(s));
+        await fetchPinned(gitUrl(), pin, dest, ctx.signal, io.logPath, (s) => io.progress(s));
       } else {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
         await resetClone(dest, pin.commit);
@@ -94,15 +120,23 @@ export const getNvshmemStep: Step = {
     const version = await nvshmemVersion(result.dir);
     if (version) result.version = version;
     ctx.source = result;
+    noteVersion(ctx, version);
     return result;
   },
   restore(ctx, result) {
     const r = result as SourceResult;
     if (!existsSync(r.dir)) return false;
     ctx.source = r;
+    noteVersion(ctx, r.version);
     return true;
   },
 };
+
+/** A tree outside the tested versions is patched when its anchors are found, with a warning in the report. */
+function noteVersion(ctx: Ctx, version: string | undefined): void {
+  const w = versionWarning(version);
+  ctx.envFixes = [...ctx.envFixes.filter((f) => f.id !== 'nvshmem-version'), ...(w ? [w] : [])];
+}
 
 /** A cached clone carries the previous run's patches: start again from the pinned commit. */
 export async function resetClone(dir: string, commit: string): Promise<void> {

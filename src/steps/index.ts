@@ -11,9 +11,10 @@ import type { Step, WorkPaths } from './types.ts';
 import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
- * The pipeline, in the order DEVELOPERS.md lists it. The DeepEP steps run when --deepep-src / --deepep-ref is
- * given; the probe runs after build-nvshmem; each is a Step with its own stamp. The report is written by the command after the steps,
- * whether they succeed or not.
+ * The pipeline, in the order the README's command table lists it. The DeepEP steps run when --deepep-src /
+ * --deepep-ref is given; the probe runs after build-nvshmem; each is a Step with its own stamp. Checks that
+ * need no step (paths, refs, layouts, tools) run before all of them (commands/preflight.ts), and the report
+ * is written by the command after the steps, whether they succeed or not.
  */
 export const BUILD_STEPS: readonly Step[] = [
   detectEnvironmentStep,

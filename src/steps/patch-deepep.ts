@@ -6,14 +6,27 @@ import { loadShim } from '../patchers/deepep/template.ts';
 import { writeChanges } from '../patchers/engine/apply.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
-import type { DeepEpPatchResult, Step } from './types.ts';
+import type { Ctx, DeepEpPatchResult, Step } from './types.ts';
 
-export function deepEpRefusalError(plan: PatchPlan, dir: string): PatchRefusedError {
+/** `changed`: what the run had already changed elsewhere when DeepEP was refused, said exactly. */
+export function deepEpRefusalError(plan: PatchPlan, dir: string, changed = 'nothing was changed'): PatchRefusedError {
   return new PatchRefusedError(
-    `DeepEP tree ${dir} does not look as expected; nothing was changed`,
+    `DeepEP tree ${dir} does not look as expected; ${changed}`,
     'use DeepEP 567632d (--deepep-ref 567632d), a V1 revision from v1.2.1 on, or EPv2; if the tree was edited by hand, restore it (git checkout -- .) and rerun',
     plan.refusals.map((r) => `${r.id}: ${r.detail}`),
   );
+}
+
+/**
+ * "Nothing was changed" must be true when printed. The preflight plans DeepEP before NVSHMEM is touched, so
+ * this refusal means the tree changed since; say exactly what the run had changed by then.
+ */
+function changedSoFar(ctx: Ctx, dir: string): string {
+  const none = `nothing was changed in ${dir}`;
+  const changed = ctx.patch?.changedFiles ?? [];
+  if (changed.length === 0) return none;
+  if (!ctx.opts.inPlace) return `${none}; NVSHMEM was patched only in the work dir's copy (${ctx.source?.dir})`;
+  return `${none}, but this run patched NVSHMEM in place in ${ctx.source?.dir}: ${changed.join(', ')} (in a git checkout, undo with: git checkout -- . && git clean -fd)`;
 }
 
 export const patchDeepEpStep: Step = {
@@ -29,9 +42,9 @@ export const patchDeepEpStep: Step = {
     const plan = await planDeepEp(dir);
     if (plan.refusals.length) {
       ctx.refusals = [...(ctx.refusals ?? []), ...plan.refusals];
-      throw deepEpRefusalError(plan, dir);
+      throw deepEpRefusalError(plan, dir, changedSoFar(ctx, dir));
     }
-    await writeChanges(dir, plan.changes);
+    await writeChanges(dir, plan.changes, ctx.signal);
     const applied = plan.fixes.filter((f) => f.status === 'applied').length;
     io.progress(`${plan.layout} layout: ${applied} applied, ${plan.fixes.length - applied} already present`);
     const result: DeepEpPatchResult = { layout: plan.layout!, fixes: plan.fixes };

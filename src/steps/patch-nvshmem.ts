@@ -1,5 +1,6 @@
 import { PatchRefusedError } from '../core/errors.ts';
 import { hashJson, hashTree } from '../core/hash.ts';
+import { NVSHMEM_BUILD_OUTPUTS, TESTED_VERSIONS } from '../core/nvshmem-tree.ts';
 import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
@@ -12,7 +13,7 @@ import type { Ctx, PatchResult, Step } from './types.ts';
 export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedError {
   return new PatchRefusedError(
     `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,
-    'use a supported NVSHMEM (3.4.x or 3.5.x from NVIDIA, e.g. --nvshmem-ref v3.4.5-0); if the tree was patched by hand, restore it (git checkout -- .) and rerun',
+    `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}; e.g. --nvshmem-ref v3.4.5-0); if the tree was patched by hand, restore it (git checkout -- .) and rerun`,
     plan.refusals.map((r) => `${r.id}: ${r.detail}`),
   );
 }
@@ -29,7 +30,7 @@ export const patchNvshmemStep: Step = {
   restampAfterRun: true,
   async stamp(ctx) {
     const t = await loadTemplate();
-    return { tree: await hashTree(requireSource(ctx).dir), template: hashJson(t.files), vendored: ctx.vendored?.sha256 ?? null, tool: toolVersion() };
+    return { tree: await hashTree(requireSource(ctx).dir, { generated: NVSHMEM_BUILD_OUTPUTS }), template: hashJson(t.files), vendored: ctx.vendored?.sha256 ?? null, tool: toolVersion() };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
@@ -40,7 +41,9 @@ export const patchNvshmemStep: Step = {
       throw refusalError(plan, dir);
     }
     ctx.diff = renderDiff(plan.changes);
-    await writeChanges(dir, plan.changes);
+    // One transaction, checked against the abort signal: an interrupted --in-place run leaves the user's
+    // tree either untouched or fully patched.
+    await writeChanges(dir, plan.changes, ctx.signal);
     const applied = plan.fixes.filter((f) => f.status === 'applied').length;
     io.progress(`${applied} applied, ${plan.fixes.length - applied} already present`);
     const result: PatchResult = {

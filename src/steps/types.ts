@@ -61,6 +61,8 @@ export interface BuildResult {
   cmakeArgs: string[];
   fixes: FixRecord[];
   libraries: string[];
+  /** Whether the installed GDA device headers compile; when not, they were withdrawn (see build-nvshmem). */
+  deviceApi?: { available: boolean; removed: string[]; reason?: string; fix?: string };
 }
 
 export interface Ctx {
@@ -73,6 +75,8 @@ export interface Ctx {
   source?: SourceResult;
   /** efa_io_defs.h, when it could be had (absent: offline without --efa-io-defs, or download failed). */
   vendored?: VendoredResult;
+  /** Why efa_io_defs.h could not be had, when it could not. */
+  vendorMissing?: string;
   patch?: PatchResult;
   build?: BuildResult;
   deepep?: SourceResult;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { EnvironmentError, VerificationError } from '../core/errors.ts';
@@ -8,6 +8,7 @@ import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { packageRoot } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
+import { makeDirs } from '../core/make-dirs.ts';
 
 const Lock = z.object({
   file: z.string(),
@@ -39,7 +40,8 @@ async function download(url: string, signal: AbortSignal): Promise<Buffer> {
 /**
  * Vendors rdma-core's efa_io_defs.h, which the GDA device header includes: from --efa-io-defs, else the pinned
  * URL. A copy whose sha256 differs from the lock is refused. When no copy can be had (offline, or the download
- * fails) the build goes on without the device headers and the report says so.
+ * fails) the build goes on without the GDA device API, the report says so, and a failed download is retried
+ * on the next run.
  */
 export const vendorEfaIoDefsStep: Step = {
   id: 'vendor-efa-io-defs',
@@ -62,7 +64,8 @@ export const vendorEfaIoDefsStep: Step = {
         throw new EnvironmentError(`--efa-io-defs ${from}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`, `pass the path of ${lock.file} (${origin(lock)})`);
       });
     } else if (ctx.opts.offline) {
-      return warned(ctx, { ...base, why, status: 'warned', detail: `--offline and no --efa-io-defs: device headers are installed without ${lock.file}; get it with \`curl -LO ${lock.url}\` and pass --efa-io-defs PATH` });
+      const missing = '--offline and no --efa-io-defs';
+      return warned(ctx, missing, { ...base, why, status: 'warned', detail: `${missing}: the GDA device API needs ${lock.file} and will be unavailable; get it with \`curl -LO ${lock.url}\` and pass --efa-io-defs PATH` });
     } else {
       from = process.env.NVSHMEM_EFA_EFA_IO_DEFS_URL ?? lock.url;
       io.progress(`downloading ${from}`);
@@ -70,7 +73,8 @@ export const vendorEfaIoDefsStep: Step = {
         bytes = await download(from, ctx.signal);
       } catch (e) {
         if (ctx.signal.aborted) throw e;
-        return warned(ctx, { ...base, why, status: 'warned', detail: `download of ${from} failed (${(e as Error).message}): device headers are installed without ${lock.file}; pass --efa-io-defs PATH (see third_party/efa_gda/README.md)` });
+        const missing = `download of ${from} failed (${(e as Error).message})`;
+        return warned(ctx, missing, { ...base, why, status: 'warned', detail: `${missing}: the GDA device API needs ${lock.file} and will be unavailable; the next run retries the download, or pass --efa-io-defs PATH (see third_party/efa_gda/README.md)` });
       }
     }
     const got = sha256(bytes);
@@ -81,7 +85,7 @@ export const vendorEfaIoDefsStep: Step = {
       );
     }
     const dest = path.join(ctx.paths.vendor, lock.file);
-    await mkdir(ctx.paths.vendor, { recursive: true });
+    await makeDirs(ctx.paths.vendor);
     await writeFileAtomic(dest, bytes);
     io.progress(`${lock.file} ${lock.revision} verified`);
     const vendored: VendoredResult = { file: lock.file, path: dest, origin: origin(lock), sha256: got };
@@ -90,6 +94,8 @@ export const vendorEfaIoDefsStep: Step = {
   restore(ctx, result) {
     const r = result as Outcome;
     if (r.vendored && !existsSync(r.vendored.path)) return false;
+    // A failed download is not an answer to keep: the next run tries again (offline is in the stamp).
+    if (!r.vendored && !ctx.opts.offline && !ctx.opts.efaIoDefs) return false;
     record(ctx, r);
     return true;
   },
@@ -97,13 +103,16 @@ export const vendorEfaIoDefsStep: Step = {
 
 interface Outcome {
   vendored: VendoredResult | null;
+  /** Why there is no copy (when vendored is null). */
+  missing?: string;
   fix: FixRecord;
 }
 
 function record(ctx: Parameters<Step['run']>[0], r: Outcome): Outcome {
   ctx.vendored = r.vendored ?? undefined;
+  ctx.vendorMissing = r.missing;
   ctx.envFixes = [...ctx.envFixes.filter((f) => f.id !== r.fix.id), r.fix];
   return r;
 }
 
-const warned = (ctx: Parameters<Step['run']>[0], fix: FixRecord) => record(ctx, { vendored: null, fix });
+const warned = (ctx: Parameters<Step['run']>[0], missing: string, fix: FixRecord) => record(ctx, { vendored: null, missing, fix });

@@ -1,11 +1,16 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ReportSchema } from '../../src/core/report.ts';
+import { spawnCli } from '../helpers/cli.ts';
+import { fakeToolchain } from '../helpers/fake-toolchain.ts';
+import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -21,12 +26,12 @@ writeFileSync(
     sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
   }),
 );
-const ENV = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+const ENV: NodeJS.ProcessEnv = { ...process.env, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
 
-function cli(args: string[]): { code: number; stdout: string; stderr: string } {
+function cli(args: string[], env = ENV): { code: number; stdout: string; stderr: string } {
   try {
-    const stdout = execFileSync(process.execPath, [BIN, ...args], { env: ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const stdout = execFileSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     return { code: 0, stdout, stderr: '' };
   } catch (e) {
     const x = e as { status: number; stdout: string; stderr: string };
@@ -39,7 +44,7 @@ const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-d
 const report = (work: string) => ReportSchema.parse(JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')));
 const stepStatus = (work: string) => Object.fromEntries(report(work).steps.map((s) => [s.id, s.status]));
 
-describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)', () => {
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'), () => {
   const src = materialize('v3.4-like');
   const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
 
@@ -99,7 +104,9 @@ describe('nvshmem-efa build on the miniature NVSHMEM project (real cmake + g++)'
     expect(existsSync(path.join(work, 'user_kernel.o'))).toBe(true);
   });
 
-  it('skips every step but detection on a rerun with nothing changed', () => {
+  it('skips every step but detection on the first rerun with nothing changed', () => {
+    // NVSHMEM's build writes these into its source tree (so does the miniature's): outputs, not edits.
+    for (const f of ['git_commit.txt', 'version.txt']) expect(existsSync(path.join(work, 'sources/nvshmem', f)), f).toBe(true);
     const r = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--efa-io-defs', IO_DEFS]);
     expect(r.code).toBe(0);
     expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'skipped', 'vendor-efa-io-defs': 'skipped', 'patch-nvshmem': 'skipped', 'build-nvshmem': 'skipped', probe: 'skipped', ...NO_DEEPEP });
@@ -152,12 +159,13 @@ describe('nvshmem-efa patch', () => {
   it('--dry-run prints a diff and changes nothing', () => {
     const src = materialize('v3.4-like');
     const before = readFileSync(path.join(src, 'src/CMakeLists.txt'), 'utf8');
-    const r = cli(['patch', '--nvshmem-src', src, '--dry-run', '--work-dir', path.join(src, '.w')]);
+    const w = path.join(mkdtempSync(path.join(os.tmpdir(), 'w-')), '.w');
+    const r = cli(['patch', '--nvshmem-src', src, '--dry-run', '--work-dir', w]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^diff --git a\/nvshmem_transport.sym/);
     expect(r.stdout).toContain('+    nvshmemt_efa_gda_fini();');
     expect(readFileSync(path.join(src, 'src/CMakeLists.txt'), 'utf8')).toBe(before);
-    expect(existsSync(path.join(src, '.w'))).toBe(false);
+    expect(existsSync(w)).toBe(false);
   });
 
   it('--in-place patches the tree, and a second run changes nothing', () => {
@@ -173,11 +181,12 @@ describe('nvshmem-efa patch', () => {
 
   it('exits 3 naming the file and the function when connect_endpoints is renamed', () => {
     const src = materialize('anchor-missing');
-    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', path.join(src, '.w'), '--offline']);
+    const w = mkdtempSync(path.join(os.tmpdir(), 'w-'));
+    const r = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline']);
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('src/modules/transport/libfabric/libfabric.cpp: no definition of nvshmemt_libfabric_connect_endpoints() found');
     expect(r.stderr).toMatch(/^fix: /m);
-    expect(report(path.join(src, '.w')).ok).toBe(false);
+    expect(report(w).ok).toBe(false);
   });
 
   it('exits 2 on a usage error, with the fix', () => {
@@ -252,13 +261,59 @@ describe('nvshmem-efa with DeepEP (--deepep-src)', () => {
     expect(r.stderr).toContain('not a DeepEP layout nvshmem-efa patches');
   });
 
-  it('build checks the NVSHMEM install before building DeepEP against it (exit 4, naming what is missing)', () => {
+  it.skipIf(!!NO_LIBFABRIC)(needsLibfabric('build checks the NVSHMEM install before building DeepEP against it (exit 4, naming what is missing)'), () => {
     // The miniature project installs no nvshmem.h: DeepEP's setup.py could not compile against it, and the
     // build step says so instead of failing in the link half an hour later.
     const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
-    const r = cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS]);
+    // A Python that has torch (the preflight checks it before any long step; this host may have none).
+    const r = cli(['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', deepep, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS], { ...ENV, PYTHON: fakeToolchain().python });
     expect(r.code).toBe(4);
     expect(r.stderr).toContain("lacks include/nvshmem.h, which DeepEP's setup.py links against");
     expect(stepStatus(work)).toMatchObject({ 'build-nvshmem': 'done', 'patch-deepep': 'done', 'build-deepep': 'failed' });
+  });
+});
+
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('a build without efa_io_defs.h (real cmake + g++, a local HTTP server as the download)'), () => {
+  /** Quoted includes of each installed header that name a file not installed (what a user's nvcc would hit). */
+  const brokenIncludes = (dir: string) =>
+    readdirSync(dir).flatMap((h) => [...readFileSync(path.join(dir, h), 'utf8').matchAll(/^\s*#\s*include\s*"([^"]+)"/gm)].map((m) => m[1]!).filter((inc) => !existsSync(path.join(dir, inc))).map((inc) => `${h} -> ${inc}`));
+
+  it('installs no device header that cannot compile, reports "GDA device API unavailable" with why and the fix, and retries the download on the next run', async () => {
+    let serve = false;
+    const server = http.createServer((_, res) => {
+      if (!serve) return void res.writeHead(503).end('busy');
+      res.writeHead(200).end(readFileSync(IO_DEFS));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/efa_io_defs.h`;
+    try {
+      const src = materialize('v3.4-like');
+      const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+      const env = { ...ENV, NVSHMEM_EFA_EFA_IO_DEFS_URL: url };
+      const run = async () => {
+        const r = spawnCli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2'], env);
+        const { code } = await r.exited;
+        expect(code, r.stderr()).toBe(0);
+        return r;
+      };
+      await run();
+      const inc = path.join(work, 'install/nvshmem/include/nvshmem_efa');
+      expect(brokenIncludes(inc)).toEqual([]);
+      expect(existsSync(path.join(inc, 'nvshmemx_efa_gda.h'))).toBe(true);
+      expect(existsSync(path.join(inc, 'nvshmemx_efa_gda_device.cuh'))).toBe(false);
+      const rep = report(work);
+      expect(rep.gda.reason).toContain(`GDA device API unavailable: efa_io_defs.h could not be had (download of ${url} failed (HTTP 503`);
+      expect(rep.gda.reason).toMatch(/fix: pass --efa-io-defs PATH/);
+      expect(rep.fixes.find((f) => f.id === 'efa-gda-device-api')?.status).toBe('warned');
+      // The download works now: the next run tries again (the failure was not stamped as done).
+      serve = true;
+      await run();
+      expect(stepStatus(work)).toMatchObject({ 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done' });
+      expect(brokenIncludes(inc)).toEqual([]);
+      for (const h of ['nvshmemx_efa_gda_device.cuh', 'nvshmemx_efa_gda_wqe.h', 'efa_io_defs.h']) expect(existsSync(path.join(inc, h)), h).toBe(true);
+      expect(report(work).gda.reason).not.toContain('device API unavailable');
+    } finally {
+      server.close();
+    }
   });
 });

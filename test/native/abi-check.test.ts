@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SCRIPT = path.join(ROOT, 'test/efa_abi/abi_check.sh');
@@ -14,7 +15,7 @@ const run = (args: string[]) => spawnSync('bash', [SCRIPT, ...args], { encoding:
 const upstreamIo = (process.env.EFA_ABI_UPSTREAM_IO ?? '').split(':').filter((d) => existsSync(path.join(d, 'efa_io_defs.h')));
 const upstreamFi = (process.env.EFA_ABI_UPSTREAM_FI ?? '').split(':').filter((d) => existsSync(path.join(d, 'rdma/fi_ext_efa.h')));
 
-describe('ABI conformance check (test/efa_abi/abi_check.sh)', () => {
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('ABI conformance check (test/efa_abi/abi_check.sh)'), () => {
   it('matches a header with the same layout', () => {
     const r = run(['--io', path.join(ROOT, 'test/efa_abi'), '--fi', path.join(ROOT, 'test/efa_abi/include')]);
     expect(r.stdout).toMatch(/^match: .*efa_io_defs\.h \(\d+ definitions\)$/m);

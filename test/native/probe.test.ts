@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ProbeReportSchema, type ProbeReport } from '../../src/core/probe-schema.ts';
+import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -56,8 +57,8 @@ function probe(bin: string, root: string, human = false): { code: number; out: s
 
 const byId = (d: ProbeReport) => Object.fromEntries(d.checks.map((c) => [c.id, c]));
 
-describe('native/probe (built against Debian libfabric, run on fake /sys trees)', () => {
-  const bin = buildProbe();
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('native/probe (built against Debian libfabric, run on fake /sys trees)'), () => {
+  const bin = NO_LIBFABRIC ? '' : buildProbe();
 
   it('an EFA host: counts against the instance type, module version, uverbs, PeerMappingOverride, topology by PCIe path', () => {
     const root = fakeHost({ product: 'p5en.48xlarge', efa: 2, uverbs: 2, efaVersion: '3.3.1', gpuNuma: ['0', '1'], registryDwords: 'PeerMappingOverride=1;' });

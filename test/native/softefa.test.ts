@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
@@ -94,7 +95,7 @@ describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () 
   });
 });
 
-describe('EFA GDA host code against the installed libfabric (C++11, g++)', () => {
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('EFA GDA host code against the installed libfabric (C++11, g++)'), () => {
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gda-host-'));
   const harness = (name: string, extra: string[]) => {
     const exe = path.join(tmp, name);

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 /**
- * The two DeepEP layouts the patcher knows (docs/research/deepep_efa.md §1.2-1.3):
+ * The two DeepEP layouts the patcher knows (as of DeepEP v1.2.1 .. 567632d, and EPv2):
  *  - v1: csrc/kernels/configs.cuh; IBGDA layer csrc/kernels/ibgda_device.cuh included by internode.cu,
  *    internode_ll.cu and runtime.cu (v1.2.1 .. 567632d, both configs.cuh include orders);
  *  - epv2: csrc/kernels/legacy/ (V1 kernels kept as deep_ep::legacy), NVSHMEM init in backend/nvshmem.cu.

@@ -38,10 +38,16 @@ export function findBlock(src: string, style: CommentStyle, id: string): MarkerS
   const ends = find('end');
   if (begins.length === 0 && ends.length === 0) return { kind: 'absent' };
   const where = (xs: number[]) => xs.map((x) => `line ${lineOf(src, x)}`).join(', ') || 'none';
+  // The same whole block more than once (applied twice, or copied by hand) is not an unbalanced one.
+  const paired = begins.length === ends.length && begins.every((b, i) => b < ends[i]! && (i + 1 === begins.length || ends[i]! < begins[i + 1]!));
+  if (paired && begins.length > 1) {
+    const spans = begins.map((b, i) => `lines ${lineOf(src, b)}-${lineOf(src, ends[i]!)}`).join(', ');
+    return { kind: 'broken', reason: `the '${id}' block appears ${begins.length} times (${spans}); keep one` };
+  }
   if (begins.length !== 1 || ends.length !== 1 || ends[0]! < begins[0]!) {
     return {
       kind: 'broken',
-      reason: `markers of '${id}' are unbalanced (begin at ${where(begins)}; end at ${where(ends)})`,
+      reason: `markers of '${id}' are unbalanced (begin at ${where(begins)}; end at ${where(ends)}): the file was half patched or edited by hand`,
     };
   }
   const start = src.lastIndexOf('\n', begins[0]! - 1) + 1;
@@ -53,4 +59,21 @@ export function findBlock(src: string, style: CommentStyle, id: string): MarkerS
 /** True if the text holds any marker of this tool: used to refuse files a foreign tool half-wrote. */
 export function hasAnyMarker(src: string): boolean {
   return src.includes(`${TOOL}:begin`) || src.includes(`${TOOL}:end`);
+}
+
+/**
+ * Where an inserted block differs from what this version inserts: the first differing line of the block,
+ * as found and as expected (an edited block is refused; the user needs to see what changed).
+ */
+export function blockDifference(found: string, expected: string, startLine: number): string {
+  const f = found.split('\n');
+  const e = expected.split('\n');
+  const clip = (s: string | undefined) => (s === undefined ? '(nothing)' : `\`${s.trim().length > 100 ? s.trim().slice(0, 100) + '…' : s.trim()}\``);
+  for (let i = 0; i < Math.max(f.length, e.length); i++) {
+    if (f[i] !== e[i]) {
+      if (f[i]?.trim() === e[i]?.trim()) return `line ${startLine + i} differs in indentation only`;
+      return `line ${startLine + i}: found ${clip(f[i])}, expected ${clip(e[i])}`;
+    }
+  }
+  return 'the block differs';
 }

@@ -4,7 +4,8 @@ import MagicString from 'magic-string';
 import { scanCMake, CMakeScanError, type CMakeCommand } from './cmake-scan.ts';
 import { indexCpp, type CppIndex } from './cpp.ts';
 import type { FixRecord } from './fix.ts';
-import { findBlock, renderBlock, type CommentStyle } from './markers.ts';
+import { blockDifference, findBlock, renderBlock, type CommentStyle } from './markers.ts';
+import { lineOf } from './text.ts';
 
 /**
  * Plan, then apply (changesets' split): specs are located against the untouched files, the result is a list
@@ -151,13 +152,17 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       }
       const state = findBlock(doc.src, s.style, s.id);
       if (state.kind === 'broken') {
-        record(s, 'refused', `${file}: ${state.reason}: the file was half patched or edited by hand`);
+        record(s, 'refused', `${file}: ${state.reason}`);
         continue;
       }
       if (state.kind === 'present') {
         const indent = /^[ \t]*/.exec(state.text)![0];
-        if (state.text === renderBlock(s.style, s.id, s.lines, indent)) record(s, 'already-present');
-        else record(s, 'refused', `${file}: the '${s.id}' block differs from what this version of nvshmem-efa inserts (edited by hand, or written by another version)`);
+        const expected = renderBlock(s.style, s.id, s.lines, indent);
+        if (state.text === expected) record(s, 'already-present');
+        else {
+          const diff = blockDifference(state.text, expected, lineOf(doc.src, state.start));
+          record(s, 'refused', `${file}: the '${s.id}' block differs from what this version of nvshmem-efa inserts (${diff}; edited by hand, or written by another version)`);
+        }
         continue;
       }
       const at = s.locate(doc);

@@ -24,3 +24,30 @@ export function lineOf(src: string, offset: number): number {
   for (let i = src.indexOf('\n'); i !== -1 && i < offset; i = src.indexOf('\n', i + 1)) n++;
   return n;
 }
+
+/** Levenshtein distance (insertions, deletions, substitutions each cost 1). */
+export function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * The candidates closest to `name` by edit distance, best first: those as close as the closest one (ties),
+ * at most `max`, and none further than a third of the name's length (that is not a rename, just another name).
+ */
+export function nearestNames(name: string, candidates: readonly string[], max = 3): string[] {
+  const scored = [...new Set(candidates)]
+    .filter((c) => c !== name)
+    .map((c) => ({ c, d: editDistance(name, c) }))
+    .filter((x) => x.d <= Math.ceil(name.length / 3))
+    .sort((x, y) => x.d - y.d || x.c.localeCompare(y.c));
+  const best = scored[0]?.d;
+  return scored.filter((x) => x.d <= best! + 1).slice(0, max).map((x) => x.c);
+}

@@ -1,6 +1,6 @@
 import type { CheckSpec, Doc, InsertSpec, Located } from '../engine/plan.ts';
 import type { FunctionAnchor } from '../engine/cpp.ts';
-import { afterLine, indentAt, lineStart, startsLine } from '../engine/text.ts';
+import { afterLine, indentAt, lineStart, nearestNames, startsLine } from '../engine/text.ts';
 import type { Template } from './template.ts';
 
 export const LIBFABRIC_CPP = 'src/modules/transport/libfabric/libfabric.cpp';
@@ -10,10 +10,10 @@ const FINALIZE = 'nvshmemt_libfabric_finalize';
 const GET_MEM_HANDLE = 'nvshmemt_libfabric_get_mem_handle';
 const RELEASE_MEM_HANDLE = 'nvshmemt_libfabric_release_mem_handle';
 
+/** A renamed anchor: the nearest function names by edit distance, closest first. */
 function similarNames(doc: Doc, name: string): string {
-  const stem = name.split('_').slice(0, 2).join('_');
-  const near = (doc.cpp?.functionNames ?? []).filter((n) => n.startsWith(stem) && n !== name);
-  return near.length ? `functions with that prefix: ${near.slice(0, 6).join(', ')}` : 'no function with a similar name';
+  const near = nearestNames(name, doc.cpp?.functionNames ?? []);
+  return near.length ? `nearest: ${near.map((n) => `${n}()`).join(', ')}; renamed?` : 'no function with a similar name';
 }
 
 /**

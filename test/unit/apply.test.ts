@@ -1,0 +1,54 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { hashTree } from '../../src/core/hash.ts';
+import { writeChanges } from '../../src/patchers/engine/apply.ts';
+import type { FileChange } from '../../src/patchers/engine/plan.ts';
+
+/** --in-place must never leave the user's tree half patched: writeChanges is one transaction. */
+function tree(): string {
+  const d = mkdtempSync(path.join(os.tmpdir(), 'apply-'));
+  writeFileSync(path.join(d, 'a.txt'), 'A\n');
+  mkdirSync(path.join(d, 'c'));
+  writeFileSync(path.join(d, 'c/keep.txt'), 'keep\n');
+  return d;
+}
+const all = (d: string): string[] => readdirSync(d, { recursive: true, encoding: 'utf8' }).sort();
+
+describe('writeChanges', () => {
+  it('rolls back when a file cannot be replaced half way: earlier files restored, new files and folders removed', async () => {
+    const d = tree();
+    const before = await hashTree(d);
+    const entries = all(d);
+    const changes: FileChange[] = [
+      { file: 'a.txt', before: 'A\n', after: 'A patched\n' },
+      { file: 'b/new.txt', before: null, after: 'new\n' },
+      // A directory stands where the last file goes: its rename fails (EISDIR) after the others succeeded.
+      { file: 'c', before: 'c\n', after: 'c patched\n' },
+    ];
+    await expect(writeChanges(d, changes)).rejects.toThrow(/EISDIR|illegal operation on a directory|is a directory/i);
+    expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A\n');
+    expect(existsSync(path.join(d, 'b'))).toBe(false);
+    expect(all(d)).toEqual(entries);
+    expect(await hashTree(d)).toBe(before);
+  });
+
+  it('writes nothing once the run is interrupted', async () => {
+    const d = tree();
+    const entries = all(d);
+    const ac = new AbortController();
+    ac.abort(new Error('interrupted by SIGINT'));
+    await expect(writeChanges(d, [{ file: 'a.txt', before: 'A\n', after: 'X\n' }], ac.signal)).rejects.toThrow('interrupted by SIGINT');
+    expect(all(d)).toEqual(entries);
+    expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A\n');
+  });
+
+  it('applies every change and keeps file modes', async () => {
+    const d = tree();
+    await writeChanges(d, [{ file: 'a.txt', before: 'A\n', after: 'A2\n' }, { file: 'x/y/z.txt', before: null, after: 'z\n' }]);
+    expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A2\n');
+    expect(readFileSync(path.join(d, 'x/y/z.txt'), 'utf8')).toBe('z\n');
+    expect(all(d).some((f) => f.endsWith('.nvshmem-efa-new'))).toBe(false);
+  });
+});

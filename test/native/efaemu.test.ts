@@ -66,11 +66,25 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(syms.trim().split('\n').map((l) => l.split(' ').pop())).toEqual(['fi_prov_ini']);
   });
 
-  it.skipIf(!hasFiInfo)('fi_info -p efa lists the emulated efa fabric (needs libfabric-bin)', () => {
-    const r = spawnSync('fi_info', ['-p', 'efa'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov') }, encoding: 'utf8' });
+  it.skipIf(!hasFiInfo)('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', () => {
+    const r = spawnSync('fi_info', ['-p', 'efa'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov'), EFAEMU_NICS: '2' }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa\n\s+domain: efaemu0-rdm/);
+    const fabrics = [...r.stdout.matchAll(/fabric: (\S+)\n\s+domain: (\S+)/g)].map((m) => `${m[1]} ${m[2]}`);
+    expect(fabrics).toEqual(['efa-direct efaemu0-rdm', 'efa-direct efaemu1-rdm', 'efa efaemu0-rdm', 'efa efaemu1-rdm']);
     expect(r.stdout).toContain('FI_EP_RDM');
+  });
+
+  it.skipIf(!hasFiInfo)('the efa-direct info is the real one\'s shape: FI_CONTEXT2, FI_MR_LOCAL, auto progress, no ordering, 32-byte inject', () => {
+    const r = spawnSync('fi_info', ['-p', 'efa', '-f', 'efa-direct', '-v'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov') }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const v = r.stdout;
+    expect(v).toMatch(/^    mode: \[ FI_CONTEXT2 \]/m);
+    expect(v).toMatch(/mr_mode: \[ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY \]/);
+    expect(v).toMatch(/data_progress: FI_PROGRESS_AUTO/);
+    expect(v).toMatch(/inject_size: 32\b/);
+    expect(v).toMatch(/max_msg_size: 1073741824/);
+    expect(v).toMatch(/msg_order: \[  \]/);
+    expect(v).not.toContain('FI_ORDER_SAS');
   });
 
   it('fi_getinfo: NVSHMEM 3.4.5 hints get one efa RDM info per NIC with what its transport checks', () =>
@@ -198,6 +212,74 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ]);
   });
 
+  // efa-direct and the GDA ops, driven by the GDA device code itself (compiled as host C++, threads as warps).
+  const gda = (scenario: string, checks: string[], extra: Record<string, string> = {}, lib?: string) =>
+    passed(runner(dir, lib)('efaemu_gda_test', [scenario], extra), checks);
+
+  it('GDA ops between two processes: put, put-with-immediate + rx_poll, get, quiet, warp batch, credits, byte-exact, reordering on', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-'));
+    gda('ops', [
+      'puts, gets and puts with immediate across region ends post',
+      '4 warps post 600 puts concurrently (single and warp-batch)',
+      'quiet returns no error',
+      'every WQE completed exactly once (retired prefix = reserved = CQEs consumed)',
+      'the CQEs carried every request id once',
+      'get across a local region end returned PE 1\'s bytes, byte-exact',
+      'every put landed byte-exact, across region ends and max-RDMA-size pieces',
+      'the 600 concurrent puts landed byte-exact',
+      'bytes next to the written ranges are untouched',
+      'both immediates arrived from PE 0 with their lengths (write with immediate -> RX CQE)',
+      '150 immediates taken in order, no RX CQ overrun',
+      'credits were refreshed with RDMA reads of the receiver\'s count',
+      '40 x (1.5 MiB put, quiet): the data was at the target every time quiet returned',
+    ], { EFAEMU_REORDER: '8', EFAEMU_STATS: stats });
+    const docs = readdirSync(stats).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const a = docs.find((d) => d.paths.gda.write.ops > 0);
+    const b = docs.find((d) => d.paths.gda.remote_write.ops > 0);
+    expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);
+    expect(a.config.gda_order).toBe('random');
+    expect(b.paths.gda.remote_write.bytes).toBe(a.paths.gda.write.bytes);
+    expect(b.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
+    for (const d of docs) for (const k of Object.keys(d.paths.rdm)) expect(d.paths.rdm[k].ops, `rdm ${k}`).toBe(0);
+  });
+
+  it('GDA ops with softefa\'s other completion orders (EFAEMU_GDA_ORDER large:64K:8 and reverse) and in order', () => {
+    for (const order of ['large:65536:8', 'reverse', 'inorder'])
+      gda('ops', ['quiet returns no error', 'every put landed byte-exact, across region ends and max-RDMA-size pieces'], { EFAEMU_GDA_ORDER: order });
+    const r = run('efaemu_gda_test', ['ops'], { EFAEMU_GDA_ORDER: 'sideways' });
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain('EFAEMU_GDA_ORDER: reorder mode \'sideways\'');
+  });
+
+  it('GDA errors: UNKNOWN_PEER, wrong rkey, a malformed WQE (QP_INTERNAL_ERROR, then FLUSHED) reported as a protocol violation', () => {
+    const r = runner(dir)('efaemu_gda_test', ['errors']);
+    passed(r, [
+      'put to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14) through quiet',
+      'put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'a put after the errors still works (errors do not break the QP)',
+      'a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2)',
+      'after it, the QP is in error: FLUSHED (1)',
+      'failed and flushed WQEs left the target\'s memory untouched',
+      'the good put landed',
+    ]);
+    expect(r.out).toMatch(/efaemu: GDA protocol violation on QP \d+ \(\d+\): slot \d+: phase 1 but slot \d+ needs phase 0/);
+  });
+
+  it('GDA fault injection: EFAEMU_FAIL_EVERY fails device-posted WQEs too, and quiet reports it', () =>
+    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4' }));
+
+  it('GDA with CQs in (stand-in) GPU memory over dma-buf fds and the SQ registered IOMEMORY, through the interposer', () =>
+    gda('gpu-cq', [
+      'cq_open_ext over dma-buf fds of GPU memory (address from the interposer)',
+      'query_cq reports the GPU ring, 32-byte entries, the requested depth',
+      'the SQ ring and doorbell pages pass cuMemHostRegister(IOMEMORY|DEVICEMAP) (emulator pages)',
+      'an ordinary page is still refused IOMEMORY (the driver\'s rule)',
+      'TX CQE written into GPU memory: phase 1, status OK, req_id, this QP, send queue',
+      'RX CQE of the write with immediate in GPU memory: imm, length, sender\'s QP and AH as query_addr gave them',
+      'its data landed before the RX CQE',
+      'the engine wrote the GPU CQE with CUDA copies on its private non-blocking stream, none on the legacy stream',
+    ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
+
   it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
     const r = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
       env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },
@@ -265,7 +347,16 @@ describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped w
 
   it('fi_info -p efa (the preferred-provider form FI_PROVIDER_PATH=+<lib>)', () => {
     const r = spawnSync(path.join(LF23, 'bin/fi_info'), ['-p', 'efa'], { env: env(), encoding: 'utf8' });
+    expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa-direct\n\s+domain: efaemu0-rdm\n\s+version: 2\.3/);
     expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa\n\s+domain: efaemu0-rdm\n\s+version: 2\.3/);
+  });
+
+  it('the GDA scenarios pass against the real fi_ext_efa.h of 2.3.0', () => {
+    for (const [s, extra] of [['ops', { EFAEMU_REORDER: '8' }], ['errors', {}], ['fail-every', { EFAEMU_FAIL_EVERY: '4' }]] as const) {
+      const r = spawnSync(path.join(dir, 'efaemu_gda_test'), [s], { env: env(extra), encoding: 'utf8', timeout: 90_000 });
+      expect(r.stdout.split('\n').filter((l) => l.includes(': FAIL ')), `${s}:\n${r.stdout}${r.stderr}`).toEqual([]);
+      expect(r.status, `${s}:\n${r.stdout}${r.stderr}`).toBe(0);
+    }
   });
 
   it('the RDM scenarios and the NVSHMEM-shaped program pass', () => {

@@ -40,6 +40,7 @@ int av_insert(struct fid_av *fid, const void *addr, size_t count, fi_addr_t *fi_
         std::string k = key_of(a);
         auto it = av->by_addr.find(k);
         fi_addr_t idx;
+        domain_ah(av->domain, a.gid);  // the NIC creates an address handle per remote GID
         if (it != av->by_addr.end()) {
             idx = it->second;  // as the efa provider: inserting a known address returns its fi_addr
         } else {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "reorder.h"
+
 namespace efaemu {
 
 namespace {
@@ -66,6 +68,12 @@ Config load() {
             c.delay_min_ns = lo * 1000;
             c.delay_max_ns = hi * 1000;
         }
+    }
+    if (const char *v = getenv("EFAEMU_GDA_ORDER")) {
+        softefa::Reorder r;
+        std::string why;
+        if (softefa::parse_reorder(v, &r, &why)) c.gda_order = v;
+        else if (c.error.empty()) c.error = std::string("EFAEMU_GDA_ORDER: ") + why;
     }
     env_uint(&c, "FI_EFA_TX_SIZE", &c.tx_size, 1, 1u << 20);
     env_uint(&c, "FI_EFA_RX_SIZE", &c.rx_size, 1, 1u << 20);

@@ -19,6 +19,9 @@ struct Config {
     uint64_t delay_min_ns = 0;     // EFAEMU_DELAY_US=min[-max]: delay every completion by a random amount
     uint64_t delay_max_ns = 0;
     uint64_t seed = 1;             // EFAEMU_SEED: seeds reordering and delays
+    std::string gda_order;         // EFAEMU_GDA_ORDER: softefa's completion order for device-posted WQEs
+                                   //   (inorder, large:BYTES:N, reverse, random:SEED[:W]); default: random with
+                                   //   EFAEMU_REORDER's window when that is set, else in order
     uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000;  // EFAEMU_TIMEOUT_MS: unanswered op -> UNRESP_REMOTE
     size_t tx_size = 1024;         // FI_EFA_TX_SIZE (the real provider's knob): per-endpoint TX credits
     size_t rx_size = 1024;         // FI_EFA_RX_SIZE

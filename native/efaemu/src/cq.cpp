@@ -19,6 +19,7 @@ Cq *Q(struct fid_cq *f) { return reinterpret_cast<Cq *>(f); }
 int cq_close(struct fid *fid) {
     auto *cq = reinterpret_cast<Cq *>(fid);
     if (cq->refs > 0) return -FI_EBUSY;
+    if (cq->ring) gda_ring_free(cq->ring);
     domain_unref(cq->domain);
     delete cq;
     return 0;

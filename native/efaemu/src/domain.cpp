@@ -1,5 +1,7 @@
-// fi_domain: one domain per opened efaemu<N>-rdm info. Opening it attaches the process to the NIC's wire (its
-// inbox), closing the last one detaches. Phase 2: fi_open_ops(FI_EFA_GDA_OPS) on efa-direct domains.
+// fi_domain: one domain per opened efaemu<N>-rdm info (the efa and efa-direct fabrics name their domains alike,
+// as the real provider does). Opening it attaches the process to the NIC's wire (its inbox), closing the last
+// one detaches. fi_open_ops(FI_EFA_GDA_OPS) answers on efa-direct domains only (-FI_EOPNOTSUPP elsewhere, as
+// the real provider).
 #include <string.h>
 
 #include "efaemu.h"
@@ -19,8 +21,22 @@ int domain_close(struct fid *fid) {
     return 0;
 }
 
+int domain_ops_open(struct fid *fid, const char *name, uint64_t, void **ops, void *) {
+    auto *d = reinterpret_cast<Domain *>(fid);
+    if (name && strcmp(name, "efa gda ops") == 0) {  // FI_EFA_GDA_OPS
+        if (!d->direct) {
+            EFA_WARN(FI_LOG_DOMAIN, "Only efa direct supports FI_EFA_GDA_OPS");
+            return -FI_EOPNOTSUPP;
+        }
+        *ops = gda_ops();
+        return *ops ? 0 : -FI_ENOSYS;
+    }
+    EFA_WARN(FI_LOG_DOMAIN, "Unknown ops name: %s", name ? name : "(null)");
+    return -FI_EINVAL;
+}
+
 struct fi_ops g_domain_fi_ops = {
-    sizeof(struct fi_ops), domain_close, fid_no_bind, fid_no_control, fid_no_ops_open, nullptr, nullptr,
+    sizeof(struct fi_ops), domain_close, fid_no_bind, fid_no_control, domain_ops_open, nullptr, nullptr,
 };
 
 struct fi_ops_domain g_domain_ops = {
@@ -67,9 +83,34 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
     d->fid.mr = &g_mr_ops;
     d->fabric = f;
     d->nic = nic;
+    d->direct = f->name == kFabricDirect;
     d->mr_mode = (uint64_t)info->domain_attr->mr_mode;
     *domain = &d->fid;
     return 0;
+}
+
+uint16_t domain_ah(Domain *d, const uint8_t gid[16]) {
+    std::lock_guard<std::mutex> g(d->ah_mu);
+    std::string k(reinterpret_cast<const char *>(gid), 16);
+    auto it = d->ah_by_gid.find(k);
+    if (it != d->ah_by_gid.end()) return it->second;
+    d->ah_gids.push_back(k);
+    const uint16_t ahn = (uint16_t)d->ah_gids.size();
+    d->ah_by_gid[k] = ahn;
+    return ahn;
+}
+
+uint16_t domain_ah_find(Domain *d, const uint8_t gid[16]) {
+    std::lock_guard<std::mutex> g(d->ah_mu);
+    auto it = d->ah_by_gid.find(std::string(reinterpret_cast<const char *>(gid), 16));
+    return it == d->ah_by_gid.end() ? kNoAh : it->second;
+}
+
+bool domain_ah_gid(Domain *d, uint16_t ahn, uint8_t gid[16]) {
+    std::lock_guard<std::mutex> g(d->ah_mu);
+    if (ahn == 0 || ahn > d->ah_gids.size()) return false;
+    memcpy(gid, d->ah_gids[ahn - 1].data(), 16);
+    return true;
 }
 
 }  // namespace efaemu

@@ -37,6 +37,7 @@
 namespace efaemu {
 
 constexpr const char *kFabricRdm = "efa";
+constexpr const char *kFabricDirect = "efa-direct";  // the real provider's name for its device-direct path
 constexpr size_t kInjectSize = 4096;
 constexpr size_t kCqDataSize = 4;  // EFA carries 4 bytes of immediate data
 constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
@@ -52,7 +53,7 @@ bool hmem_claimed();
 struct Fabric {
     struct fid_fabric fid;
     uint32_t api_version;
-    std::string name;
+    std::string name;  // kFabricRdm or kFabricDirect
 };
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 
@@ -64,11 +65,21 @@ struct Domain {
     struct fid_domain fid;
     Fabric *fabric;
     int nic;
+    bool direct = false;  // an efa-direct domain: FI_EFA_GDA_OPS, device-posted WQEs
     uint8_t gid[16];
     uint64_t mr_mode;
     std::atomic<int> refs{0};  // objects opened on it
+    // Address handles: one per remote GID this domain inserted into any of its AVs, numbered from 1, as the
+    // NIC numbers AHs per protection domain. query_addr hands them out; WQEs name the target by them.
+    std::mutex ah_mu;
+    std::map<std::string, uint16_t> ah_by_gid;
+    std::vector<std::string> ah_gids;  // [ahn - 1] = gid (16 raw bytes)
 };
 int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain, void *context);
+constexpr uint16_t kNoAh = 0xffff;  // what an RX completion carries for a sender without an AH
+uint16_t domain_ah(Domain *d, const uint8_t gid[16]);           // allocates on first use
+uint16_t domain_ah_find(Domain *d, const uint8_t gid[16]);      // kNoAh when none
+bool domain_ah_gid(Domain *d, uint16_t ahn, uint8_t gid[16]);  // false for an unknown AH
 
 // ---- mr.cpp -------------------------------------------------------------------------------------------------------
 struct Mr {
@@ -125,6 +136,9 @@ struct Cq {
     bool signaled = false;
     std::atomic<uint32_t> empty_polls{0};
     std::atomic<int> refs{0};
+    // A CQ opened with cq_open_ext (efa-direct): a completion ring in memory its consumer (a GPU) owns. The
+    // engine writes EFA CQEs into it; libfabric's read calls do not apply (-FI_ENOSYS, as on the NIC).
+    struct GdaRing *ring = nullptr;
 };
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
 void cq_push(Cq *cq, const CqEntry &e);
@@ -145,6 +159,22 @@ void cntr_inc_err(Cntr *c);
 
 // ---- ep.cpp: the RDM endpoint -------------------------------------------------------------------------------------
 int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
+// For the GDA ops: the endpoint's address and domain, the peer behind an fi_addr, its queue pair's rings.
+bool ep_is_ours(struct fid_ep *ep);
+int ep_query_addr(struct fid_ep *ep, fi_addr_t addr, uint16_t *ahn, uint16_t *qpn, uint32_t *qkey);
+struct GdaQp *ep_gda_qp(struct fid_ep *ep);
+
+// ---- gda.cpp: efa-direct's device interface (fi_open_ops(FI_EFA_GDA_OPS)) -----------------------------------------
+// The ops table returned for FI_EFA_GDA_OPS (compiled where the headers declare it, or with our test header).
+void *gda_ops();
+void gda_ring_free(GdaRing *r);
+// A queue pair the device drives: its SQ ring and doorbell live in a /dev/shm/efaemu-* mapping (so the test
+// interposer lets the GPU map them), an engine Source serves the doorbell through native/softefa's SendQueue,
+// Scheduler and CompletionQueue, and each WQE travels as an engine Op on the GDA path of the same wire.
+GdaQp *gda_qp_create(Domain *d, const EpAddr &self, Cq *tx, uint32_t sq_entries, std::string *why);
+void gda_qp_destroy(GdaQp *qp);
+// Target side: the RX CQE of an RDMA write with immediate, after its data was placed (engine thread).
+void gda_rx_cqe(Cq *rx, Domain *d, uint16_t qpn, const EpAddr &src, uint32_t imm, uint64_t len);
 
 // ---- helpers ------------------------------------------------------------------------------------------------------
 // Operations that an object does not implement: the libfabric convention is -FI_ENOSYS.

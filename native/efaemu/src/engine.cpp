@@ -577,7 +577,7 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
     switch (h.type) {
         case kMsgWrite: {
             MemRef mem;
-            uint32_t st = target->rma_check(h.src, h.remote_addr, h.total_len, h.rkey, true, &mem);
+            uint32_t st = target->rma_check(h.src, h.remote_addr, h.total_len, h.rkey, true, h.flags & kFlagRemoteData, &mem);
             if (st) {
                 if (h.offset == 0) {
                     reply(nic, h, kMsgAck, st, 0);
@@ -600,7 +600,7 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
         }
         case kMsgReadReq: {
             MemRef mem;
-            uint32_t st = target->rma_check(h.src, h.remote_addr, h.total_len, h.rkey, false, &mem);
+            uint32_t st = target->rma_check(h.src, h.remote_addr, h.total_len, h.rkey, false, false, &mem);
             if (st) {
                 reply(nic, h, kMsgReadResp, st, kFlagLast);
                 stats().record(path, Kind::RemoteRead, pk, h.total_len, mem.kind, st);
@@ -681,6 +681,7 @@ void Engine::run() {
         int64_t timeout = backlog ? kBacklogSleepNs : kIdleSleepNs;
         if (next_due != UINT64_MAX) timeout = std::min<int64_t>(timeout, (int64_t)(next_due > now ? next_due - now : 0));
         if (nics_.size() > 1) timeout = std::min<int64_t>(timeout, 100000);  // other inboxes' producers wake theirs
+        if (!sources_.empty()) timeout = std::min<int64_t>(timeout, kSourcePollNs);  // doorbells wake nobody
         if (timeout <= 0) continue;
         Inbox *in = &nics_.begin()->second->inbox;
         {

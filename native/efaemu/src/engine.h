@@ -75,7 +75,9 @@ class Target {
 public:
     virtual ~Target() = default;
     // May initiator `src` access [addr, addr+len) with `rkey` (write or read)? On kOk, *mem says where it lives.
-    virtual uint32_t rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, MemRef *mem) = 0;
+    // imm: a write with immediate data (a target that cannot take one answers RNR, as EFA does).
+    virtual uint32_t rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, bool imm,
+                               MemRef *mem) = 0;
     // A remote write (all chunks placed) or read (fully served) completed at this target.
     virtual void rma_done(const EpAddr &src, bool write, uint64_t len, bool has_data, uint64_t data) = 0;
     // One chunk of a message. Returns the status to acknowledge with when the message is complete (kOk) or has
@@ -85,12 +87,16 @@ public:
     virtual void progress() {}
 };
 
+// Polled every engine iteration (engine thread, engine lock held). A GPU rings doorbells without waking anyone,
+// so while sources exist the engine never sleeps longer than kSourcePollNs; needs_spin() keeps it from
+// sleeping at all while a source is busy.
 class Source {
 public:
     virtual ~Source() = default;
     virtual size_t poll() = 0;  // returns the amount of work done (0: idle)
     virtual bool needs_spin() const = 0;
 };
+constexpr int64_t kSourcePollNs = 200000;
 
 class Engine {
 public:

@@ -42,7 +42,8 @@ struct Incoming {
 
 struct Side final : Target, OpSink {
     Ep *ep;
-    uint32_t rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, MemRef *mem) override;
+    uint32_t rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, bool imm,
+                       MemRef *mem) override;
     void rma_done(const EpAddr &src, bool write, uint64_t len, bool has_data, uint64_t data) override;
     uint32_t msg_chunk(const MsgHdr &h, const uint8_t *payload, bool *complete) override;
     void progress() override;
@@ -64,6 +65,7 @@ struct Ep {
     EpAddr addr{};
     bool enabled = false;
     bool cuda_api_permitted = true;
+    GdaQp *gda = nullptr;  // efa-direct with a cq_open_ext TX CQ: the queue pair a device drives
 
     std::mutex rx_mu;  // posted receives: appended by the application, taken by the engine
     std::deque<Recv> posted;
@@ -83,8 +85,11 @@ std::string msg_key(const EpAddr &src, uint64_t op_id) {
 
 // ---- target side (engine thread) ------------------------------------------------------------------------------
 
-uint32_t Side::rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, MemRef *mem) {
+uint32_t Side::rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_t rkey, bool write, bool imm,
+                         MemRef *mem) {
     if (!ep->av || av_reverse(ep->av, src) == FI_ADDR_NOTAVAIL) return kRemoteUnknownPeer;
+    // efa-direct: an immediate needs a receive CQ (the device answers RNR); the RDM protocol just drops it.
+    if (write && imm && ep->domain->direct && !ep->rx_cq) return kRemoteRnr;
     Mr m;
     if (!mr_by_key(rkey, &m) || m.domain != ep->domain) return kRemoteBadAddress;
     if (!(m.access & (write ? FI_REMOTE_WRITE : FI_REMOTE_READ))) return kRemoteBadAddress;
@@ -95,7 +100,9 @@ uint32_t Side::rma_check(const EpAddr &src, uint64_t addr, uint64_t len, uint64_
 
 void Side::rma_done(const EpAddr &src, bool write, uint64_t len, bool has_data, uint64_t data) {
     cntr_inc(write ? ep->c_rwrite : ep->c_rread);
-    if (write && has_data && ep->rx_cq) {
+    if (write && has_data && ep->rx_cq && ep->rx_cq->ring) {
+        gda_rx_cqe(ep->rx_cq, ep->domain, ep->addr.qpn, src, (uint32_t)data, len);
+    } else if (write && has_data && ep->rx_cq) {
         CqEntry e{};
         e.e.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
         e.e.len = len;
@@ -244,8 +251,11 @@ uint64_t cq_flags(OpKind k) {
 void Side::op_done(Op &op, uint32_t status) {
     ep->tx_outstanding--;
     Cntr *c = op.kind == OpKind::Write ? ep->c_write : op.kind == OpKind::Read ? ep->c_read : ep->c_send;
+    // A TX CQ in device memory (cq_open_ext) belongs to the device: CPU-posted operations complete on the
+    // counters only.
+    const bool host_cq = ep->tx_cq && !ep->tx_cq->ring;
     if (status == kOk) {
-        if (op.want_cq && ep->tx_cq) {
+        if (op.want_cq && host_cq) {
             CqEntry e{};
             e.e.op_context = op.context;
             e.e.flags = cq_flags(op.kind);
@@ -256,7 +266,7 @@ void Side::op_done(Op &op, uint32_t status) {
         cntr_inc(c);
     } else {
         EFA_INFO(FI_LOG_EP_DATA, "op to %s completes with %s", addr_str(op.dst).c_str(), status_name(status));
-        if (ep->tx_cq) {
+        if (host_cq) {
             CqErr e{};
             e.e.op_context = op.context;
             e.e.flags = cq_flags(op.kind);
@@ -591,6 +601,17 @@ int ep_control(struct fid *f, int command, void *) {
     if (command != FI_ENABLE) return -FI_ENOSYS;
     if (!ep->av) return -FI_ENOAV;
     if (!ep->tx_cq && !ep->rx_cq) return -FI_ENOCQ;
+    if (ep->enabled) return 0;
+    if (ep->domain->direct && ep->tx_cq && ep->tx_cq->ring) {
+        uint32_t sq = 1;
+        while (sq * 2 <= ep->tx_size && sq * 2 <= 65536) sq *= 2;
+        std::string why;
+        ep->gda = gda_qp_create(ep->domain, ep->addr, ep->tx_cq, sq, &why);
+        if (!ep->gda) {
+            EFA_WARN(FI_LOG_EP_CTRL, "cannot create the device queue pair: %s", why.c_str());
+            return -FI_ENOMEM;
+        }
+    }
     ep->enabled = true;
     return 0;
 }
@@ -598,6 +619,8 @@ int ep_control(struct fid *f, int command, void *) {
 int ep_close(struct fid *f) {
     Ep *ep = E(f);
     Engine &eng = Engine::instance();
+    if (ep->gda) gda_qp_destroy(ep->gda);  // the doorbell stops being served before the endpoint goes
+    ep->gda = nullptr;
     eng.remove_target(ep->domain->nic, ep->addr.qpn);
     eng.cancel(&ep->side);
     if (ep->av) ep->av->refs--;
@@ -615,6 +638,24 @@ struct fi_ops g_ep_fi_ops = {
 };
 
 }  // namespace
+
+bool ep_is_ours(struct fid_ep *f) { return f && f->fid.fclass == FI_CLASS_EP && f->fid.ops == &g_ep_fi_ops; }
+
+int ep_query_addr(struct fid_ep *f, fi_addr_t addr, uint16_t *ahn, uint16_t *qpn, uint32_t *qkey) {
+    if (!ep_is_ours(f)) return -FI_EINVAL;
+    Ep *ep = E(f);
+    EpAddr a;
+    if (!ep->av || !av_lookup(ep->av, addr, &a)) {
+        EFA_WARN(FI_LOG_EP_CTRL, "Failed to find connection for addr %llu", (unsigned long long)addr);
+        return -FI_EINVAL;
+    }
+    *ahn = domain_ah(ep->domain, a.gid);
+    *qpn = a.qpn;
+    *qkey = a.qkey;
+    return 0;
+}
+
+GdaQp *ep_gda_qp(struct fid_ep *f) { return ep_is_ours(f) ? E(f)->gda : nullptr; }
 
 int ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out, void *context) {
     static std::once_flag once;

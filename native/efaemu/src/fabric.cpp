@@ -1,4 +1,4 @@
-// fi_fabric for the `efa` fabric. Phase 2 adds `efa-direct` here (the fabric the GDA host code opens).
+// fi_fabric for the `efa` (RDM) and `efa-direct` fabrics; the fabric's name decides what its domains offer.
 #include <string.h>
 
 #include "efaemu.h"
@@ -31,8 +31,10 @@ struct fi_ops_fabric g_fabric_ops = {
 }  // namespace
 
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context) {
-    if (attr->name && strcmp(attr->name, kFabricRdm) != 0) {
-        EFA_WARN(FI_LOG_FABRIC, "fabric \"%s\" is not emulated (phase 1 provides \"%s\")", attr->name, kFabricRdm);
+    const bool direct = attr->name && strcmp(attr->name, kFabricDirect) == 0;
+    if (attr->name && !direct && strcmp(attr->name, kFabricRdm) != 0) {
+        EFA_WARN(FI_LOG_FABRIC, "fabric \"%s\" is not emulated (\"%s\" and \"%s\" are)", attr->name, kFabricRdm,
+                 kFabricDirect);
         return -FI_ENODATA;
     }
     auto *f = new Fabric;
@@ -42,7 +44,7 @@ int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *c
     f->fid.fid.ops = &g_fabric_fi_ops;
     f->fid.ops = &g_fabric_ops;
     f->api_version = attr->api_version;
-    f->name = kFabricRdm;
+    f->name = direct ? kFabricDirect : kFabricRdm;
     *fabric = &f->fid;
     return 0;
 }

@@ -193,6 +193,34 @@ bool copy_from_host(uint64_t a, const MemRef &m, const void *h, size_t len, std:
     return true;
 }
 
+bool copy_from_host_async(uint64_t a, const MemRef &m, const void *h, size_t len, std::string *why) {
+    if (!len) return true;
+    if (m.kind == MemKind::Host) {
+        memcpy(reinterpret_cast<void *>(a), h, len);
+        return true;
+    }
+    CUstream s;
+    if (!bind_device(m.device, &s, why)) return false;
+    CUresult r = g_drv.cuMemcpyHtoDAsync((CUdeviceptr)a, h, len, s);
+    if (r != 0) {
+        *why = err(r, "cuMemcpyHtoDAsync");
+        return false;
+    }
+    return true;
+}
+
+bool sync(const MemRef &m, std::string *why) {
+    if (m.kind == MemKind::Host) return true;
+    CUstream s;
+    if (!bind_device(m.device, &s, why)) return false;
+    CUresult r = g_drv.cuStreamSynchronize(s);
+    if (r != 0) {
+        *why = err(r, "cuStreamSynchronize");
+        return false;
+    }
+    return true;
+}
+
 void engine_thread_release() {
     if (!g_ok) return;
     for (auto &kv : g_devs) {

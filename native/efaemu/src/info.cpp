@@ -4,9 +4,12 @@
 // sysfs), and the hint matching libfabric's util layer applies (ofi_check_info / ofi_alter_info), re-done here
 // because a DL provider built against public headers cannot link the util library.
 //
+// Before the RDM infos, one `efa-direct` info per NIC, shaped like the real provider's (v2.3.0 efa_prov.c lists
+// every efa-direct info first; efa_prov_info_alloc gives it the RDM domain name, FI_CONTEXT2 mode, FI_MR_LOCAL,
+// automatic progress, no ordering, the device's inline size and its max RDMA size).
+//
 // Deviations, on purpose and reported in the README: no FI_TAGGED, FI_ATOMIC, FI_DIRECTED_RECV or FI_MULTI_RECV,
-// iov limits of 1, no DGRAM endpoints. The efa-direct infos (listed first, as the real provider does) come in
-// phase 2 with the GDA ops.
+// iov limits of 1, no DGRAM endpoints.
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,9 @@ constexpr uint64_t kSecondaryCaps = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | F
 constexpr uint64_t kTxOpFlags = FI_INJECT | FI_COMPLETION | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
 constexpr int kRdmProtocolVersion = 4;
 constexpr size_t kMtu = 8928;
+constexpr uint64_t kDirectTxOpFlags = FI_TRANSMIT_COMPLETE | FI_INJECT | FI_COMPLETION | FI_DELIVERY_COMPLETE;
+constexpr size_t kDirectInlineSize = 32;             // the device's inline_buf_size on p5
+constexpr uint64_t kMaxRdmaSize = 1ull << 30;        // the device's max RDMA size (1 GiB)
 
 // ---- the nic object ----------------------------------------------------------------------------------------------
 
@@ -200,6 +206,37 @@ struct fi_info *make_rdm_info(int index, bool hmem) {
     fi->fabric_attr->name = strdup(kFabricRdm);
     fi->fabric_attr->prov_version = kApiVersion;
     fi->nic = make_nic(index, gid);
+    return fi;
+}
+
+// The efa-direct info: the device's own capabilities (efa_prov_info_alloc), no emulated protocol on top.
+struct fi_info *make_direct_info(int index, bool hmem) {
+    struct fi_info *fi = make_rdm_info(index, hmem);
+    if (!fi) return nullptr;
+    const Config &c = config();
+    fi->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE |
+               kDomainCaps | (hmem ? FI_HMEM : 0);
+    fi->mode = FI_CONTEXT2;
+    fi->tx_attr->caps = FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE | (hmem ? FI_HMEM : 0);
+    fi->tx_attr->mode = FI_CONTEXT2;
+    fi->tx_attr->op_flags = kDirectTxOpFlags;
+    fi->tx_attr->msg_order = 0;
+    fi->tx_attr->inject_size = kDirectInlineSize;
+    size_t tx = 1;
+    while (tx * 2 <= c.tx_size && tx * 2 <= 65536) tx *= 2;  // rounddown_power_of_two(max_sq_wr)
+    fi->tx_attr->size = tx;
+    fi->rx_attr->caps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SOURCE | (hmem ? FI_HMEM : 0);
+    fi->rx_attr->mode = FI_CONTEXT2;
+    fi->rx_attr->op_flags = FI_COMPLETION;
+    fi->rx_attr->msg_order = 0;
+    fi->ep_attr->protocol_version = 1;
+    fi->ep_attr->max_msg_size = kMaxRdmaSize;
+    struct fi_domain_attr *d = fi->domain_attr;
+    d->control_progress = FI_PROGRESS_AUTO;
+    d->data_progress = FI_PROGRESS_AUTO;
+    d->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | (hmem ? FI_MR_HMEM : 0);
+    free(fi->fabric_attr->name);
+    fi->fabric_attr->name = strdup(kFabricDirect);
     return fi;
 }
 
@@ -385,8 +422,9 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
     }
     const bool hmem = hmem_claimed();
     struct fi_info *head = nullptr, *tail = nullptr;
-    for (int n = 0; n < c.nics; n++) {
-        struct fi_info *fi = make_rdm_info(n, hmem);
+    for (int k = 0; k < 2 * c.nics; k++) {  // every NIC's efa-direct info first, then every NIC's RDM info
+        const int n = k % c.nics;
+        struct fi_info *fi = k < c.nics ? make_direct_info(n, hmem) : make_rdm_info(n, hmem);
         if (!fi) return -FI_ENOMEM;
         if (!matches(fi, hints, version)) {
             fi_freeinfo(fi);

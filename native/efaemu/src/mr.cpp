@@ -21,9 +21,13 @@ std::map<uint32_t, Mr *> &g_by_key = *new std::map<uint32_t, Mr *>;
 std::map<const Mr *, uint32_t> &g_by_ptr = *new std::map<const Mr *, uint32_t>;
 uint32_t g_next_key = 0;
 
+// Keys stay within 24 bits: a device-posted WQE carries the lkey in 24 bits (efa_io_tx_buf_desc), and the
+// same value serves as lkey (get_mr_lkey) and rkey (fi_mr_key).
 uint32_t new_key() {  // g_mu held exclusively
+    constexpr uint32_t kKeyLimit = 1u << 24;
     if (!g_next_key) g_next_key = (process_nonce() & 0x00ffff00u) | 1u;
-    while (g_next_key == 0 || g_by_key.count(g_next_key)) g_next_key++;
+    while (g_next_key == 0 || g_next_key >= kKeyLimit || g_by_key.count(g_next_key))
+        g_next_key = g_next_key >= kKeyLimit ? 1 : g_next_key + 1;
     return g_next_key++;
 }
 

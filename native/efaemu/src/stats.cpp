@@ -91,12 +91,13 @@ std::string Stats::json() const {
         o += (first ? "" : ", ") + quote(kv.first);
         first = false;
     }
-    char cfg[256];
+    char cfg[512];
     snprintf(cfg, sizeof cfg,
              "],\n  \"config\": {\"fail_every\": %llu, \"fail_status\": %u, \"reorder\": %u, \"delay_us\": [%llu, %llu], "
-             "\"seed\": %llu},\n  \"paths\": ",
+             "\"seed\": %llu, \"gda_order\": %s},\n  \"paths\": ",
              (unsigned long long)c.fail_every, c.fail_status, c.reorder, (unsigned long long)(c.delay_min_ns / 1000),
-             (unsigned long long)(c.delay_max_ns / 1000), (unsigned long long)c.seed);
+             (unsigned long long)(c.delay_max_ns / 1000), (unsigned long long)c.seed,
+             quote(c.gda_order.empty() ? (c.reorder ? "random" : "inorder") : c.gda_order).c_str());
     o += cfg;
     render_paths(o, paths_, "  ");
     o += ",\n  \"peers\": {";

@@ -280,6 +280,25 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       'the engine wrote the GPU CQE with CUDA copies on its private non-blocking stream, none on the legacy stream',
     ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
 
+  const hostTest = path.join(dir, 'efaemu_gda_host_test');
+  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work (needs cuda.h)', () => {
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, [
+      'GDA compiled in (against fi_ext_efa.h)',
+      'the host code starts GDA on efaemu: init 0, status active',
+      'a GPU heap region registers on every PE (FI_HMEM_CUDA, lkey, rkey exchanged)',
+      'device state: own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, the region table',
+      'a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)',
+      'its immediate arrives in the GPU RX CQ with the sender\'s AH and QP as query_addr resolved them',
+      'the 100000 bytes landed in PE 1\'s GPU heap, byte-exact',
+      'fini closes everything (endpoint before CQs, MRs and AV before the domain)',
+    ]);
+    expect(r.out).toMatch(/status: EFA GDA active: efa-direct efaemu0-rdm, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+  });
+
   it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
     const r = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
       env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },

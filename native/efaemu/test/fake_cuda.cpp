@@ -147,6 +147,29 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len) {
     return device_copy(dst, reinterpret_cast<void *>(src), len);
 }
 
+// What the GDA host code (transport_efa_gda.cpp) calls besides the above.
+CUresult cuCtxGetDevice(CUdevice *d) { note_call(); *d = 0; return kOk; }
+CUresult cuMemFree_v2(CUdeviceptr p) { note_call(); return on_device(p, 1) ? kOk : kInvalidValue; }  // a bump allocator
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
+    note_call();
+    if (!on_device(p, n)) return kInvalidValue;
+    std::lock_guard<std::mutex> g(g_mu);
+    mprotect(g_base, kRegion, PROT_READ | PROT_WRITE);
+    memset(reinterpret_cast<void *>(p), v, n);
+    mprotect(g_base, kRegion, PROT_NONE);
+    return kOk;
+}
+CUresult cuMemHostUnregister(void *) { note_call(); return kOk; }
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned) {  // mapped host memory: same address
+    note_call();
+    *d = reinterpret_cast<CUdeviceptr>(p);
+    return kOk;
+}
+CUresult cuGetErrorName(CUresult r, const char **s) {
+    *s = r == kOk ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+    return kOk;
+}
+
 // Host registration: like the driver on the GPU hosts, IOMEMORY on ordinary pages is refused.
 std::atomic<unsigned> g_last_register_flags{0xffffffffu};
 CUresult cuMemHostRegister_v2(void *, size_t, unsigned flags) {

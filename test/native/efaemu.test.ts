@@ -338,6 +338,15 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.status).toBe(0);
   });
 
+  it.skipIf(!canUnshare || !hasFiInfo)('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu, the GPU checks say why they skip', () => {
+    const wd = mkdtempSync(path.join(os.tmpdir(), 'efaemu-selftest-'));
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
+      '--efaemu-build', dir, '--checks', 'fi_info,gda_kernel'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
+    expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
+    expect(r.stdout).toMatch(/^gda_kernel\s+SKIP\s+.*(no NVIDIA driver here|GPU).*not an nvshmem-efa work dir/m);
+    expect(r.status).toBe(0);
+  });
+
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
     const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
     const dev = `/sys/bus/pci/devices/${pciDevice}`;

@@ -71,7 +71,7 @@ pe_env() {
 }
 
 # run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@), logs NAME.pe0.log and
-# NAME.pe1.log, statistics in stats-NAME/. Once one rank fails, the other gets 30 s before it is killed: a
+# NAME.pe1.log, statistics in stats-NAME/. Once one rank fails, the other gets 15 s before it is killed: a
 # failure ends the pair, it never hangs it. Sets RC0 RC1 ELAPSED.
 run_pair() {
   local name=$1 extra=$2; shift 3
@@ -93,7 +93,7 @@ run_pair() {
     done
     if { [ -n "$RC0" ] && [ "$RC0" != 0 ] && [ -z "$RC1" ]; } || { [ -n "$RC1" ] && [ "$RC1" != 0 ] && [ -z "$RC0" ]; }; then
       local other=$([ -z "$RC0" ] && echo 0 || echo 1)
-      for _ in $(seq 30); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
+      for _ in $(seq 15); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
       pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
       wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
     fi
@@ -227,7 +227,7 @@ check_deepep_shrink() {
 
 check_deepep_pressure() {  # endless by design: bounded in time; passes when repeats of a seed matched its hash
   need deepep_pressure DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
-  local bound=${PRESSURE_SECONDS:-90}
+  local bound=${PRESSURE_SECONDS:-60}
   CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_pressure "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" --pressure-test \
     ${PRESSURE_ARGS:---num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 8}
   local log="$RESULTS/deepep_pressure.pe0.log" runs seeds

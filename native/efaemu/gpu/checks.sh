@@ -184,8 +184,9 @@ deepep_pair() {
   MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra PYTHONPATH=$DEEPEP_DIR" -- \
     "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
 }
-deepep_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qE 'Error|Traceback' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
-deepep_tail() { grep -hE 'Error|Traceback|failed|FAIL' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -2 | cut -c1-160 | paste -sd';' -; }
+FAILURE_RE='Traceback|AssertionError|RuntimeError|CUDA error|EFA GDA .* failed|illegal|Aborted|core dumped'
+deepep_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qE "$FAILURE_RE" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
+deepep_tail() { grep -hE "$FAILURE_RE|Error|failed|FAIL" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -3 | cut -c1-200 | paste -sd';' -; }
 
 check_deepep_ll() {
   need deepep_ll DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
@@ -233,7 +234,7 @@ check_deepep_pressure() {  # endless by design: bounded in time; passes when rep
   local log="$RESULTS/deepep_pressure.pe0.log" runs seeds
   runs=$(grep -c 'Dispatch + combine bandwidth' "$log"); seeds=$(grep -c 'Testing with seed' "$log")
   # test_main runs once, then per seed once for the reference hash and 20 times against it.
-  if ! grep -qE 'Error|Traceback|trap' "$RESULTS/deepep_pressure.pe0.log" "$RESULTS/deepep_pressure.pe1.log" && [ "$runs" -ge 3 ] && [ "$seeds" -ge 1 ]; then
+  if ! grep -qE "$FAILURE_RE" "$RESULTS/deepep_pressure.pe0.log" "$RESULTS/deepep_pressure.pe1.log" && [ "$runs" -ge 3 ] && [ "$seeds" -ge 1 ]; then
     result deepep_pressure pass "--pressure-test bounded to ${bound}s: $runs test_main runs, $((runs - 1 - seeds)) repeats matched their seed's reference hash, $seeds seed(s) started, no error; stopped by the bound (rc $RC0/$RC1)"
   else
     result deepep_pressure fail "$runs test_main runs, $seeds seeds in ${bound}s; rc $RC0/$RC1; $(deepep_tail deepep_pressure)"

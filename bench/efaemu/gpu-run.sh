@@ -20,7 +20,7 @@ left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
 trap 'tar czf "$OUT/logs.tgz" -C /opt/efaemu results 2>/dev/null' EXIT
 stamp "machine: $(hostname) $(uname -r) $(nproc) cores"; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
-nvcc --version | tail -1; g++ --version | head -1
+nvcc --version | tail -1; g++ --version | head -1; nvidia-smi topo -m 2>&1 | head -4; ls /sys/class/infiniband 2>&1 | head -3
 mkdir -p "$E" "$R"
 tar xJf "$C/nv.tar.xz" -P; tar xJf "$C/lf.tar.xz" -P
 tar xJf "$C/pre.tar.xz" -C "$E"; tar xJf "$C/bundle.tar.xz" -C "$E"; tar xJf "$C/deepep.tar.xz" -C "$E"
@@ -33,7 +33,7 @@ CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 build=$!
 SELF=("$E/node" "$E/bundle/nvshmem-efa.mjs" selftest --work-dir "$WD" --libfabric-home "$LF" --efaemu-build "$E/efaemu" --pe-test "$E/pe_test")
 stamp "selftest, checks without DeepEP"
-timeout -k 5 $(left) "${SELF[@]}" --checks "${CHECKS1:-fi_info,fabtests,nvshmem_perf,gda_kernel,neg_wrong_provider,neg_fail_injection}" --timeout 150 --results "$R/selftest-1" | tee "$OUT/selftest-1.txt"
+NVSHMEM_DEBUG=${NVSHMEM_DEBUG1:-INFO} timeout -k 5 $(left) "${SELF[@]}" --checks "${CHECKS1:-fi_info,fabtests,nvshmem_perf,gda_kernel,neg_wrong_provider,neg_fail_injection}" --timeout 150 --results "$R/selftest-1" | tee "$OUT/selftest-1.txt"
 stamp "waiting for the DeepEP build"
 wait $build; tail -3 "$R/deepep-build.log"; ls "$E/DeepEP"/deep_ep_cpp*.so 2>/dev/null
 stamp "selftest, DeepEP checks"

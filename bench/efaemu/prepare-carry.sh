@@ -17,7 +17,7 @@ b=$(mktemp -d)
 cmake -S "$root/native/efaemu" -B "$b/efaemu" -G Ninja -DLIBFABRIC_PREFIX="$lf" -DEFAEMU_TESTS=OFF >/dev/null
 cmake --build "$b/efaemu" >/dev/null
 nvcc -O2 -std=c++17 -rdc=true -gencode arch=compute_90,code=sm_90 -DPE_TEST_GDA -I "$wd/install/nvshmem/include" \
-  "$root/native/efaemu/gpu/pe_test.cu" -o "$b/pe_test" -L "$wd/install/nvshmem/lib" -L "$wd/stubs" -lnvshmem_host -lnvshmem_device -lcuda -ldl \
+  "$root/native/efaemu/gpu/pe_test.cu" -o "$b/pe_test" -L "$wd/install/nvshmem/lib" -lnvshmem_host -lnvshmem_device -ldl \
   -Xlinker=-rpath,"$wd/install/nvshmem/lib"
 tar cJf "$out/pre.tar.xz" -C "$b" efaemu/prov efaemu/interpose efaemu/softgdr pe_test
 tar cJf "$out/deepep.tar.xz" -C "$(dirname "$deepep")" --transform "s,^$(basename "$deepep"),DeepEP," "$(basename "$deepep")"

@@ -231,7 +231,7 @@ async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boo
     const archs = arch.split(/[;,\s]+/).filter(Boolean).flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`]);
     await run(nvcc, ['-O2', '-std=c++17', '-rdc=true', ...archs, ...(gda ? ['-DPE_TEST_GDA'] : []), '-I', path.join(nvshmem, 'include'),
       path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'pe_test.cu'), '-o', out, '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device',
-      '-lcuda', '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`], { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
+      '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`], { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
   } finally {
     await log.end();
   }

@@ -338,6 +338,9 @@ __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, in
     r->flag_wait_bad = bad;
 }
 
+// The host's spelling of a device result: an EFA status or an NVSHMEMX_EFA_GDA_ERR_* code.
+std::string gda_err(int e) { return fmt("%s0x%x", e > 0 && e < 64 ? "EFA status " : "error ", e); }
+
 int gda() {
     const std::string st = gda_status();
     line("RESULT", "gda_status " + st);
@@ -372,12 +375,12 @@ int gda() {
     CUDA_OK(cudaMemcpy(&hs, s, sizeof hs, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(&qp, hs.qp, sizeof qp, cudaMemcpyDeviceToHost));
     if (g_rank == 0) {
-        expect(h.put == 0, "put of 3 MiB (+12345 B) posted and quiet", efa_gda_strerror(h.put));
+        expect(h.put == 0, "put of 3 MiB (+12345 B) posted and quiet", gda_err(h.put));
         expect(h.warps == 0, "8 warps x 32 concurrent 4 KiB puts (put_nbi_warp)", fmt("0x%x", h.warps));
         expect(h.batch == 0, "warp batch: 32 lanes, one doorbell per max_batch", fmt("0x%x", h.batch));
-        expect(h.imm == 0, fmt("%d puts with immediate, more than the credit window of %u", kImms, hs.imm_window), efa_gda_strerror(h.imm));
-        expect(h.get == 0, "get of 1 MiB", efa_gda_strerror(h.get));
-        expect(h.quiet == 0, fmt("%d x (256 KiB put, quiet, NVSHMEM atomic flag)", kQuietRounds), efa_gda_strerror(h.quiet));
+        expect(h.imm == 0, fmt("%d puts with immediate, more than the credit window of %u", kImms, hs.imm_window), gda_err(h.imm));
+        expect(h.get == 0, "get of 1 MiB", gda_err(h.get));
+        expect(h.quiet == 0, fmt("%d x (256 KiB put, quiet, NVSHMEM atomic flag)", kQuietRounds), gda_err(h.quiet));
         const uint64_t bad = bad_bytes(base + kGetDst, M, 1, kSrc + 4 * M);
         expect(bad == 0, "get returned PE 1's bytes, byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
         uint64_t want = 0;

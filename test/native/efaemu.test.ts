@@ -265,8 +265,15 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/efaemu: GDA protocol violation on QP \d+ \(\d+\): slot \d+: phase 1 but slot \d+ needs phase 0/);
   });
 
-  it('GDA fault injection: EFAEMU_FAIL_EVERY fails device-posted WQEs too, and quiet reports it', () =>
-    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4' }));
+  it('GDA fault injection: EFAEMU_FAIL_EVERY fails device-posted WQEs too, and quiet reports it; EFAEMU_FAIL_PATH picks the path', () => {
+    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4' });
+    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4', EFAEMU_FAIL_PATH: 'gda' });
+    // Counting only RDM operations, none of the 8 device-posted WQEs fails.
+    const r = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_EVERY: '4', EFAEMU_FAIL_PATH: 'rdm' });
+    expect(r.out).toMatch(/A: FAIL EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: .*: post 0 quiet 0 failed 0/);
+    const bad = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_PATH: 'sideways' });
+    expect(bad.out).toContain('EFAEMU_FAIL_PATH=sideways: expected rdm, gda or all');
+  });
 
   it('GDA with CQs in (stand-in) GPU memory over dma-buf fds and the SQ registered IOMEMORY, through the interposer', () =>
     gda('gpu-cq', [
@@ -315,6 +322,12 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ])
       expect(lines).toContain(`ok ${c}`);
     expect(r.status).toBe(0);
+    // Diagnosis: a crash in a preloaded process reports the signal, the address and a native backtrace.
+    const crash = spawnSync('bash', ['-c', 'kill -SEGV $$'], { env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, encoding: 'utf8' });
+    expect(crash.signal ?? crash.status).not.toBe(0);
+    expect(crash.stderr).toMatch(/efaemu-cuda-interpose: fatal signal 11 \(Segmentation fault\) at address .* in pid \d+ tid \d+; backtrace:\n.*libefaemu-cuda-interpose\.so/);
+    const off = spawnSync('bash', ['-c', 'kill -SEGV $$'], { env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), EFAEMU_CRASH_REPORT: '0' }, encoding: 'utf8' });
+    expect(off.stderr).not.toContain('fatal signal');
   });
 
   it.skipIf(process.arch !== 'x64')('softgdr (test-only libgdrapi.so.2): NVSHMEM\'s symbols and offsets, raw-pointer loads/stores coherent with GPU memory', () => {

@@ -10,15 +10,24 @@
 //     GPU dma-buf fails on those hosts. The wrapper records fd -> (device address, size) so the emulator, in
 //     the same process, can write CQEs into the GPU memory behind the fd (efaemu_dmabuf_lookup).
 //
+// Also, for diagnosis only: a fatal SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT prints the faulting address and a native
+// backtrace on stderr before the default action (handlers installed later, such as softgdr's, chain to it for
+// faults that are not theirs). EFAEMU_CRASH_REPORT=0 turns it off.
+//
 // Everything else, and every other handle, goes to the real dlsym. The forward is a tail call, so glibc still
 // sees the original caller, which RTLD_NEXT lookups depend on (checked by the test).
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 extern "C" {
 typedef int CUresult;
@@ -120,6 +129,35 @@ CUresult wrap_handle(void *handle, CUdeviceptr dptr, size_t size, int type, unsi
     }
     pthread_mutex_unlock(&g_mu);
     return r;
+}
+
+void crash_report(int sig, siginfo_t *si, void *) {
+    char line[160];
+    int n = snprintf(line, sizeof line, "efaemu-cuda-interpose: fatal signal %d (%s) at address %p in pid %d tid %ld; backtrace:\n", sig,
+                     strsignal(sig), si ? si->si_addr : nullptr, (int)getpid(), (long)syscall(SYS_gettid));
+    if (write(2, line, (size_t)n) < 0) _exit(128 + sig);
+    void *frames[64];
+    const int depth = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, depth, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+__attribute__((constructor)) void install_crash_report() {
+    const char *v = getenv("EFAEMU_CRASH_REPORT");
+    if (v && !strcmp(v, "0")) return;
+    void *warm[2];
+    backtrace(warm, 2);  // loads libgcc's unwinder now, not inside a signal handler
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = crash_report;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+        struct sigaction old;
+        // Only where nothing else (a sanitizer, a runtime) claimed the signal already.
+        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sig, &sa, nullptr);
+    }
 }
 
 }  // namespace

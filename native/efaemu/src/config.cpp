@@ -48,6 +48,11 @@ Config load() {
     if (const char *v = getenv("EFAEMU_STATS")) c.stats_dir = v;
     env_uint(&c, "EFAEMU_FAIL_EVERY", &c.fail_every, 1, UINT64_MAX);
     env_uint(&c, "EFAEMU_FAIL_STATUS", &c.fail_status, 1, 15);
+    if (const char *v = getenv("EFAEMU_FAIL_PATH")) {
+        if (!strcmp(v, "rdm")) c.fail_path = 0;
+        else if (!strcmp(v, "gda")) c.fail_path = 1;
+        else if (strcmp(v, "all") && c.error.empty()) c.error = std::string("EFAEMU_FAIL_PATH=") + v + ": expected rdm, gda or all";
+    }
     env_uint(&c, "EFAEMU_REORDER", &c.reorder, 0, 1u << 20);
     env_uint(&c, "EFAEMU_SEED", &c.seed, 0, UINT64_MAX);
     uint64_t ms = 0;

@@ -14,6 +14,7 @@ struct Config {
     HmemMode hmem = HmemMode::Auto;  // EFAEMU_HMEM: claim FI_HMEM (auto: when libcuda.so.1 finds a GPU)
     std::string stats_dir;         // EFAEMU_STATS: write <dir>/efaemu-<pid>.json at exit
     uint64_t fail_every = 0;       // EFAEMU_FAIL_EVERY=N: every Nth operation completes with an error
+    int fail_path = -1;            // EFAEMU_FAIL_PATH=rdm|gda: count and fail only that path's operations (-1: all)
     uint32_t fail_status = 13;     // EFAEMU_FAIL_STATUS: the EFA status it completes with (13: UNRESP_REMOTE)
     uint32_t reorder = 0;          // EFAEMU_REORDER=W: hold up to W completions and release them shuffled
     uint64_t delay_min_ns = 0;     // EFAEMU_DELAY_US=min[-max]: delay every completion by a random amount

@@ -271,8 +271,9 @@ void Engine::begin(Op *op, uint64_t now) {
     op->id = next_id_++;
     op->start_ns = now;
     const Config &c = config();
-    ops_seen_++;
-    if (c.fail_every && ops_seen_ % c.fail_every == 0) {
+    const bool counted = c.fail_path < 0 || c.fail_path == (int)op->path;
+    if (counted) ops_seen_++;
+    if (counted && c.fail_every && ops_seen_ % c.fail_every == 0) {
         stats().fault("failed");
         EFA_INFO(FI_LOG_EP_DATA, "fault injection: op %llu completes with status %u (%s)",
                  (unsigned long long)op->id, c.fail_status, status_name(c.fail_status));

@@ -94,10 +94,11 @@ std::string Stats::json() const {
     char cfg[512];
     snprintf(cfg, sizeof cfg,
              "],\n  \"config\": {\"fail_every\": %llu, \"fail_status\": %u, \"reorder\": %u, \"delay_us\": [%llu, %llu], "
-             "\"seed\": %llu, \"gda_order\": %s},\n  \"paths\": ",
+             "\"seed\": %llu, \"gda_order\": %s, \"fail_path\": \"%s\"},\n  \"paths\": ",
              (unsigned long long)c.fail_every, c.fail_status, c.reorder, (unsigned long long)(c.delay_min_ns / 1000),
              (unsigned long long)(c.delay_max_ns / 1000), (unsigned long long)c.seed,
-             quote(c.gda_order.empty() ? (c.reorder ? "random" : "inorder") : c.gda_order).c_str());
+             quote(c.gda_order.empty() ? (c.reorder ? "random" : "inorder") : c.gda_order).c_str(),
+             c.fail_path < 0 ? "all" : c.fail_path ? "gda" : "rdm");
     o += cfg;
     render_paths(o, paths_, "  ");
     o += ",\n  \"peers\": {";

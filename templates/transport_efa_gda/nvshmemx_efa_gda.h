@@ -50,13 +50,15 @@ typedef struct {
     uint32_t valid;
 } nvshmemx_efa_gda_region_t;
 
-/* The regions GDA can address, sized from what NVSHMEM registered. Immutable once published: a new
- * registration publishes a new table, so a running kernel never sees one half written. */
+/* The regions GDA can address, sized from what NVSHMEM registered. The header is followed by one row per
+ * region of 1 + n_pes entries: the region as this PE registered it (its lkey), then every PE's view of it
+ * (its rkey), PE 0 first; at least one row is allocated (zeroed when count is 0), so a reader may load row 0
+ * together with the header. Entry e of region i is ((nvshmemx_efa_gda_region_t *)(table + 1))[i * (1 +
+ * n_pes) + e]. Immutable once published: a new registration publishes a new table, so a running kernel never
+ * sees one half written. */
 typedef struct {
-    uint32_t count;                       /* regions */
-    uint32_t n_pes;
-    nvshmemx_efa_gda_region_t *local;     /* [count]: this PE's regions with their lkeys */
-    nvshmemx_efa_gda_region_t *remote;    /* [n_pes * count]: row pe holds that PE's regions with their rkeys */
+    uint32_t count; /* regions (rows) */
+    uint32_t n_pes; /* entries per row, less the local one */
 } nvshmemx_efa_gda_regions_t;
 
 /* One send queue and the completion queue that absorbs its completions. The first block is written by the

@@ -19,13 +19,15 @@
  * waits until that prefix covers every WQE reserved before it was called, its own included; counting
  * completions instead would let later WQEs of other threads stand in for its own.
  *
- * Any number of threads may post at once (slots are reserved with atomicCAS and doorbells handed over in
- * slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a sender
- * may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot overrun. */
+ * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
+ * over in slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a
+ * sender may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot
+ * overrun. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_CUH
 
 #include <stdio.h>
+#include <string.h>
 
 #include "nvshmemx_efa_gda.h"
 #include "nvshmemx_efa_gda_wqe.h"
@@ -44,6 +46,41 @@ EFA_GDA_DEV uint64_t efa_gda_load64(const uint64_t *p) { return *(const volatile
 EFA_GDA_DEV void efa_gda_store(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
 EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t *)p = v; }
 
+/* Fields that never change while kernels run (the host writes the state, queue constants, peers and a region
+ * table before a kernel can see them) go through the read-only cache. */
+EFA_GDA_DEV uint32_t efa_gda_ro(const uint32_t *p) {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+EFA_GDA_DEV uint64_t efa_gda_ro(const uint64_t *p) {
+#if defined(__CUDA_ARCH__)
+    return __ldg((const unsigned long long *)p);
+#else
+    return *p;
+#endif
+}
+template <typename T>
+EFA_GDA_DEV T *efa_gda_ro(T *const *p) {
+    return (T *)(uintptr_t)efa_gda_ro((const uint64_t *)p);
+}
+EFA_GDA_DEV nvshmemx_efa_gda_region_t efa_gda_ro(const nvshmemx_efa_gda_region_t *r) {
+    nvshmemx_efa_gda_region_t v;
+    v.base = efa_gda_ro(&r->base);
+    v.length = efa_gda_ro(&r->length);
+    v.key = efa_gda_ro(&r->key);
+    v.valid = efa_gda_ro(&r->valid);
+    return v;
+}
+EFA_GDA_DEV nvshmemx_efa_gda_peer_t efa_gda_ro(const nvshmemx_efa_gda_peer_t *p) {
+    const uint64_t w = efa_gda_ro((const uint64_t *)p);
+    nvshmemx_efa_gda_peer_t v;
+    memcpy(&v, &w, sizeof v);
+    return v;
+}
+
 /* The counters a poster needs, read together. */
 struct efa_gda_counters {
     uint32_t reserved, rung, retired, fatal;
@@ -61,6 +98,28 @@ EFA_GDA_DEV efa_gda_counters efa_gda_load_counters(const nvshmemx_efa_gda_qp_t *
     c.fatal = efa_gda_load(&qp->fatal);
 #endif
     return c;
+}
+
+/* A send queue's constants, read once per operation: every load after a post's system fence misses L1
+ * (the fence invalidates it) and costs a trip to L2, so none is left for later. */
+struct efa_gda_sq {
+    nvshmemx_efa_gda_qp_t *qp;
+    uint8_t *buf;
+    uint32_t *db;
+    uint32_t entries, log2, max_batch, wqe_size;
+    uint64_t max_rdma;
+};
+EFA_GDA_DEV efa_gda_sq efa_gda_sq_of(nvshmemx_efa_gda_qp_t *qp) {
+    efa_gda_sq q;
+    q.qp = qp;
+    q.buf = efa_gda_ro(&qp->sq_buf);
+    q.db = efa_gda_ro(&qp->sq_db);
+    q.entries = efa_gda_ro(&qp->sq_entries);
+    q.log2 = efa_gda_ro(&qp->sq_log2);
+    q.max_batch = efa_gda_ro(&qp->max_batch);
+    q.wqe_size = efa_gda_ro(&qp->wqe_size);
+    q.max_rdma = efa_gda_ro(&qp->max_rdma_size);
+    return q;
 }
 
 /* Nanoseconds from the GPU's global timer (the host test build supplies EFA_GDA_HOST_NOW_NS). */
@@ -165,56 +224,76 @@ EFA_GDA_DEV void efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
     atomicExch(&qp->cq_lock, 0u);
 }
 
-/* A reservation: the first slot and the doorbell position seen when it was taken. */
+/* A reservation: the first slot and the doorbell position seen when it could be used. */
 struct efa_gda_reservation {
     uint32_t slot, rung_seen;
 };
 
-/* Reserves n consecutive slots. Waits while the SQ is full (the slots' previous WQEs have not completed;
- * it polls completions) or while the WQEs reserved but not yet rung would exceed max_batch. Refuses n that
- * can never fit (0, > max_batch or > sq_entries) and gives up when the queue became unusable. */
-EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_reservation *res) {
-    if (n == 0 || n > qp->max_batch || n > qp->sq_entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
+/* Reserves n consecutive slots with one fetch-and-add, then waits until they may be written: while the SQ
+ * is full (the slots' previous WQEs have not completed; it polls completions) and while writing them would
+ * put more than max_batch WQEs past the doorbell. Earlier slots never wait on later ones, so every holder
+ * gets there. Refuses n that can never fit (0, > max_batch or > sq_entries) and gives up when the queue
+ * became unusable. */
+EFA_GDA_DEV int efa_gda_reserve(const efa_gda_sq &q, uint32_t n, efa_gda_reservation *res) {
+    nvshmemx_efa_gda_qp_t *qp = q.qp;
+    const uint32_t entries = q.entries, max_batch = q.max_batch;
+    if (n == 0 || n > max_batch || n > entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
+    const uint32_t slot = atomicAdd(&qp->sq_reserved, n);
+    /* Issued while the atomic is in flight: most of the time these already allow the slots. */
+    efa_gda_counters c = efa_gda_load_counters(qp);
     for (;;) {
-        const efa_gda_counters c = efa_gda_load_counters(qp);
         if (c.fatal) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
-        const bool room = c.reserved + n - c.retired <= qp->sq_entries;
-        if (room && c.reserved + n - c.rung <= qp->max_batch) {
-            if (atomicCAS(&qp->sq_reserved, c.reserved, c.reserved + n) == c.reserved) {
-                res->slot = c.reserved;
-                res->rung_seen = c.rung;
-                return NVSHMEMX_EFA_GDA_OK;
-            }
-        } else if (!room) {
-            efa_gda_poll_cq(qp);
+        const bool room = slot + n - c.retired <= entries;
+        if (room && slot + n - c.rung <= max_batch) {
+            res->slot = slot;
+            res->rung_seen = c.rung;
+            return NVSHMEMX_EFA_GDA_OK;
         }
+        if (!room) efa_gda_poll_cq(qp);
         EFA_GDA_SPIN_PAUSE();
+        c = efa_gda_load_counters(qp);
     }
+}
+EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_reservation *res) {
+    return efa_gda_reserve(efa_gda_sq_of(qp), n, res);
 }
 
 /* Stores the WQE for slot into the ring. The request id is the slot's low 16 bits. */
-EFA_GDA_DEV void efa_gda_write_wqe(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, struct efa_gda_rdma_desc d) {
+EFA_GDA_DEV void efa_gda_write_wqe(const efa_gda_sq &q, uint32_t slot, struct efa_gda_rdma_desc d) {
     union efa_gda_wqe_words w;
     d.req_id = (uint16_t)slot;
-    efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(slot, qp->sq_log2));
-    volatile uint64_t *dst = (volatile uint64_t *)(qp->sq_buf + (size_t)(slot & (qp->sq_entries - 1)) * qp->wqe_size);
+    efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(slot, q.log2));
+    volatile uint64_t *dst = (volatile uint64_t *)(q.buf + (size_t)(slot & (q.entries - 1)) * q.wqe_size);
 #pragma unroll
     for (int i = 0; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) dst[i] = w.q[i];
-    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < qp->wqe_size / 8; i++) dst[i] = 0;
+    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < q.wqe_size / 8; i++) dst[i] = 0;
+}
+EFA_GDA_DEV void efa_gda_write_wqe(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, struct efa_gda_rdma_desc d) {
+    efa_gda_write_wqe(efa_gda_sq_of(qp), slot, d);
 }
 
 /* Rings the doorbell for slots [slot, slot + n) once every earlier slot has been rung (skipping the wait
  * when the reservation already saw the doorbell at slot). The caller's WQE stores must be fenced (system
- * scope) before this. The register takes the producer counter's low 16 bits, as rdma-core writes it. */
-EFA_GDA_DEV void efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+ * scope) before this; the fence here covers them. The register takes the producer counter's low 16 bits,
+ * as rdma-core writes it. Returns NVSHMEMX_EFA_GDA_ERR_BAD_CQE, without ringing, when the queue became
+ * unusable while it waited (an earlier slot's owner may have given up). */
+EFA_GDA_DEV int efa_gda_ring(const efa_gda_sq &q, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+    nvshmemx_efa_gda_qp_t *qp = q.qp;
     if (rung_seen != slot)
-        while (efa_gda_load(&qp->sq_rung) != slot) EFA_GDA_SPIN_PAUSE();
+        while (efa_gda_load(&qp->sq_rung) != slot) {
+            if (efa_gda_load(&qp->fatal)) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+            EFA_GDA_SPIN_PAUSE();
+        }
     __threadfence_system();
-    efa_gda_store(qp->sq_db, (slot + n) & 0xffffu);
+    efa_gda_store(q.db, (slot + n) & 0xffffu);
     __threadfence_system();
     efa_gda_store(&qp->sq_rung, slot + n);
+    return NVSHMEMX_EFA_GDA_OK;
 }
-EFA_GDA_DEV void efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n) { efa_gda_ring(qp, slot, n, slot + 1); }
+EFA_GDA_DEV int efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+    return efa_gda_ring(efa_gda_sq_of(qp), slot, n, rung_seen);
+}
+EFA_GDA_DEV int efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n) { return efa_gda_ring(qp, slot, n, slot + 1); }
 
 /* Waits until every slot below end completed (the retired prefix reached it). Returns 0, or
  * NVSHMEMX_EFA_GDA_ERR_BAD_CQE when the queue became unusable. */
@@ -231,14 +310,17 @@ EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end) {
 }
 
 /* Posts one WQE: reserve, write, fence, ring. Returns 0 or why not; *end = the slot after it. */
-EFA_GDA_DEV int efa_gda_post_one(nvshmemx_efa_gda_qp_t *qp, const struct efa_gda_rdma_desc &d, uint32_t *end) {
+EFA_GDA_DEV int efa_gda_post_one(const efa_gda_sq &q, const struct efa_gda_rdma_desc &d, uint32_t *end) {
     efa_gda_reservation res;
-    const int err = efa_gda_reserve(qp, 1, &res);
+    int err = efa_gda_reserve(q, 1, &res);
     if (err) return err;
-    efa_gda_write_wqe(qp, res.slot, d);
-    efa_gda_ring(qp, res.slot, 1, res.rung_seen);
+    efa_gda_write_wqe(q, res.slot, d);
+    err = efa_gda_ring(q, res.slot, 1, res.rung_seen);
     if (end) *end = res.slot + 1;
-    return NVSHMEMX_EFA_GDA_OK;
+    return err;
+}
+EFA_GDA_DEV int efa_gda_post_one(nvshmemx_efa_gda_qp_t *qp, const struct efa_gda_rdma_desc &d, uint32_t *end) {
+    return efa_gda_post_one(efa_gda_sq_of(qp), d, end);
 }
 
 /* Waits until every WQE reserved before the call (the caller's own included) completed; returns the QP's
@@ -250,41 +332,53 @@ EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp) {
 
 /* --- symmetric-address API over the device state ---------------------------------------------------- */
 
-EFA_GDA_DEV const nvshmemx_efa_gda_regions_t *efa_gda_regions(const nvshmemx_efa_gda_device_state_t *s) {
-    return *(nvshmemx_efa_gda_regions_t *const volatile *)&s->regions;
+/* The current region table. fresh = false allows a copy of the pointer cached by this SM: a table is
+ * never freed before finalize, so a stale one is a valid, older subset, and callers that miss in it ask
+ * again with fresh = true (a region registered while this kernel runs). */
+EFA_GDA_DEV const nvshmemx_efa_gda_regions_t *efa_gda_regions(const nvshmemx_efa_gda_device_state_t *s, bool fresh = true) {
+    return fresh ? *(nvshmemx_efa_gda_regions_t *const volatile *)&s->regions : s->regions;
 }
 
-/* Index of the region holding address a, or -1. A published table never changes, so its entries go
- * through the read-only cache. */
-EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_region_t *r, uint32_t count, uint64_t a) {
+/* Row i of a region table (see nvshmemx_efa_gda_regions_t): [0] this PE's entry, [1 + pe] PE pe's. */
+EFA_GDA_DEV const nvshmemx_efa_gda_region_t *efa_gda_region_row(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t i) {
+    return (const nvshmemx_efa_gda_region_t *)(t + 1) + (size_t)i * (1 + n_pes);
+}
+
+/* Index of the region holding address a, or -1. */
+EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t count, uint64_t a) {
     for (uint32_t i = 0; i < count; i++) {
-#if defined(__CUDA_ARCH__)
-        const uint64_t base = __ldg((const unsigned long long *)&r[i].base);
-        const uint64_t len = __ldg((const unsigned long long *)&r[i].length);
-#else
-        const uint64_t base = r[i].base, len = r[i].length;
-#endif
-        if (a - base < len) return (int)i;
+        const nvshmemx_efa_gda_region_t *r = efa_gda_region_row(t, n_pes, i);
+        if (a - efa_gda_ro(&r->base) < efa_gda_ro(&r->length)) return (int)i;
     }
     return -1;
 }
 
 /* The largest piece of a transfer starting at local (this PE) and sym (a symmetric address, reached on pe)
- * that stays inside one local region, one heap region and max bytes. */
+ * that stays inside one local region, one heap region and max bytes. Row 0 is read with the header (every
+ * global load costs a trip to L2 here: the system fences of a post invalidate L1), so a transfer within the
+ * first region, the common case, needs no more. */
 struct efa_gda_piece {
     uint64_t local, remote, len;
     uint32_t lkey, rkey;
 };
-EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, int pe, uint64_t local, uint64_t sym, uint64_t left,
-                                 uint64_t max, efa_gda_piece *p) {
-    const int li = efa_gda_find_region(t->local, t->count, local);
-    if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
-    const int si = li >= 0 && sym - t->local[li].base < t->local[li].length ? li : efa_gda_find_region(t->local, t->count, sym);
-    if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
-    const nvshmemx_efa_gda_region_t L = t->local[li], S = t->local[si];
-    const nvshmemx_efa_gda_region_t R = t->remote[(size_t)pe * t->count + (uint32_t)si];
+EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, int pe, uint64_t local, uint64_t sym,
+                                 uint64_t left, uint64_t max, efa_gda_piece *p) {
+    const uint32_t count = efa_gda_ro(&t->count);
+    const nvshmemx_efa_gda_region_t *row0 = efa_gda_region_row(t, n_pes, 0);
+    nvshmemx_efa_gda_region_t L = efa_gda_ro(&row0[0]), R = efa_gda_ro(&row0[1 + pe]);
+    uint64_t sbase = L.base;
+    if (!count || local - L.base >= L.length || sym - L.base >= L.length) {
+        const int li = efa_gda_find_region(t, n_pes, count, local);
+        if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
+        const int si = efa_gda_find_region(t, n_pes, count, sym);
+        if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
+        L = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)li));
+        const nvshmemx_efa_gda_region_t *srow = efa_gda_region_row(t, n_pes, (uint32_t)si);
+        sbase = efa_gda_ro(&srow->base);
+        R = efa_gda_ro(&srow[1 + pe]);
+    }
     if (!L.valid || !R.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
-    const uint64_t soff = sym - S.base;
+    const uint64_t soff = sym - sbase;
     if (soff >= R.length) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
     uint64_t len = left;
     len = min(len, L.base + L.length - local);
@@ -296,6 +390,20 @@ EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, int pe, ui
     p->lkey = L.key;
     p->rkey = R.key;
     return NVSHMEMX_EFA_GDA_OK;
+}
+
+/* piece_at over the table as this SM last saw it (cached: read by the caller early), then, on a miss, over
+ * the current one. */
+EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, const nvshmemx_efa_gda_regions_t *cached,
+                                   uint32_t n_pes, int pe, uint64_t local, uint64_t sym, uint64_t left, uint64_t max,
+                                   efa_gda_piece *p) {
+    const int err = efa_gda_piece_at(cached, n_pes, pe, local, sym, left, max, p);
+    return err ? efa_gda_piece_at(efa_gda_regions(s, true), n_pes, pe, local, sym, left, max, p) : err;
+}
+EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, int pe, uint64_t local, uint64_t sym,
+                                   uint64_t left, uint64_t max, efa_gda_piece *p) {
+    return efa_gda_find_piece(s, efa_gda_regions(s, false), efa_gda_ro((const uint32_t *)&s->n_pes), pe, local, sym, left,
+                              max, p);
 }
 
 EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_peer_t peer, const efa_gda_piece &p,
@@ -330,7 +438,7 @@ EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, int 
     p.rkey = rc.key;
     p.len = sizeof(uint64_t);
     uint32_t end;
-    int err = efa_gda_post_one(s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, s->peers[pe], p, false, 0), &end);
+    int err = efa_gda_post_one(s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_ro(&s->peers[pe]), p, false, 0), &end);
     if (!err) err = efa_gda_wait_slots(s->qp, end);
     if (err) return err;
     atomicAdd((unsigned long long *)&c->refreshes, 1ull);
@@ -367,15 +475,19 @@ EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) 
  * once every earlier piece completed (EFA delivers pieces out of order) and once a credit is held. */
 EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
                                 int pe, bool has_imm, uint32_t imm) {
-    if (pe < 0 || pe >= s->n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-    nvshmemx_efa_gda_qp_t *qp = s->qp;
-    const nvshmemx_efa_gda_regions_t *t = efa_gda_regions(s);
-    const nvshmemx_efa_gda_peer_t peer = s->peers[pe];
+    /* Everything the post needs is loaded up front, in two rounds of independent loads. */
+    const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
+    nvshmemx_efa_gda_qp_t *qp = efa_gda_ro(&s->qp);
+    const nvshmemx_efa_gda_peer_t *peers = efa_gda_ro(&s->peers);
+    const nvshmemx_efa_gda_regions_t *table = efa_gda_regions(s, false);
+    if (pe < 0 || (uint32_t)pe >= n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+    const efa_gda_sq q = efa_gda_sq_of(qp);
+    const nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&peers[pe]);
     uint64_t off = 0;
     uint32_t end = 0;
     for (;;) {
         efa_gda_piece p;
-        int err = efa_gda_piece_at(t, pe, (uint64_t)local + off, (uint64_t)sym + off, bytes - off, qp->max_rdma_size, &p);
+        int err = efa_gda_find_piece(s, table, n_pes, pe, (uint64_t)local + off, (uint64_t)sym + off, bytes - off, q.max_rdma, &p);
         if (err) return err;
         const bool last = off + p.len == bytes;
         if (last && has_imm) {
@@ -383,7 +495,7 @@ EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, 
             if (!err) err = efa_gda_take_credit(s, pe);
             if (err) return err;
         }
-        err = efa_gda_post_one(qp, efa_gda_desc(op, peer, p, last && has_imm, imm), &end);
+        err = efa_gda_post_one(q, efa_gda_desc(op, peer, p, last && has_imm, imm), &end);
         if (err || last) return err;
         off += p.len;
     }
@@ -438,19 +550,19 @@ EFA_GDA_DEV int efa_gda_put_nbi_warp(nvshmemx_efa_gda_device_state_t *s, void *d
 EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, bool want, uint8_t op, void *local,
                                            const void *sym, uint64_t bytes, int pe) {
     const unsigned lane = threadIdx.x & 31;
-    nvshmemx_efa_gda_qp_t *qp = s->qp;
+    const efa_gda_sq q = efa_gda_sq_of(efa_gda_ro(&s->qp));
     struct efa_gda_rdma_desc d;
     int err = 0;
     if (want) {
         efa_gda_piece p;
         err = pe < 0 || pe >= s->n_pes ? (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE : 0;
-        if (!err) err = efa_gda_piece_at(efa_gda_regions(s), pe, (uint64_t)local, (uint64_t)sym, bytes, qp->max_rdma_size, &p);
+        if (!err) err = efa_gda_find_piece(s, pe, (uint64_t)local, (uint64_t)sym, bytes, q.max_rdma, &p);
         if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
-        if (!err) d = efa_gda_desc(op, s->peers[pe], p, false, 0);
+        if (!err) d = efa_gda_desc(op, efa_gda_ro(&s->peers[pe]), p, false, 0);
     }
     const unsigned posting = __ballot_sync(0xffffffffu, want && err == 0);
-    uint32_t group = qp->max_batch < 32 ? qp->max_batch : 32;
-    if (group > qp->sq_entries) group = qp->sq_entries;
+    uint32_t group = q.max_batch < 32 ? q.max_batch : 32;
+    if (group > q.entries) group = q.entries;
     for (uint32_t base = 0; base < 32; base += group) {
         const unsigned in_group = posting & (group >= 32 ? 0xffffffffu : (((1u << group) - 1u) << base));
         const uint32_t n = __popc(in_group);
@@ -458,7 +570,7 @@ EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, b
         const unsigned leader = __ffs(in_group) - 1;
         efa_gda_reservation res = {0, 0};
         int rerr = 0;
-        if (lane == leader) rerr = efa_gda_reserve(qp, n, &res);
+        if (lane == leader) rerr = efa_gda_reserve(q, n, &res);
         rerr = __shfl_sync(0xffffffffu, rerr, leader);
         res.slot = __shfl_sync(0xffffffffu, res.slot, leader);
         if (rerr) {
@@ -466,12 +578,13 @@ EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, b
             continue;
         }
         if (in_group & (1u << lane)) {
-            efa_gda_write_wqe(qp, res.slot + __popc(in_group & ((1u << lane) - 1u)), d);
+            efa_gda_write_wqe(q, res.slot + __popc(in_group & ((1u << lane) - 1u)), d);
             __threadfence_system();
         }
         __syncwarp();
-        if (lane == leader) efa_gda_ring(qp, res.slot, n, res.rung_seen);
-        __syncwarp();
+        if (lane == leader) rerr = efa_gda_ring(q, res.slot, n, res.rung_seen);
+        rerr = __shfl_sync(0xffffffffu, rerr, leader);
+        if (rerr && (in_group & (1u << lane))) err = rerr;
     }
     return err;
 }

@@ -563,13 +563,14 @@ CUresult upload(Gda &s, CUdeviceptr dst, const void *src, size_t bytes) {
     return r;
 }
 
-/* Publishes the current region list: a new table (header, local[count], remote[n_pes * count]) written in
- * full, then the state's regions pointer replaced with one aligned 8-byte copy. A kernel sees the old
- * table or the new one, never a mix; old tables stay allocated until finalize. */
+/* Publishes the current region list: a new table (header, then one row of 1 + n_pes entries per region,
+ * at least one row) written in full, then the state's regions pointer replaced with one aligned 8-byte copy.
+ * A kernel sees the old table or the new one, never a mix; old tables stay allocated until finalize. */
 const char *publish_regions(Gda &s) {
     const uint32_t count = (uint32_t)s.regions.size(), n = (uint32_t)s.boot.n_pes;
-    const size_t bytes = sizeof(nvshmemx_efa_gda_regions_t) + (size_t)(1 + n) * count * sizeof(nvshmemx_efa_gda_region_t);
-    std::vector<uint8_t> buf(bytes);
+    const size_t rows = count ? count : 1;
+    const size_t bytes = sizeof(nvshmemx_efa_gda_regions_t) + rows * (1 + n) * sizeof(nvshmemx_efa_gda_region_t);
+    std::vector<uint8_t> buf(bytes, 0);
     CUdeviceptr t = 0;
     CUresult r = s.cu.memAlloc(&t, bytes);
     if (r != CUDA_SUCCESS) return s.cu.name(r);
@@ -577,13 +578,12 @@ const char *publish_regions(Gda &s) {
     nvshmemx_efa_gda_regions_t head;
     head.count = count;
     head.n_pes = n;
-    head.local = (nvshmemx_efa_gda_region_t *)(uintptr_t)(t + sizeof head);
-    head.remote = head.local + count;
     memcpy(buf.data(), &head, sizeof head);
-    nvshmemx_efa_gda_region_t *local = (nvshmemx_efa_gda_region_t *)(buf.data() + sizeof head);
+    nvshmemx_efa_gda_region_t *entry = (nvshmemx_efa_gda_region_t *)(buf.data() + sizeof head);
     for (uint32_t i = 0; i < count; i++) {
-        local[i] = s.regions[i].local;
-        for (uint32_t pe = 0; pe < n; pe++) local[count + (size_t)pe * count + i] = s.regions[i].remote[pe];
+        nvshmemx_efa_gda_region_t *row = entry + (size_t)i * (1 + n);
+        row[0] = s.regions[i].local;
+        for (uint32_t pe = 0; pe < n; pe++) row[1 + pe] = s.regions[i].remote[pe];
     }
     r = upload(s, t, buf.data(), bytes);
     if (r == CUDA_SUCCESS) {

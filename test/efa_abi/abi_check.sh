@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ABI conformance of nvshmem-efa's test headers against upstream headers: every size, offset, mask and
-# value the GDA code uses must be identical. (sizeof(fi_efa_wq_attr) is left out on purpose: libfabric after
-# v2.5 appends a caps field; the transport pads the struct instead of depending on its size.)
+# value the GDA code uses must be identical. (sizeof(fi_efa_wq_attr) is 32 bytes from v2.3.0 to HEAD: the
+# uint16_t caps added after v2.6.0 sits in what was tail padding; the transport keeps spare bytes after
+# the struct anyway, since query_qp_wqs fills the run-time library's version of it.)
 #   abi_check.sh [--io DIR]... [--fi INCLUDE_DIR]...
 # --io DIR: a directory holding an upstream efa_io_defs.h (rdma-core providers/efa)
 # --fi DIR: an include directory holding an upstream rdma/fi_ext_efa.h with libfabric's rdma/*.h

@@ -107,6 +107,8 @@ int main() {
     OFF(fi_efa_wq_attr, num_entries);
     OFF(fi_efa_wq_attr, doorbell);
     OFF(fi_efa_wq_attr, max_batch);
+    /* 32 bytes in v2.3.0 .. v2.6.0 and at HEAD, where caps (uint16_t, after v2.6.0) sits in the tail padding. */
+    SIZE(fi_efa_wq_attr);
     SIZE(fi_efa_cq_attr);
     OFF(fi_efa_cq_attr, buffer);
     OFF(fi_efa_cq_attr, entry_size);

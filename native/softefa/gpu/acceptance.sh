@@ -1,30 +1,61 @@
 #!/usr/bin/env bash
-# GPU acceptance of the EFA GDA device path: proof, bench, compute-sanitizer memcheck and racecheck, and the
-# ABI conformance check. Run on a GPU machine from the repository root:
-#   native/softefa/gpu/acceptance.sh BIN_DIR OUT_DIR ABI_DIR
-# BIN_DIR holds efa_gda_proof (built against the vendored upstream efa_io_defs.h), OUT_DIR receives one log
-# per step, ABI_DIR holds the upstream headers: rdma-core-*/efa_io_defs.h and libfabric-*/include/rdma/*.h.
-# Exits non-zero when any step fails.
+# GPU acceptance of the EFA GDA device path, every step with the software EFA completing out of order:
+#   native/softefa/gpu/acceptance.sh BIN_DIR OUT_DIR [ABI_DIR]
+# BIN_DIR holds efa_gda_proof, efa_gda_post_cost, softefa_cpu_test and gda_device_cpu_test (built against
+# the vendored upstream efa_io_defs.h); OUT_DIR receives the logs (8 files at most); ABI_DIR holds upstream
+# headers: rdma-core-*/efa_io_defs.h and libfabric-*/include/rdma/*.h. Exits non-zero when a step fails.
+#
+# Steps: the proof under two completion orders; the concurrent-quiet test with this release's quiet (must
+# pass) and with the count-based quiet it replaced (must fail); compute-sanitizer memcheck and racecheck of
+# the proof and the concurrent test; a failed post trapping with its message; the post-cost bench and the
+# throughput bench; the CPU tests and the ABI check, for the record.
 set -u
-bin=$1 out=$2 abi=$3
+bin=$1 out=$2 abi=${3:-}
 mkdir -p "$out"
 export CUDA_MODULE_LOADING=EAGER
 status=0
-step() {
-  local name=$1; shift
-  echo "== $name: $*"
-  if timeout 400 "$@" >"$out/$name.log" 2>&1; then echo "   pass"; else echo "   FAIL (exit $?)"; status=1; fi
-  tail -n 12 "$out/$name.log" | sed 's/^/   | /'
-}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /'
-step proof "$bin/efa_gda_proof"
-step bench "$bin/efa_gda_proof" --bench
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-step memcheck "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --quick
-step racecheck "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --quick
-abi_args=()
-for d in "$abi"/rdma-core-*; do abi_args+=(--io "$d"); done
-for d in "$abi"/libfabric-*; do abi_args+=(--fi "$d/include"); done
-step abi bash test/efa_abi/abi_check.sh "${abi_args[@]}"
+# run LOG NAME EXPECT CMD...: EXPECT is pass (exit 0) or fail (non-zero exit).
+run() {
+  local log=$1 name=$2 expect=$3; shift 3
+  local t0=$SECONDS rc
+  { echo "== $name: $*"; timeout 150 "$@"; } >>"$out/$log" 2>&1
+  rc=$?
+  echo "== $name: exit $rc, $((SECONDS - t0)) s" >>"$out/$log"
+  if { [ "$expect" = pass ] && [ $rc -eq 0 ]; } || { [ "$expect" = fail ] && [ $rc -ne 0 ] && [ $rc -ne 124 ]; }; then
+    echo "ok   $name (exit $rc, expected $expect, $((SECONDS - t0)) s)"
+  else
+    echo "FAIL $name (exit $rc, expected $expect, $((SECONDS - t0)) s)"; status=1
+  fi
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee "$out/summary.log"
+{
+run proof.log "proof, large writes complete after 8 later WQEs" pass "$bin/efa_gda_proof" --reorder large:65536:8
+run proof.log "proof, seeded random completion order" pass "$bin/efa_gda_proof" --reorder random:7:16 --seed 777
+run concurrent_quiet.log "concurrent quiet, this release (retired prefix)" pass "$bin/efa_gda_proof" --concurrent-quiet new
+run concurrent_quiet.log "concurrent quiet, the count-based quiet it replaced (must be caught)" fail "$bin/efa_gda_proof" --concurrent-quiet old
+# The count-based run must have failed on its checks (not by crashing or hanging).
+grep -q "^FAIL checkers=.* saw the target unwritten after quiet" "$out/concurrent_quiet.log" \
+  || { echo "FAIL the count-based quiet was not caught by the target checks"; status=1; }
+# Instrumented kernels post slowly: the software EFA holds reordered WQEs longer, so they still get overtaken.
+run memcheck.log "memcheck: proof" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --quick --idle-us 20000
+run memcheck.log "memcheck: concurrent quiet" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet new --quick --idle-us 20000
+run racecheck.log "racecheck: proof" pass "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --quick --idle-us 20000
+run racecheck.log "racecheck: concurrent quiet" pass "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet new --quick --idle-us 20000
+run bench.log "post cost (ratios, one run)" pass "$bin/efa_gda_post_cost"
+run bench.log "throughput through the software EFA" pass "$bin/efa_gda_proof" --bench
+run bench.log "a failed post traps with the op and address" pass "$bin/efa_gda_proof" --trap-test
+grep -q "nvshmem-efa: EFA GDA put_nbi_warp failed: local buffer not in a region registered for GDA" "$out/bench.log" \
+  || { echo "FAIL the trap message was not printed"; status=1; }
+run cpu.log "softefa CPU tests" pass "$bin/softefa_cpu_test"
+run cpu.log "GDA device code on CPU threads" pass "$bin/gda_device_cpu_test"
+if [ -n "$abi" ]; then
+  abi_args=()
+  for d in "$abi"/rdma-core-*; do abi_args+=(--io "$d"); done
+  for d in "$abi"/libfabric-*; do abi_args+=(--fi "$d/include"); done
+  run cpu.log "ABI check against upstream headers" pass bash test/efa_abi/abi_check.sh "${abi_args[@]}"
+fi
 echo "acceptance: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
+} 2>&1 | tee -a "$out/summary.log"
+exit "${PIPESTATUS[0]}"

@@ -68,8 +68,10 @@ struct Rig {
     nvshmemx_efa_gda_qp_t qp{}, qp1{};
     nvshmemx_efa_gda_rx_cq_t rx{};
     std::vector<nvshmemx_efa_gda_peer_t> peers;
-    std::vector<nvshmemx_efa_gda_region_t> local, remote, remote_of_0;
-    nvshmemx_efa_gda_regions_t table{}, table1{};
+    // The region table: header, then a row per region (PE 0's entry, PE 0's view, PE 1's view).
+    std::vector<uint64_t> table_mem;
+    nvshmemx_efa_gda_regions_t *table = nullptr;
+    nvshmemx_efa_gda_region_t *row(int i) { return (nvshmemx_efa_gda_region_t *)(table + 1) + (size_t)i * 3; }
     // Credit blocks: [consumed, sent, seen, landing] x 2 PEs, then locks.
     uint64_t cred0[8] = {}, cred1[8] = {};
     uint32_t lock0[2] = {}, lock1[2] = {};
@@ -109,20 +111,16 @@ struct Rig {
         rx.cq_entry_size = 32;
         rx.qp_num = 11;
         peers = {{1, 10, 0x5A5A}, {2, 11, 0x6B6B}};
+        table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 9 * sizeof(nvshmemx_efa_gda_region_t)) / 8, 0);
+        table = (nvshmemx_efa_gda_regions_t *)table_mem.data();
+        *table = {3, 2};
         uint64_t off = 0;
         for (int i = 0; i < 3; i++) {
-            local.push_back({(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1});
-            remote_of_0.push_back({(uint64_t)heap0.data() + off, kPieces[i], 0x400u + i, 1});
+            row(i)[0] = {(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1};
+            row(i)[1] = {(uint64_t)heap0.data() + off, kPieces[i], 0x400u + i, 1};
+            row(i)[2] = {(uint64_t)heap1.data() + off, kPieces[i], 0x200u + i, 1};
             off += kPieces[i];
         }
-        remote.resize(6);
-        off = 0;
-        for (int i = 0; i < 3; i++) {
-            remote[0 * 3 + i] = remote_of_0[i];
-            remote[1 * 3 + i] = {(uint64_t)heap1.data() + off, kPieces[i], 0x200u + i, 1};
-            off += kPieces[i];
-        }
-        table = {3, 2, local.data(), remote.data()};
         auto credits = [](nvshmemx_efa_gda_credits_t &c, uint64_t *b, uint32_t *lock, uint32_t lkey,
                           nvshmemx_efa_gda_region_t *peer) {
             c.consumed = b;
@@ -136,8 +134,8 @@ struct Rig {
         credits(credits0, cred0, lock0, 0x301, peer_consumed0);
         credits(credits1, cred1, lock1, 0x302, peer_consumed1);
         peer_consumed0[1] = {(uint64_t)cred1, 16, 0x300, 1};  // PE 1's consumed[] as PE 0 reads it
-        s0 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 0, 2, rx_n / 2, &qp, nullptr, peers.data(), &table, &credits0, 2000000000ull};
-        s1 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 1, 2, rx_n / 2, &qp1, &rx, peers.data(), &table, &credits1, 2000000000ull};
+        s0 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 0, 2, rx_n / 2, &qp, nullptr, peers.data(), table, &credits0, 2000000000ull};
+        s1 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 1, 2, rx_n / 2, &qp1, &rx, peers.data(), table, &credits1, 2000000000ull};
 
         // The NIC's view.
         off = 0;
@@ -410,7 +408,7 @@ int main() {
     test("overrun on purpose (immediates past the window, credits skipped): reported by the NIC model and rx_poll", [] {
         Rig r("inorder", 256, 16, 1 << 20, 16);
         efa_gda_piece p{};
-        CHECK(efa_gda_piece_at(&r.table, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 8, 1 << 20, &p) == 0, "piece");
+        CHECK(efa_gda_piece_at(r.table, 2, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 8, 1 << 20, &p) == 0, "piece");
         for (int k = 0; k < 20; k++) {
             uint32_t end;
             CHECK(efa_gda_post_one(&r.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.peers[1], p, true, (uint32_t)k), &end) == 0, "post");
@@ -429,7 +427,7 @@ int main() {
         r.emu->stop();
         uint32_t end;
         efa_gda_piece p{};
-        efa_gda_piece_at(&r.table, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(64), 8, 1 << 20, &p);
+        efa_gda_piece_at(r.table, 2, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(64), 8, 1 << 20, &p);
         CHECK(efa_gda_post_one(&r.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.peers[1], p, false, 0), &end) == 0, "post");
         uint8_t e[32];
         build_tx_cqe(e, 32, 0, 0, EFA_IO_RDMA_WRITE, 99);  // qp_num 99
@@ -460,7 +458,7 @@ int main() {
         CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), outside, 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "source outside");
         CHECK(efa_gda_put_nbi(&r.s0, outside, r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION, "dest outside");
         CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), r.sym(0), 8, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE 2 of 2");
-        r.remote[1 * 3 + 1].valid = 0;  // PE 1 could not register its second region
+        r.row(1)[2].valid = 0;  // PE 1 could not register its second region
         CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE, "unreachable");
         CHECK(efa_gda_put_nbi(&r.s0, r.sym((5 << 20) - 4), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE,
               "a put crossing into it");

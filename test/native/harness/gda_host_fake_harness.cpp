@@ -75,10 +75,10 @@ void print_table(const char *when) {
     const nvshmemx_efa_gda_regions_t *t = s->regions;
     printf("table %s: count=%u n_pes=%u at=%p\n", when, t->count, t->n_pes, (const void *)t);
     for (uint32_t i = 0; i < t->count; i++) {
-        printf("  region %u: local valid=%u key=0x%x len=%llu", i, t->local[i].valid, t->local[i].key,
-               (unsigned long long)t->local[i].length);
+        const nvshmemx_efa_gda_region_t *row = (const nvshmemx_efa_gda_region_t *)(t + 1) + (size_t)i * (1 + t->n_pes);
+        printf("  region %u: local valid=%u key=0x%x len=%llu", i, row[0].valid, row[0].key, (unsigned long long)row[0].length);
         for (uint32_t pe = 0; pe < t->n_pes; pe++) {
-            const nvshmemx_efa_gda_region_t &r = t->remote[(size_t)pe * t->count + i];
+            const nvshmemx_efa_gda_region_t &r = row[1 + pe];
             printf(" | pe%u valid=%u key=0x%x len=%llu", pe, r.valid, r.key, (unsigned long long)r.length);
         }
         printf("\n");

@@ -109,10 +109,15 @@ int main() {
     const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rx_cq);
     nvshmemx_efa_gda_peer_t peers[2];
     cu.dtoh(peers, (CUdeviceptr)s.peers, sizeof peers);
+    // The table: a header, then per region a row of 1 + n_pes entries (ours, then every PE's view).
     const auto table = cu.read<nvshmemx_efa_gda_regions_t>(s.regions);
+    std::vector<nvshmemx_efa_gda_region_t> rows((size_t)table.count * (1 + table.n_pes));
+    cu.dtoh(rows.data(), (CUdeviceptr)(s.regions + 1), rows.size() * sizeof rows[0]);
     std::vector<nvshmemx_efa_gda_region_t> local(table.count), remote(2 * table.count);
-    cu.dtoh(local.data(), (CUdeviceptr)table.local, local.size() * sizeof local[0]);
-    cu.dtoh(remote.data(), (CUdeviceptr)table.remote, remote.size() * sizeof remote[0]);
+    for (uint32_t i = 0; i < table.count; i++) {
+        local[i] = rows[i * (1 + table.n_pes)];
+        for (uint32_t pe = 0; pe < 2; pe++) remote[pe * table.count + i] = rows[i * (1 + table.n_pes) + 1 + pe];
+    }
     expect(s.my_pe == g_me && s.n_pes == 2 && qp.qp_num == peers[g_me].qpn && rx.qp_num == qp.qp_num && qp.wqe_size == 64 &&
                qp.sq_entries >= 64 && qp.cq_entries >= qp.sq_entries && table.count == 1 && local[0].base == heap &&
                local[0].valid && remote[(1 - g_me) * table.count].valid,

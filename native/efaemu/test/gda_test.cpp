@@ -73,7 +73,13 @@ struct Pe {
     nvshmemx_efa_gda_rx_cq_t rxq{};
     nvshmemx_efa_gda_peer_t peers[kPes]{};
     nvshmemx_efa_gda_region_t local[3]{}, remote[kPes * 3]{}, peer_consumed[kPes]{};
-    nvshmemx_efa_gda_regions_t table{};
+    // The published table: a header, then per region a row of 1 + n_pes entries (ours with the lkey, then every
+    // PE's view with its rkey), as the host code lays it out.
+    std::vector<uint64_t> table_mem;
+    nvshmemx_efa_gda_regions_t *table = nullptr;
+    nvshmemx_efa_gda_region_t *entry(int region, int e) {
+        return reinterpret_cast<nvshmemx_efa_gda_region_t *>(table + 1) + (size_t)region * (1 + kPes) + e;
+    }
     nvshmemx_efa_gda_credits_t credits{};
     nvshmemx_efa_gda_device_state_t s{};
 };
@@ -203,7 +209,13 @@ void connect_pe(Pe &p, bool insert_peer = true) {
         }
         p.peer_consumed[pe] = {p.all[pe].credits, kPes * sizeof(uint64_t), p.all[pe].credits_rkey, 1};
     }
-    p.table = {3, kPes, p.local, p.remote};
+    p.table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 3 * (1 + kPes) * sizeof(nvshmemx_efa_gda_region_t)) / 8 + 1, 0);
+    p.table = reinterpret_cast<nvshmemx_efa_gda_regions_t *>(p.table_mem.data());
+    *p.table = {3, kPes};
+    for (int i = 0; i < 3; i++) {
+        *p.entry(i, 0) = p.local[i];
+        for (int pe = 0; pe < kPes; pe++) *p.entry(i, 1 + pe) = p.remote[pe * 3 + i];
+    }
     uint64_t *w = p.credit_words;
     p.credits.consumed = w;
     p.credits.sent = w + kPes;
@@ -213,7 +225,7 @@ void connect_pe(Pe &p, bool insert_peer = true) {
     p.credits.lkey = (uint32_t)p.ops->get_mr_lkey(p.credit_mr);
     p.credits.peer_consumed = p.peer_consumed;
     p.s = {NVSHMEMX_EFA_GDA_ABI_VERSION, p.me, kPes, p.rx ? p.rx_attr.num_entries / kPes : 0, &p.qp, &p.rxq, p.peers,
-           &p.table, &p.credits, 5000000000ull};
+           p.table, &p.credits, 5000000000ull};
 }
 
 void close_pe(Pe &p) {
@@ -420,12 +432,12 @@ int errors(Pair &pair) {
         p.qp.error = 0;
         sync(pair);  // B inserts A now
         sync(pair);
-        p.remote[1 * 3 + 0].key ^= 0x5a5a;  // a wrong rkey for PE 1's first region
+        p.entry(0, 1 + 1)->key ^= 0x5a5a;  // a wrong rkey for PE 1's first region
         e = efa_gda_put_nbi(&p.s, p.heap + 2 * M, p.heap, 4096, 1);
         q = efa_gda_quiet(&p.s);
         expect(e == 0 && q == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, "put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)",
                fmt("post %d quiet %d", e, q));
-        p.remote[1 * 3 + 0].key ^= 0x5a5a;
+        p.entry(0, 1 + 1)->key ^= 0x5a5a;
         p.qp.error = 0;
         e = efa_gda_put_nbi(&p.s, p.heap + 6 * M - 16, p.heap + 6 * M, 4096, 1);
         q = efa_gda_quiet(&p.s);

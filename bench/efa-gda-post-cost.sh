@@ -3,7 +3,8 @@
 #   bench/efa-gda-post-cost.sh [EFA_IO_DEFS_DIR]
 # Builds bench/efa_gda_post_cost.cu (against the given efa_io_defs.h directory, default our test header) and
 # prints the minimal sequence (8 x 64-bit stores + system fence + doorbell + system fence), a single
-# efa_gda_put_nbi and warp batches of 32 WQEs, with their ratios and a per-stage breakdown. No NIC is
+# efa_gda_put_nbi (on a hot region, through a prepared handle, on a region only in the table) and warp
+# batches of 32 WQEs, with their ratios and a per-stage breakdown. No NIC is
 # involved: nothing completes, so only the device's own cost is timed. Results: bench/results/efa-gda-post-cost.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -6,16 +6,27 @@
  * Lifetime: the transport fills one nvshmemx_efa_gda_device_state_t in GPU memory when GDA starts and
  * frees it at finalize. nvshmemx_efa_gda_get_device_state() hands its GPU address to the application,
  * which passes it to its kernels (nvshmemx_efa_gda_device.cuh takes it as an argument). While kernels run,
- * the host changes the state only by replacing the regions pointer with a new, fully written table. */
+ * the host changes the state only by replacing the regions pointer with a new, fully written table and by
+ * filling (once) or retiring a hot region slot (see nvshmemx_efa_gda_hot_local_t).
+ *
+ * Layout (ABI 3): everything a post needs sits at a fixed offset from the state pointer (the queue, the
+ * hot regions, the first NVSHMEMX_EFA_GDA_FAST_PES peers), so the device loads it in one round of
+ * independent loads issued together with the slot reservation. The region table behind the regions pointer
+ * stays the complete, authoritative list.
+ */
 #ifndef NVSHMEMX_EFA_GDA_H
 #define NVSHMEMX_EFA_GDA_H
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 2
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 3
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
+/* Peers whose address and hot-region views sit at a fixed offset in the state (larger PE numbers are
+ * looked up through the peers and regions pointers), and the number of hot region slots. */
+#define NVSHMEMX_EFA_GDA_FAST_PES 1024
+#define NVSHMEMX_EFA_GDA_HOT_REGIONS 3
 
 /* Device error codes. Values 1..63 are EFA completion statuses (efa_io_comp_status) reported by the NIC;
  * the ones below are detected by the device code. */
@@ -131,17 +142,51 @@ typedef struct {
     uint64_t refreshes;                       /* credit reads posted (statistics) */
 } nvshmemx_efa_gda_credits_t;
 
+/* Hot regions: copies of up to NVSHMEMX_EFA_GDA_HOT_REGIONS regions of the table, each reachable on
+ * every PE and of the same length on every PE, at fixed offsets (this PE's entry in the state, each peer's
+ * in its fast entry). The host fills a slot once, when it registers the region (the peers' entries first,
+ * this PE's entry last), and retires it by clearing `present` here when it releases the region; a retired
+ * slot is never filled again. Every word is zero before the host writes it, so a reader that sees any of
+ * base, the key word or the peer's entry still zero uses the region table instead. */
+typedef struct {
+    uint64_t base;
+    uint64_t length;
+    uint32_t lkey;
+    uint32_t present; /* 1: in use; 0: not yet filled, or retired */
+    uint64_t reserved;
+} nvshmemx_efa_gda_hot_local_t;
+
+typedef struct {
+    uint64_t base; /* the region on that PE */
+    uint32_t rkey;
+    uint32_t present;
+} nvshmemx_efa_gda_hot_remote_t;
+
+/* One peer at a fixed offset: its address (written before the state is handed out) and its view of each
+ * hot region. 64 bytes. */
+typedef struct {
+    nvshmemx_efa_gda_peer_t addr;
+    uint64_t reserved;
+    nvshmemx_efa_gda_hot_remote_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS];
+} nvshmemx_efa_gda_fast_peer_t;
+
 typedef struct {
     uint32_t abi_version;
     int32_t my_pe;
     int32_t n_pes;
     uint32_t imm_window;                       /* 0: put-with-immediate is unavailable */
-    nvshmemx_efa_gda_qp_t *qp;                 /* GPU memory */
     nvshmemx_efa_gda_rx_cq_t *rx_cq;           /* GPU memory */
-    nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory */
+    nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory: every PE (fast[] repeats the first ones) */
     nvshmemx_efa_gda_regions_t *regions;       /* GPU memory; replaced, never modified, when regions change */
-    nvshmemx_efa_gda_credits_t *credits;       /* GPU memory */
+    nvshmemx_efa_gda_credits_t *credits;       /* GPU memory; required: a post whose lookup failed after it
+                                                * reserved its slot fills the slot with a 0-byte RDMA read of
+                                                * this PE's own credit counters */
     uint64_t credit_timeout_ns;                /* a sender out of credits this long gets ERR_NO_CREDITS */
+    uint64_t reserved0;
+    nvshmemx_efa_gda_qp_t qp;                  /* the send queue, in the state itself */
+    nvshmemx_efa_gda_hot_local_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS];
+    uint64_t reserved1[4];
+    nvshmemx_efa_gda_fast_peer_t fast[NVSHMEMX_EFA_GDA_FAST_PES]; /* PEs 0 .. FAST_PES-1 (zero past n_pes) */
 } nvshmemx_efa_gda_device_state_t;
 
 #ifdef __cplusplus

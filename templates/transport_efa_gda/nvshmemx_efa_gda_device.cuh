@@ -20,7 +20,10 @@
  * completions instead would let later WQEs of other threads stand in for its own.
  *
  * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
- * over in slot order). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a
+ * over in slot order). A post issues its slot's fetch-and-add together with every load it needs (all at
+ * fixed offsets from the state, see nvshmemx_efa_gda.h), so the common post waits for one round trip to
+ * L2 before it stores its WQE; a slot reserved for a post that then fails is filled with a WQE that moves
+ * nothing. Callers that post to one peer repeatedly can resolve it once (efa_gda_handle). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a
  * sender may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot
  * overrun. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_CUH
@@ -40,14 +43,23 @@
 #endif
 
 static_assert(offsetof(nvshmemx_efa_gda_qp_t, sq_reserved) % 16 == 0, "the poster's counters are one 16-byte load");
+static_assert(offsetof(nvshmemx_efa_gda_device_state_t, qp) % 64 == 0, "the queue sits at a fixed, aligned offset");
+static_assert(offsetof(nvshmemx_efa_gda_device_state_t, hot) % 32 == 0 && sizeof(nvshmemx_efa_gda_hot_local_t) == 32,
+              "hot entries are read with 16-byte loads");
+static_assert(offsetof(nvshmemx_efa_gda_device_state_t, fast) % 64 == 0 && sizeof(nvshmemx_efa_gda_fast_peer_t) == 64,
+              "a fast peer entry is one 64-byte block");
+static_assert(offsetof(nvshmemx_efa_gda_qp_t, sq_buf) == 0 && offsetof(nvshmemx_efa_gda_qp_t, sq_entries) == 16 &&
+                  offsetof(nvshmemx_efa_gda_qp_t, wqe_size) == 28 && offsetof(nvshmemx_efa_gda_qp_t, cq_entry_size) == 48 &&
+                  offsetof(nvshmemx_efa_gda_qp_t, max_rdma_size) == 56,
+              "the queue constants are read with three 16-byte loads (efa_gda_sq_of)");
 
 EFA_GDA_DEV uint32_t efa_gda_load(const uint32_t *p) { return *(const volatile uint32_t *)p; }
 EFA_GDA_DEV uint64_t efa_gda_load64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
 EFA_GDA_DEV void efa_gda_store(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
 EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t *)p = v; }
 
-/* Fields that never change while kernels run (the host writes the state, queue constants, peers and a region
- * table before a kernel can see them) go through the read-only cache. */
+/* Fields that never change while kernels run (the host writes the state's constants, queue constants, peer
+ * addresses and each region table before a kernel can see them) go through the read-only cache. */
 EFA_GDA_DEV uint32_t efa_gda_ro(const uint32_t *p) {
 #if defined(__CUDA_ARCH__)
     return __ldg(p);
@@ -65,6 +77,31 @@ EFA_GDA_DEV uint64_t efa_gda_ro(const uint64_t *p) {
 template <typename T>
 EFA_GDA_DEV T *efa_gda_ro(T *const *p) {
     return (T *)(uintptr_t)efa_gda_ro((const uint64_t *)p);
+}
+/* Two read-only 64-bit words, 16-byte aligned, in one load. */
+EFA_GDA_DEV void efa_gda_ro2(const void *p, uint64_t *a, uint64_t *b) {
+#if defined(__CUDA_ARCH__)
+    const ulonglong2 v = __ldg((const ulonglong2 *)p);
+    *a = v.x;
+    *b = v.y;
+#else
+    *a = ((const uint64_t *)p)[0];
+    *b = ((const uint64_t *)p)[1];
+#endif
+}
+/* Two 64-bit words the host may write while kernels run (hot slots), 16-byte aligned, in one load. A plain
+ * load: the compiler issues it with the post's other loads, and reloads it after every fence (each "memory"
+ * clobber); each word is read whole, before or after the host wrote it, and either is safe to use
+ * (nvshmemx_efa_gda_hot_local_t). */
+EFA_GDA_DEV void efa_gda_load2(const void *p, uint64_t *a, uint64_t *b) {
+#if defined(__CUDA_ARCH__)
+    const ulonglong2 v = *(const ulonglong2 *)p;
+    *a = v.x;
+    *b = v.y;
+#else
+    *a = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+    *b = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_RELAXED);
+#endif
 }
 EFA_GDA_DEV nvshmemx_efa_gda_region_t efa_gda_ro(const nvshmemx_efa_gda_region_t *r) {
     nvshmemx_efa_gda_region_t v;
@@ -100,8 +137,20 @@ EFA_GDA_DEV efa_gda_counters efa_gda_load_counters(const nvshmemx_efa_gda_qp_t *
     return c;
 }
 
-/* A send queue's constants, read once per operation: every load after a post's system fence misses L1
- * (the fence invalidates it) and costs a trip to L2, so none is left for later. */
+/* Reserves n slots: the fetch-and-add on sq_reserved, as one plain atom (no warp aggregation: a post is one
+ * lane's, and the aggregation's shuffle would wait for the atom before anything else could be issued). */
+EFA_GDA_DEV uint32_t efa_gda_fetch_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t n) {
+#if defined(__CUDA_ARCH__)
+    uint32_t old;
+    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(&qp->sq_reserved), "r"(n) : "memory");
+    return old;
+#else
+    return atomicAdd(&qp->sq_reserved, n);
+#endif
+}
+
+/* A send queue's constants, read once per operation (three 16-byte loads): every load after a post's
+ * system fence misses L1 (the fence invalidates it) and costs a trip to L2, so none is left for later. */
 struct efa_gda_sq {
     nvshmemx_efa_gda_qp_t *qp;
     uint8_t *buf;
@@ -111,14 +160,19 @@ struct efa_gda_sq {
 };
 EFA_GDA_DEV efa_gda_sq efa_gda_sq_of(nvshmemx_efa_gda_qp_t *qp) {
     efa_gda_sq q;
+    uint64_t buf, db, e01, e23, unused, max_rdma;
+    efa_gda_ro2(&qp->sq_buf, &buf, &db);
+    efa_gda_ro2(&qp->sq_entries, &e01, &e23);
+    efa_gda_ro2(&qp->cq_entry_size, &unused, &max_rdma);
+    (void)unused;
     q.qp = qp;
-    q.buf = efa_gda_ro(&qp->sq_buf);
-    q.db = efa_gda_ro(&qp->sq_db);
-    q.entries = efa_gda_ro(&qp->sq_entries);
-    q.log2 = efa_gda_ro(&qp->sq_log2);
-    q.max_batch = efa_gda_ro(&qp->max_batch);
-    q.wqe_size = efa_gda_ro(&qp->wqe_size);
-    q.max_rdma = efa_gda_ro(&qp->max_rdma_size);
+    q.buf = (uint8_t *)(uintptr_t)buf;
+    q.db = (uint32_t *)(uintptr_t)db;
+    q.entries = (uint32_t)e01;
+    q.log2 = (uint32_t)(e01 >> 32);
+    q.max_batch = (uint32_t)e23;
+    q.wqe_size = (uint32_t)(e23 >> 32);
+    q.max_rdma = max_rdma;
     return q;
 }
 
@@ -229,22 +283,17 @@ struct efa_gda_reservation {
     uint32_t slot, rung_seen;
 };
 
-/* Reserves n consecutive slots with one fetch-and-add, then waits until they may be written: while the SQ
- * is full (the slots' previous WQEs have not completed; it polls completions) and while writing them would
- * put more than max_batch WQEs past the doorbell. Earlier slots never wait on later ones, so every holder
- * gets there. Refuses n that can never fit (0, > max_batch or > sq_entries) and gives up when the queue
- * became unusable. */
-EFA_GDA_DEV int efa_gda_reserve(const efa_gda_sq &q, uint32_t n, efa_gda_reservation *res) {
+/* Waits until slots [slot, slot + n), already reserved, may be written: while the SQ is full (the slots'
+ * previous WQEs have not completed; it polls completions) and while writing them would put more than
+ * max_batch WQEs past the doorbell. c: the counters as read when the slots were reserved (any values read
+ * since the queue started are safe: they only grow). Earlier slots never wait on later ones, so every holder
+ * gets there. Gives up when the queue became unusable. */
+EFA_GDA_DEV int efa_gda_claim(const efa_gda_sq &q, uint32_t slot, uint32_t n, efa_gda_counters c, efa_gda_reservation *res) {
     nvshmemx_efa_gda_qp_t *qp = q.qp;
-    const uint32_t entries = q.entries, max_batch = q.max_batch;
-    if (n == 0 || n > max_batch || n > entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
-    const uint32_t slot = atomicAdd(&qp->sq_reserved, n);
-    /* Issued while the atomic is in flight: most of the time these already allow the slots. */
-    efa_gda_counters c = efa_gda_load_counters(qp);
     for (;;) {
         if (c.fatal) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
-        const bool room = slot + n - c.retired <= entries;
-        if (room && slot + n - c.rung <= max_batch) {
+        const bool room = slot + n - c.retired <= q.entries;
+        if (room && slot + n - c.rung <= q.max_batch) {
             res->slot = slot;
             res->rung_seen = c.rung;
             return NVSHMEMX_EFA_GDA_OK;
@@ -254,19 +303,45 @@ EFA_GDA_DEV int efa_gda_reserve(const efa_gda_sq &q, uint32_t n, efa_gda_reserva
         c = efa_gda_load_counters(qp);
     }
 }
+
+/* Reserves n consecutive slots with one fetch-and-add, then claims them (efa_gda_claim). Refuses n that can
+ * never fit (0, > max_batch or > sq_entries). */
+EFA_GDA_DEV int efa_gda_reserve(const efa_gda_sq &q, uint32_t n, efa_gda_reservation *res) {
+    if (n == 0 || n > q.max_batch || n > q.entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
+    /* The counters first, so that nothing waits for the atom before they are issued: most of the time they
+     * already allow the slots (older values only make the check stricter). */
+    const efa_gda_counters c = efa_gda_load_counters(q.qp);
+    const uint32_t slot = efa_gda_fetch_slots(q.qp, n);
+    return efa_gda_claim(q, slot, n, c, res);
+}
 EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_reservation *res) {
     return efa_gda_reserve(efa_gda_sq_of(qp), n, res);
 }
 
+/* A WQE in registers. efa_gda_wqe_of builds everything but the slot's request id and phase, which
+ * efa_gda_store_wqe adds to the first word when it stores the WQE into its slot: the WQE can be built
+ * while the slot's reservation is in flight. */
+static_assert(offsetof(struct efa_io_tx_meta_desc, req_id) == 0 && offsetof(struct efa_io_tx_meta_desc, ctrl2) == 3,
+              "request id and phase are in the WQE's first 64-bit word");
+EFA_GDA_DEV efa_gda_wqe_words efa_gda_wqe_of(struct efa_gda_rdma_desc d) {
+    union efa_gda_wqe_words w;
+    d.req_id = 0;
+    efa_gda_build_rdma_wqe(&w, &d, 0);
+    return w;
+}
+EFA_GDA_DEV void efa_gda_store_wqe(const efa_gda_sq &q, uint32_t slot, const efa_gda_wqe_words &w) {
+    const uint64_t first = w.q[0] | (uint64_t)(uint16_t)slot |
+                           ((uint64_t)EFA_GDA_FIELD(EFA_IO_TX_META_DESC_PHASE_MASK, efa_gda_sq_phase(slot, q.log2)) << 24);
+    volatile uint64_t *dst = (volatile uint64_t *)(q.buf + (size_t)(slot & (q.entries - 1)) * q.wqe_size);
+    dst[0] = first;
+#pragma unroll
+    for (int i = 1; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) dst[i] = w.q[i];
+    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < q.wqe_size / 8; i++) dst[i] = 0;
+}
+
 /* Stores the WQE for slot into the ring. The request id is the slot's low 16 bits. */
 EFA_GDA_DEV void efa_gda_write_wqe(const efa_gda_sq &q, uint32_t slot, struct efa_gda_rdma_desc d) {
-    union efa_gda_wqe_words w;
-    d.req_id = (uint16_t)slot;
-    efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(slot, q.log2));
-    volatile uint64_t *dst = (volatile uint64_t *)(q.buf + (size_t)(slot & (q.entries - 1)) * q.wqe_size);
-#pragma unroll
-    for (int i = 0; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) dst[i] = w.q[i];
-    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < q.wqe_size / 8; i++) dst[i] = 0;
+    efa_gda_store_wqe(q, slot, efa_gda_wqe_of(d));
 }
 EFA_GDA_DEV void efa_gda_write_wqe(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, struct efa_gda_rdma_desc d) {
     efa_gda_write_wqe(efa_gda_sq_of(qp), slot, d);
@@ -356,7 +431,7 @@ EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_regions_t *t, uint32_
 /* The largest piece of a transfer starting at local (this PE) and sym (a symmetric address, reached on pe)
  * that stays inside one local region, one heap region and max bytes. Row 0 is read with the header (every
  * global load costs a trip to L2 here: the system fences of a post invalidate L1), so a transfer within the
- * first region, the common case, needs no more. */
+ * first region needs no more. */
 struct efa_gda_piece {
     uint64_t local, remote, len;
     uint32_t lkey, rkey;
@@ -406,6 +481,66 @@ EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, int
                               max, p);
 }
 
+/* The piece, from the hot regions alone (see nvshmemx_efa_gda_hot_local_t): every load's address comes from
+ * s and fi (the peer's fast entry, fi < NVSHMEMX_EFA_GDA_FAST_PES), so they go out together, with the slot's
+ * fetch-and-add. false: a region is not hot (or a slot is not filled yet, or retired); ask the table. The
+ * remote region's length is this PE's: the host makes a region hot only where it has one length everywhere. */
+EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_device_state_t *s, uint32_t fi, uint64_t local, uint64_t sym,
+                                   uint64_t left, uint64_t max, efa_gda_piece *p) {
+    constexpr int K = NVSHMEMX_EFA_GDA_HOT_REGIONS;
+    uint64_t base[K], len[K], key_word[K], rbase[K], rkey_word[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) { /* every load first, so that they go out together */
+        uint64_t unused;
+        efa_gda_load2(&s->hot[k].base, &base[k], &len[k]);
+        efa_gda_load2(&s->hot[k].lkey, &key_word[k], &unused);
+        efa_gda_load2(&s->fast[fi].hot[k].base, &rbase[k], &rkey_word[k]);
+    }
+    /* Branch-free selection (bitwise ands, selects): a branch would let the compiler sink a load into it. */
+    bool have_local = false, have_sym = false;
+    uint64_t local_end = 0, sym_base = 0, sym_end = 0, remote_base = 0;
+    uint32_t lkey = 0, rkey = 0;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        /* key words: key in the low half, present in the high half (little endian, as GPUs and hosts are) */
+        const bool filled = (base[k] != 0) & ((key_word[k] >> 32) != 0);
+        const bool is_local = filled & (local - base[k] < len[k]);
+        const bool is_sym = filled & (sym - base[k] < len[k]) & (rbase[k] != 0) & ((rkey_word[k] >> 32) != 0);
+        have_local |= is_local;
+        local_end = is_local ? base[k] + len[k] : local_end;
+        lkey = is_local ? (uint32_t)key_word[k] : lkey;
+        have_sym |= is_sym;
+        sym_base = is_sym ? base[k] : sym_base;
+        sym_end = is_sym ? base[k] + len[k] : sym_end;
+        remote_base = is_sym ? rbase[k] : remote_base;
+        rkey = is_sym ? (uint32_t)rkey_word[k] : rkey;
+    }
+    if (!have_local || !have_sym) return false;
+    uint64_t n = left;
+    n = min(n, local_end - local);
+    n = min(n, sym_end - sym);
+    n = min(n, max);
+    p->local = local;
+    p->remote = remote_base + (sym - sym_base);
+    p->len = n;
+    p->lkey = lkey;
+    p->rkey = rkey;
+    return true;
+}
+
+/* The piece for pe (pe < n_pes, checked by the caller): hot regions first, then the region table. */
+EFA_GDA_DEV int efa_gda_lookup(const nvshmemx_efa_gda_device_state_t *s, int pe, uint64_t local, uint64_t sym, uint64_t left,
+                               uint64_t max, efa_gda_piece *p) {
+    if ((uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES && efa_gda_hot_piece(s, (uint32_t)pe, local, sym, left, max, p))
+        return NVSHMEMX_EFA_GDA_OK;
+    return efa_gda_find_piece(s, pe, local, sym, left, max, p);
+}
+
+/* A PE's address: at a fixed offset for the first NVSHMEMX_EFA_GDA_FAST_PES PEs, through peers beyond. */
+EFA_GDA_DEV nvshmemx_efa_gda_peer_t efa_gda_peer(const nvshmemx_efa_gda_device_state_t *s, int pe) {
+    return (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? efa_gda_ro(&s->fast[pe].addr) : efa_gda_ro(&efa_gda_ro(&s->peers)[pe]);
+}
+
 EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_peer_t peer, const efa_gda_piece &p,
                                                  bool has_imm, uint32_t imm) {
     struct efa_gda_rdma_desc d;
@@ -424,6 +559,32 @@ EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_p
     return d;
 }
 
+/* Fills a reserved slot whose post failed after the reservation (a bad PE or address found once the
+ * lookup's loads arrived): later slots' doorbells wait for this one, so it must be written and rung. The
+ * WQE moves nothing and completes OK: a 0-byte RDMA read on this PE's own QP (every PE inserts itself into
+ * its AV) from its own credit counters (registered for remote read, the key every PE publishes) into them.
+ * A state without a credit block is a host bug: trap rather than post a WQE the NIC may fail. */
+EFA_GDA_DEV void efa_gda_fill_slot(const nvshmemx_efa_gda_device_state_t *s, const efa_gda_sq &q, uint32_t slot,
+                                   efa_gda_counters c) {
+    const int me = (int)efa_gda_ro((const uint32_t *)&s->my_pe);
+    const nvshmemx_efa_gda_credits_t *cr = efa_gda_ro(&s->credits);
+    if (!cr) {
+        printf("nvshmem-efa: EFA GDA device state without a credit block: cannot fill a failed post's slot\n");
+        __trap();
+    }
+    const nvshmemx_efa_gda_region_t own = efa_gda_ro(&efa_gda_ro(&cr->peer_consumed)[me]);
+    efa_gda_piece p;
+    p.local = (uint64_t)(uintptr_t)efa_gda_ro(&cr->consumed);
+    p.lkey = efa_gda_ro(&cr->lkey);
+    p.remote = own.base;
+    p.rkey = own.key;
+    p.len = 0;
+    efa_gda_reservation res;
+    if (efa_gda_claim(q, slot, 1, c, &res)) return; /* the queue became unusable: nothing is rung any more */
+    efa_gda_write_wqe(q, slot, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(s, me), p, false, 0));
+    efa_gda_ring(q, slot, 1, res.rung_seen);
+}
+
 /* Credits for one immediate to pe (see nvshmemx_efa_gda_credits_t). Refreshes them with an RDMA read of the
  * receiver's count when they run out; gives up with NVSHMEMX_EFA_GDA_ERR_NO_CREDITS after
  * credit_timeout_ns without the receiver taking any. */
@@ -438,8 +599,8 @@ EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, int 
     p.rkey = rc.key;
     p.len = sizeof(uint64_t);
     uint32_t end;
-    int err = efa_gda_post_one(s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_ro(&s->peers[pe]), p, false, 0), &end);
-    if (!err) err = efa_gda_wait_slots(s->qp, end);
+    int err = efa_gda_post_one(&s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(s, pe), p, false, 0), &end);
+    if (!err) err = efa_gda_wait_slots(&s->qp, end);
     if (err) return err;
     atomicAdd((unsigned long long *)&c->refreshes, 1ull);
     atomicMax((unsigned long long *)&c->seen[pe], (unsigned long long)efa_gda_load64(&c->landing[pe]));
@@ -470,28 +631,20 @@ EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) 
     }
 }
 
-/* Posts one RDMA read or write of any size from the calling thread: one WQE per piece (split at the max
- * RDMA size and at region ends). With has_imm, the immediate rides on the last piece, which is posted
- * once every earlier piece completed (EFA delivers pieces out of order) and once a credit is held. */
-EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
-                                int pe, bool has_imm, uint32_t imm) {
-    /* Everything the post needs is loaded up front, in two rounds of independent loads. */
-    const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
-    nvshmemx_efa_gda_qp_t *qp = efa_gda_ro(&s->qp);
-    const nvshmemx_efa_gda_peer_t *peers = efa_gda_ro(&s->peers);
-    const nvshmemx_efa_gda_regions_t *table = efa_gda_regions(s, false);
-    if (pe < 0 || (uint32_t)pe >= n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-    const efa_gda_sq q = efa_gda_sq_of(qp);
-    const nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&peers[pe]);
-    uint64_t off = 0;
-    uint32_t end = 0;
+/* Posts bytes [off, bytes) of an RDMA read or write, one WQE per piece (split at the max RDMA size and at
+ * region ends). With has_imm, the immediate rides on the last piece, which is posted once every earlier
+ * piece completed (EFA delivers pieces out of order; end: the slot after the last one posted) and once a
+ * credit is held. */
+EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, const efa_gda_sq &q, uint8_t op,
+                                   nvshmemx_efa_gda_peer_t peer, uint64_t local, uint64_t sym, uint64_t bytes, uint64_t off,
+                                   int pe, bool has_imm, uint32_t imm, uint32_t end) {
     for (;;) {
         efa_gda_piece p;
-        int err = efa_gda_find_piece(s, table, n_pes, pe, (uint64_t)local + off, (uint64_t)sym + off, bytes - off, q.max_rdma, &p);
+        int err = efa_gda_lookup(s, pe, local + off, sym + off, bytes - off, q.max_rdma, &p);
         if (err) return err;
         const bool last = off + p.len == bytes;
         if (last && has_imm) {
-            if (off) err = efa_gda_wait_slots(qp, end);
+            if (off) err = efa_gda_wait_slots(q.qp, end);
             if (!err) err = efa_gda_take_credit(s, pe);
             if (err) return err;
         }
@@ -499,6 +652,49 @@ EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, 
         if (err || last) return err;
         off += p.len;
     }
+}
+
+/* Posts one RDMA read or write of any size from the calling thread: one WQE per piece. Without an
+ * immediate, the first slot's fetch-and-add and every load the first piece needs (queue constants and
+ * counters, n_pes, the peer's fast entry, the hot regions; all at fixed offsets from s) go out in one round,
+ * so a post within the hot regions costs one round trip to L2 before its WQE is stored. The slot is then
+ * this post's whatever the lookup finds: when it fails (bad PE, unregistered or unreachable address), the
+ * slot is filled with a WQE that moves nothing (efa_gda_fill_slot) and the error is returned. With an
+ * immediate nothing is reserved before the credit is held: the credit wait may itself post (a refresh). */
+EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
+                                int pe, bool has_imm, uint32_t imm) {
+    nvshmemx_efa_gda_qp_t *qp = &s->qp;
+    const uint64_t l = (uint64_t)local, y = (uint64_t)sym;
+    if (has_imm) {
+        if ((uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes)) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+        return efa_gda_rma_pieces(s, efa_gda_sq_of(qp), op, efa_gda_peer(s, pe), l, y, bytes, 0, pe, true, imm, 0);
+    }
+    const efa_gda_counters c = efa_gda_load_counters(qp);
+    const uint32_t slot = efa_gda_fetch_slots(qp, 1);
+    const efa_gda_sq q = efa_gda_sq_of(qp);
+    const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
+    const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
+    nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&s->fast[fi].addr);
+    efa_gda_piece p;
+    const bool hot = efa_gda_hot_piece(s, fi, l, y, bytes, q.max_rdma, &p);
+    if (!hot || (uint32_t)pe >= n_pes || fi != (uint32_t)pe) {
+        int err = (uint32_t)pe < n_pes ? NVSHMEMX_EFA_GDA_OK : NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+        if (!err) {
+            if (fi != (uint32_t)pe) peer = efa_gda_peer(s, pe);
+            err = efa_gda_find_piece(s, pe, l, y, bytes, q.max_rdma, &p);
+        }
+        if (err) {
+            efa_gda_fill_slot(s, q, slot, c);
+            return err;
+        }
+    }
+    efa_gda_reservation res;
+    int err = efa_gda_claim(q, slot, 1, c, &res);
+    if (err) return err;
+    efa_gda_write_wqe(q, slot, efa_gda_desc(op, peer, p, false, 0));
+    err = efa_gda_ring(q, slot, 1, res.rung_seen);
+    if (err || p.len == bytes) return err;
+    return efa_gda_rma_pieces(s, q, op, peer, l, y, bytes, p.len, pe, false, 0, slot + 1);
 }
 
 /* put: dest is a symmetric address, src a registered local buffer. */
@@ -515,7 +711,76 @@ EFA_GDA_DEV int efa_gda_put_imm_nbi(nvshmemx_efa_gda_device_state_t *s, void *de
 EFA_GDA_DEV int efa_gda_get_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes, int pe) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes, pe, false, 0);
 }
-EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(s->qp); }
+EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(&s->qp); }
+
+/* A prepared handle: a peer and a pair of regions (the one holding a symmetric address, the one holding a
+ * local buffer) resolved once, kept in registers by the caller, for code that posts repeatedly to the same
+ * peer. A put or get through it that fits both regions and one WQE loads nothing but the queue counters,
+ * with its slot's fetch-and-add, and builds its WQE while that is in flight; anything else goes the general
+ * way (efa_gda_rma_nbi). Valid while the regions stay registered; a handle whose set-up failed sends every
+ * post the general way, which reports the error. */
+struct efa_gda_handle {
+    nvshmemx_efa_gda_device_state_t *s;
+    efa_gda_sq q;
+    nvshmemx_efa_gda_peer_t peer;
+    int pe;
+    uint32_t lkey, rkey;
+    uint64_t local_base, local_len, sym_base, sym_len, remote_base;
+};
+EFA_GDA_DEV int efa_gda_handle_init(nvshmemx_efa_gda_device_state_t *s, int pe, const void *sym, const void *local,
+                                    efa_gda_handle *h) {
+    h->s = s;
+    h->q = efa_gda_sq_of(&s->qp);
+    h->pe = pe;
+    h->lkey = h->rkey = 0;
+    h->local_base = h->local_len = h->sym_base = h->sym_len = h->remote_base = 0;
+    const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
+    if ((uint32_t)pe >= n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+    h->peer = efa_gda_peer(s, pe);
+    const nvshmemx_efa_gda_regions_t *t = efa_gda_regions(s, true);
+    const uint32_t count = efa_gda_ro(&t->count);
+    const int li = efa_gda_find_region(t, n_pes, count, (uint64_t)local);
+    if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
+    const int si = efa_gda_find_region(t, n_pes, count, (uint64_t)sym);
+    if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
+    const nvshmemx_efa_gda_region_t L = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)li));
+    const nvshmemx_efa_gda_region_t S = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)si));
+    const nvshmemx_efa_gda_region_t R = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)si) + 1 + pe);
+    if (!L.valid || !R.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
+    h->lkey = L.key;
+    h->rkey = R.key;
+    h->local_base = L.base;
+    h->local_len = L.length;
+    h->sym_base = S.base;
+    h->sym_len = min(S.length, R.length);
+    h->remote_base = R.base;
+    return NVSHMEMX_EFA_GDA_OK;
+}
+EFA_GDA_DEV int efa_gda_rma_nbi(const efa_gda_handle &h, uint8_t op, void *local, const void *sym, uint64_t bytes) {
+    const uint64_t lo = (uint64_t)local - h.local_base, so = (uint64_t)sym - h.sym_base;
+    if (lo >= h.local_len || bytes > h.local_len - lo || so >= h.sym_len || bytes > h.sym_len - so || bytes > h.q.max_rdma)
+        return efa_gda_rma_nbi(h.s, op, local, sym, bytes, h.pe, false, 0);
+    const efa_gda_counters c = efa_gda_load_counters(h.q.qp);
+    const uint32_t slot = efa_gda_fetch_slots(h.q.qp, 1);
+    efa_gda_piece p;
+    p.local = (uint64_t)local;
+    p.remote = h.remote_base + so;
+    p.len = bytes;
+    p.lkey = h.lkey;
+    p.rkey = h.rkey;
+    const efa_gda_wqe_words w = efa_gda_wqe_of(efa_gda_desc(op, h.peer, p, false, 0));
+    efa_gda_reservation res;
+    const int err = efa_gda_claim(h.q, slot, 1, c, &res);
+    if (err) return err;
+    efa_gda_store_wqe(h.q, slot, w);
+    return efa_gda_ring(h.q, slot, 1, res.rung_seen);
+}
+EFA_GDA_DEV int efa_gda_put_nbi(const efa_gda_handle &h, void *dest, const void *src, uint64_t bytes) {
+    return efa_gda_rma_nbi(h, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes);
+}
+EFA_GDA_DEV int efa_gda_get_nbi(const efa_gda_handle &h, void *dest, const void *src, uint64_t bytes) {
+    return efa_gda_rma_nbi(h, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes);
+}
 
 /* Stop the kernel with a message when err is set: for callers that have no way to report an error (DeepEP's
  * void IBGDA functions), so that a failed post or quiet is never silent. efa_gda_check names the operation
@@ -528,7 +793,7 @@ EFA_GDA_DEV void efa_gda_check(int err, const char *op, const void *remote, cons
 }
 EFA_GDA_DEV void efa_gda_check_quiet(const nvshmemx_efa_gda_device_state_t *s, int err, const char *op, int pe) {
     if (!err) return;
-    const nvshmemx_efa_gda_qp_t *qp = s->qp;
+    const nvshmemx_efa_gda_qp_t *qp = &s->qp;
     printf("nvshmem-efa: EFA GDA %s (before signalling PE %d) failed: %s (0x%x); first failed request id %u, %u failed "
            "completions on QP %u\n",
            op, pe, efa_gda_strerror(err), err, efa_gda_load(&qp->error_req_id), efa_gda_load(&qp->error_count), qp->qp_num);
@@ -550,15 +815,15 @@ EFA_GDA_DEV int efa_gda_put_nbi_warp(nvshmemx_efa_gda_device_state_t *s, void *d
 EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, bool want, uint8_t op, void *local,
                                            const void *sym, uint64_t bytes, int pe) {
     const unsigned lane = threadIdx.x & 31;
-    const efa_gda_sq q = efa_gda_sq_of(efa_gda_ro(&s->qp));
+    const efa_gda_sq q = efa_gda_sq_of(&s->qp);
     struct efa_gda_rdma_desc d;
     int err = 0;
     if (want) {
         efa_gda_piece p;
-        err = pe < 0 || pe >= s->n_pes ? (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE : 0;
-        if (!err) err = efa_gda_find_piece(s, pe, (uint64_t)local, (uint64_t)sym, bytes, q.max_rdma, &p);
+        err = (uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes) ? (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE : 0;
+        if (!err) err = efa_gda_lookup(s, pe, (uint64_t)local, (uint64_t)sym, bytes, q.max_rdma, &p);
         if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
-        if (!err) d = efa_gda_desc(op, efa_gda_ro(&s->peers[pe]), p, false, 0);
+        if (!err) d = efa_gda_desc(op, efa_gda_peer(s, pe), p, false, 0);
     }
     const unsigned posting = __ballot_sync(0xffffffffu, want && err == 0);
     uint32_t group = q.max_batch < 32 ? q.max_batch : 32;

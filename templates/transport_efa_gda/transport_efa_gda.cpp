@@ -16,7 +16,8 @@
  * initiator before RMA), and nothing is published to the GPU before both succeeded everywhere.
  *
  * While kernels run, the device state changes only by replacing its regions pointer with a new, fully
- * written table (one aligned 8-byte copy on a private stream); old tables stay until finalize.
+ * written table (one aligned 8-byte copy on a private stream; old tables stay until finalize) and by filling
+ * a hot region slot once (the peers' entries, then ours) or retiring it (clearing one word).
  *
  * The CUDA driver is reached through dlopen("libcuda.so.1") so that the transport keeps loading on hosts
  * where GDA cannot run. */
@@ -215,9 +216,11 @@ struct Gda {
     struct fi_efa_wq_attr rq_attr = {};
     uint8_t rq_attr_spare[64] = {};
     std::vector<Region> regions;
-    nvshmemx_efa_gda_device_state_t host_state = {};
+    nvshmemx_efa_gda_device_state_t host_state = {}; /* what the GPU copy holds, the queue included */
+    void *hot_buf[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* the region each hot slot holds (nullptr once retired) */
+    bool hot_used[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* filled once: a slot is never filled again */
     struct fid_mr *credits_mr = nullptr;
-    CUdeviceptr d_state = 0, d_qp = 0, d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0,
+    CUdeviceptr d_state = 0, d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0,
                 d_peer_consumed = 0;
     std::vector<CUdeviceptr> tables; /* every regions table published; freed at finalize */
 };
@@ -366,7 +369,7 @@ void teardown(Gda &s) {
     s.credits_mr = nullptr;
     if (s.av) fi_close(&s.av->fid);
     s.av = nullptr;
-    CUdeviceptr *dev[] = {&s.d_state, &s.d_qp, &s.d_rx, &s.d_peers, &s.d_slot_done, &s.d_credits, &s.d_credit_words, &s.d_peer_consumed};
+    CUdeviceptr *dev[] = {&s.d_state, &s.d_rx, &s.d_peers, &s.d_slot_done, &s.d_credits, &s.d_credit_words, &s.d_peer_consumed};
     for (CUdeviceptr *p : dev) {
         if (*p) s.cu.memFree(*p);
         *p = 0;
@@ -506,7 +509,9 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     me->credits_base = (uint64_t)s.d_credit_words;
     me->credits_rkey = (uint32_t)fi_mr_key(s.credits_mr);
 
-    nvshmemx_efa_gda_qp_t q = {};
+    /* The queue lives in the device state, written whole in finish_start (qp_num follows query_addr). */
+    nvshmemx_efa_gda_qp_t &q = s.host_state.qp;
+    q = nvshmemx_efa_gda_qp_t();
     q.sq_buf = (uint8_t *)sq_dev;
     q.sq_db = (uint32_t *)db_dev;
     q.sq_entries = s.sq_attr.num_entries;
@@ -520,8 +525,6 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     q.slot_done = (uint32_t *)(uintptr_t)s.d_slot_done;
     /* NCCL's EFA GDA path splits at 1 GiB; the endpoint's max message size is the device's RDMA limit. */
     q.max_rdma_size = s.info->ep_attr->max_msg_size && s.info->ep_attr->max_msg_size < (1ull << 30) ? s.info->ep_attr->max_msg_size : (1ull << 30);
-    GDA_CU(s.cu.memAlloc(&s.d_qp, sizeof q), "allocating the GPU queue state");
-    GDA_CU(s.cu.memcpyHtoD(s.d_qp, &q, sizeof q), "writing the GPU queue state"); /* qp_num follows query_addr */
     nvshmemx_efa_gda_rx_cq_t rx = {};
     rx.cq_buf = (uint8_t *)s.rx.mem;
     rx.cq_entries = s.rx.attr.num_entries;
@@ -594,6 +597,45 @@ const char *publish_regions(Gda &s) {
     return r == CUDA_SUCCESS ? nullptr : s.cu.name(r);
 }
 
+/* Fills a free hot slot with a region reachable on every PE and of one length everywhere (see
+ * nvshmemx_efa_gda_hot_local_t): the peers' entries first, then ours, each upload finished before the next.
+ * Returns nullptr (also when no slot is free or the region does not qualify) or why the upload failed. */
+const char *fill_hot_slot(Gda &s, const Region &reg) {
+    const uint32_t n = (uint32_t)s.boot.n_pes;
+    if (!reg.local.valid) return nullptr;
+    for (uint32_t pe = 0; pe < n; pe++)
+        if (!reg.remote[pe].valid || reg.remote[pe].length != reg.local.length) return nullptr;
+    int k = 0;
+    while (k < NVSHMEMX_EFA_GDA_HOT_REGIONS && s.hot_used[k]) k++;
+    if (k == NVSHMEMX_EFA_GDA_HOT_REGIONS) return nullptr;
+    s.hot_used[k] = true;
+    const uint32_t fast = n < NVSHMEMX_EFA_GDA_FAST_PES ? n : NVSHMEMX_EFA_GDA_FAST_PES;
+    for (uint32_t pe = 0; pe < fast; pe++) s.host_state.fast[pe].hot[k] = {reg.remote[pe].base, reg.remote[pe].key, 1};
+    CUresult r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, fast), s.host_state.fast,
+                        fast * sizeof(nvshmemx_efa_gda_fast_peer_t));
+    if (r != CUDA_SUCCESS) return s.cu.name(r);
+    s.host_state.hot[k] = {reg.local.base, reg.local.length, reg.local.key, 1, 0};
+    r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, hot) + k * sizeof(nvshmemx_efa_gda_hot_local_t),
+               &s.host_state.hot[k], sizeof s.host_state.hot[k]);
+    if (r != CUDA_SUCCESS) return s.cu.name(r);
+    s.hot_buf[k] = reg.buf;
+    return nullptr;
+}
+
+/* Retires the hot slot holding buf, if any: one 4-byte store of present = 0 (kernels then use the table). */
+const char *retire_hot_slot(Gda &s, void *buf) {
+    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
+        if (!s.hot_used[k] || s.hot_buf[k] != buf) continue;
+        s.hot_buf[k] = nullptr;
+        s.host_state.hot[k].present = 0;
+        const CUresult r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, hot) +
+                                         k * sizeof(nvshmemx_efa_gda_hot_local_t) + offsetof(nvshmemx_efa_gda_hot_local_t, present),
+                                  &s.host_state.hot[k].present, sizeof s.host_state.hot[k].present);
+        return r == CUDA_SUCCESS ? nullptr : s.cu.name(r);
+    }
+    return nullptr;
+}
+
 const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std::vector<nvshmemx_efa_gda_peer_t> &peers,
                          char *why, size_t whylen) {
     const size_t n = (size_t)s.boot.n_pes;
@@ -604,18 +646,19 @@ const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std:
     GDA_CU(upload(s, s.d_peer_consumed, pc.data(), n * sizeof pc[0]), "writing the peer credit table");
     /* This QP's number, as query_addr reports it for our own address: every CQE must carry it. */
     const uint32_t qpn = peers[s.boot.my_pe].qpn;
-    GDA_CU(upload(s, s.d_qp + offsetof(nvshmemx_efa_gda_qp_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
+    s.host_state.qp.qp_num = qpn;
     GDA_CU(upload(s, s.d_rx + offsetof(nvshmemx_efa_gda_rx_cq_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
     GDA_CU(s.cu.memAlloc(&s.d_state, sizeof s.host_state), "allocating the device state");
     s.host_state.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
     s.host_state.my_pe = s.boot.my_pe;
     s.host_state.n_pes = s.boot.n_pes;
     s.host_state.imm_window = s.rx.attr.num_entries / (uint32_t)n;
-    s.host_state.qp = (nvshmemx_efa_gda_qp_t *)(uintptr_t)s.d_qp;
     s.host_state.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)s.d_rx;
     s.host_state.peers = (nvshmemx_efa_gda_peer_t *)(uintptr_t)s.d_peers;
     s.host_state.credits = (nvshmemx_efa_gda_credits_t *)(uintptr_t)s.d_credits;
     s.host_state.credit_timeout_ns = kCreditTimeoutNs;
+    /* Peers at fixed offsets (the rest of the array stays zero: no hot region is reachable there). */
+    for (size_t pe = 0; pe < n && pe < NVSHMEMX_EFA_GDA_FAST_PES; pe++) s.host_state.fast[pe].addr = peers[pe];
     /* Nobody has the state's address yet: it is written whole, once. */
     GDA_CU(upload(s, s.d_state, &s.host_state, sizeof s.host_state), "writing the device state");
     const char *err = publish_regions(s);
@@ -735,6 +778,9 @@ void nvshmemt_efa_gda_register_region(void *buf, size_t length) {
     if (err) {
         set_status("EFA GDA active, but publishing region %p failed (%s): GDA cannot reach it", buf, err);
         fprintf(stderr, "nvshmem-efa: %s\n", g_status);
+    } else if ((err = fill_hot_slot(s, reg))) {
+        /* The table has it: posts to it still work, one lookup round slower. */
+        fprintf(stderr, "nvshmem-efa: EFA GDA: writing region %p to a hot slot failed (%s)\n", buf, err);
     }
 }
 
@@ -746,7 +792,9 @@ void nvshmemt_efa_gda_release_region(void *buf) {
         struct fid_mr *mr = s.regions[i].mr;
         s.regions.erase(s.regions.begin() + (long)i);
         /* Kernels stop seeing the region before its registration goes. */
-        const char *err = publish_regions(s);
+        const char *err = retire_hot_slot(s, buf);
+        if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: retiring the hot slot of %p failed (%s)\n", buf, err);
+        err = publish_regions(s);
         if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: publishing the region table after releasing %p failed (%s)\n", buf, err);
         if (mr) fi_close(&mr->fid);
         return;

@@ -68,7 +68,8 @@ describe('software EFA (CPU)', () => {
   it('runs the GDA device code on CPU threads exactly, with completions out of order', () => {
     const ok = runChecks(path.join(dir, 'gda_device_cpu_test'));
     for (const rule of [
-      'puts, gets and puts with immediate across heap-region ends land every byte (random completion order)',
+      'puts, gets and puts with immediate across heap-region ends land every byte (random completion order, hot regions)',
+      'puts, gets and puts with immediate across heap-region ends land every byte (random completion order, region table only)',
       'reserve refuses more WQEs than max_batch or the SQ holds, instead of spinning',
       // The count-based quiet of the previous release is caught; the retired-prefix quiet is not.
       'concurrent quiet: the count-based quiet returns before its own large put landed',
@@ -79,7 +80,11 @@ describe('software EFA (CPU)', () => {
       'credits: a receiver that never drains makes the sender fail with NO_CREDITS, its CQ intact',
       'overrun on purpose (immediates past the window, credits skipped): reported by the NIC model and rx_poll',
       'a CQE of another QP makes quiet return BAD_CQE instead of hanging',
-      'unregistered, out-of-heap and unreachable addresses are refused before reaching the NIC',
+      // A post refused after its slot was reserved fills the slot: nothing waits on it, nothing moves.
+      'refused posts (bad PE, unregistered, out-of-heap, unreachable) fill their reserved slots with WQEs that move nothing',
+      "a refused post's slot is filled while other threads post through a small SQ: nothing waits on it forever",
+      'hot regions: a filled slot is used; one not fully written, or retired, is skipped for the region table',
+      'prepared handle: puts and gets within its regions land; other posts go the general way; a failed set-up reports',
       'NIC errors reach quiet: UNKNOWN_PEER, then FLUSHED after a QP error',
       'the doorbell register gets the 16-bit producer counter past 65536 WQEs; 128-byte WQE stride',
     ]) {
@@ -139,12 +144,14 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=2');
-      expect(out).toContain(`state: abi=2 my_pe=${me} n_pes=2 imm_window=16`);
+      expect(out).toContain(`state: abi=3 my_pe=${me} n_pes=2 imm_window=16`);
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
       expect(out).toContain('slot_done: first=-256 last=-1');
       expect(out).toContain('tx cq zeroed=1');
-      expect(out).toContain('peer 1: ah=501 qpn=101 qkey=0x11110001 credits key=0x1000 valid=1 base_set=1');
+      // Peers at fixed offsets in the state (fast entries) match the peer table; past n_pes they are zero.
+      expect(out).toContain('peer 1: ah=501 qpn=101 qkey=0x11110001 credits key=0x1000 valid=1 base_set=1 fast=1');
+      expect(out).toContain('fast past n_pes zero=1');
       expect(out).toContain('fabric: av_inserts=2 enabled=1 cq_binds=2');
       // The GDA endpoint asks for 32 bytes of inline data: no wide WQEs for inline sends.
       expect(out).toContain('hints: fabric=efa-direct inject_size=32 context2=1 mr_local=1');
@@ -156,7 +163,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toContain('cuStreamCreate flags=1');
       expect(out).not.toContain('legacy default stream');
     }
-    expect(all).toContain('all-gathers: 4');
+    expect(all).toContain('all-gathers: 5'); // 2 at start, one per region registered (3)
   });
 
   it('regions: GPU memory as FI_HMEM_CUDA, host memory as FI_HMEM_SYSTEM, each publish a new table, the old one intact', () => {
@@ -167,6 +174,11 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe0).toContain('first table unchanged after the second publish: count=1');
     expect(pe0).toContain('registration gathers=2');
     expect(pe0).toMatch(/table after releasing the GPU region: count=1 n_pes=2 at=\S+\n {2}region 0: local valid=1 key=0x1002 len=1048576/);
+    // Hot slots: filled once per region in registration order (ours last), retired on release, never refilled.
+    expect(pe0).toMatch(/table after the GPU region: .*\n.*\n {2}hot 0: present=1 len=4194304 key=0x1001 base_is_row=1 \| pe0 present=1 key=0x1001 base_set=1 \| pe1 present=1 key=0x1001 base_set=1\n {2}hot 1: present=0 len=0 /);
+    expect(pe0).toMatch(/table after the host region: (.*\n){3} {2}hot 0: present=1 (.*\n) {2}hot 1: present=1 len=1048576 key=0x1002 /);
+    expect(pe0).toMatch(/table after releasing the GPU region: (.*\n){2} {2}hot 0: present=0 (.*\n) {2}hot 1: present=1 (.*\n) {2}hot 2: present=0 /);
+    expect(pe0).toMatch(/table after a third region: (.*\n){3} {2}hot 0: present=0 (.*\n) {2}hot 1: present=1 (.*\n) {2}hot 2: present=1 len=1048576 key=0x1003 /);
     const tables = [...pe0.matchAll(/table [^:]+: count=\d+ n_pes=2 at=(\S+)/g)].map((m) => m[1]);
     expect(new Set(tables).size).toBe(tables.length);
   });
@@ -218,6 +230,8 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toMatch(/region 1: local valid=\d key=0x[0-9a-f]+ len=1048576 \| pe0 valid=1 key=0x1002 len=1048576 \| pe1 valid=0 /);
     }
     expect(pe1).toMatch(/region 1: local valid=0 /);
+    // The unreachable region never becomes hot: posts to it go through the table, which reports it.
+    for (const out of [pe0, pe1]) expect(out).toMatch(/table after the host region: (.*\n){3} {2}hot 0: present=1 (.*\n) {2}hot 1: present=0 len=0 /);
   });
 
   it('a CQ larger than its GPU buffer is refused, and the plain dma-buf mapping is used where PCIe mapping is refused', () => {

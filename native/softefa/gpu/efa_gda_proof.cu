@@ -50,7 +50,7 @@ constexpr uint32_t kSq = 256, kCq = 256, kRx = 512, kMaxBatch = 16, kImmPerRound
 constexpr uint64_t kMaxRdma = 1ull << 20;
 constexpr uint32_t kLkeySrc = 0x101, kLkeyDstLo = 0x102, kLkeyDstHi = 0x103;
 constexpr uint32_t kRkeySrc = 0x201, kRkeyDstLo = 0x202, kRkeyDstHi = 0x203;
-constexpr uint32_t kRkeyCredits = 0x300, kLkeyCredits0 = 0x301;
+constexpr uint32_t kRkeyCredits = 0x300, kLkeyCredits0 = 0x301, kRkeyCredits0 = 0x302;
 constexpr uint8_t kPoison = 0xA5;
 
 enum OpType : uint8_t { kWrite = 0, kRead = 1, kWriteImm = 2, kBatch = 3 };
@@ -157,22 +157,22 @@ __device__ efa_gda_piece raw_piece(uint64_t local, uint32_t lkey, uint64_t remot
 __global__ void post_raw(nvshmemx_efa_gda_device_state_t *s, uint64_t local, uint32_t lkey, uint64_t remote, uint32_t rkey,
                          uint64_t len, int *quiet_ret) {
     uint32_t end;
-    int e = efa_gda_post_one(s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->peers[1], raw_piece(local, lkey, remote, rkey, len),
+    int e = efa_gda_post_one(&s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->peers[1], raw_piece(local, lkey, remote, rkey, len),
                                                  false, 0),
                              &end);
     *quiet_ret = e ? e : efa_gda_quiet(s);
 }
 
 // Symmetric put then quiet (the device's own checks).
-__global__ void put_quiet(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t len, int *ret) {
-    int e = efa_gda_put_nbi(s, dest, src, len, 1);
+__global__ void put_quiet(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t len, int *ret, int pe = 1) {
+    int e = efa_gda_put_nbi(s, dest, src, len, pe);
     *ret = e ? e : efa_gda_quiet(s);
 }
 
 // A deliberately wrong poster: stages 2 * max_batch WQEs, holds them ~2 ms, then rings them with one
 // doorbell. The software EFA must call this out.
 __global__ void post_overbatch(nvshmemx_efa_gda_device_state_t *s, uint8_t *src, uint8_t *dst, int *quiet_ret) {
-    nvshmemx_efa_gda_qp_t *qp = s->qp;
+    nvshmemx_efa_gda_qp_t *qp = &s->qp;
     const uint32_t n = 2 * qp->max_batch;
     const uint32_t slot = atomicAdd(&qp->sq_reserved, n);
     for (uint32_t i = 0; i < n; i++)
@@ -225,7 +225,7 @@ __global__ void overrun_kernel(nvshmemx_efa_gda_device_state_t *s0, nvshmemx_efa
     uint32_t end;
     int e = 0;
     for (uint32_t i = 0; i < n && !e; i++)
-        e = efa_gda_post_one(s0->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s0->peers[1],
+        e = efa_gda_post_one(&s0->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s0->peers[1],
                                                   raw_piece((uint64_t)src, kLkeySrc, (uint64_t)dst, kRkeyDstLo, 8), true, i),
                              &end);
     *post_ret = e ? e : efa_gda_quiet(s0);
@@ -264,7 +264,7 @@ __global__ void concurrent_quiet_kernel(nvshmemx_efa_gda_device_state_t *s, uint
             int e = 0;
             if (lane == 0) {
                 e = efa_gda_put_nbi(s, (void *)to, from, large, 1);
-                const int q = count_based ? count_based_quiet(s->qp) : efa_gda_quiet(s);
+                const int q = count_based ? count_based_quiet(&s->qp) : efa_gda_quiet(s);
                 if (!e) e = q;
             }
             e = __shfl_sync(0xffffffffu, e, 0);
@@ -320,7 +320,7 @@ struct Rig {
     uint32_t *db_host = nullptr, *db_dev = nullptr;
     uint8_t *cq = nullptr, *rx_cq_buf = nullptr;
     uint32_t *slot_done = nullptr;
-    nvshmemx_efa_gda_qp_t *qp = nullptr, *qp1 = nullptr;
+    nvshmemx_efa_gda_qp_t *qp = nullptr, *qp1 = nullptr;  // in the device states
     nvshmemx_efa_gda_rx_cq_t *rx = nullptr;
     nvshmemx_efa_gda_peer_t *peers = nullptr;
     nvshmemx_efa_gda_region_t *regions_mem = nullptr;
@@ -367,11 +367,9 @@ struct Rig {
         q.qp_num = 10;
         q.max_rdma_size = kMaxRdma;
         q.slot_done = slot_done;
-        CK(cudaMalloc(&qp, sizeof q));
-        CK(cudaMemcpy(qp, &q, sizeof q, cudaMemcpyHostToDevice));
+        host_state.qp = q;
         q.qp_num = 11;  // PE 1 never posts; its QP number is what its receive CQEs carry
-        CK(cudaMalloc(&qp1, sizeof q));
-        CK(cudaMemcpy(qp1, &q, sizeof q, cudaMemcpyHostToDevice));
+        host_state1.qp = q;
         nvshmemx_efa_gda_rx_cq_t r = {};
         r.cq_buf = rx_cq_buf;
         r.cq_entries = kRx;
@@ -385,12 +383,12 @@ struct Rig {
         CK(cudaMalloc(&peers, sizeof p));
         CK(cudaMemcpy(peers, p, sizeof p, cudaMemcpyHostToDevice));
         // Regions src, dst [0, 40 MiB), dst [40 MiB, 64 MiB), one row each: PE 0's entry (lkey), PE 0's view
-        // (unused: PE 0 never targets itself here), PE 1's view with its rkey (PE 1 holds the same buffers).
-        const nvshmemx_efa_gda_region_t none = {0, 0, 0, 0};
+        // and PE 1's view with the rkey (PE 1 holds the same buffers: the two views are the same).
         std::vector<nvshmemx_efa_gda_region_t> reg = {
-            {(uint64_t)src, kBuf, kLkeySrc, 1}, none, {(uint64_t)src, kBuf, kRkeySrc, 1},
-            {(uint64_t)dst, kSplit, kLkeyDstLo, 1}, none, {(uint64_t)dst, kSplit, kRkeyDstLo, 1},
-            {(uint64_t)dst + kSplit, kBuf - kSplit, kLkeyDstHi, 1}, none, {(uint64_t)dst + kSplit, kBuf - kSplit, kRkeyDstHi, 1}};
+            {(uint64_t)src, kBuf, kLkeySrc, 1}, {(uint64_t)src, kBuf, kRkeySrc, 1}, {(uint64_t)src, kBuf, kRkeySrc, 1},
+            {(uint64_t)dst, kSplit, kLkeyDstLo, 1}, {(uint64_t)dst, kSplit, kRkeyDstLo, 1}, {(uint64_t)dst, kSplit, kRkeyDstLo, 1},
+            {(uint64_t)dst + kSplit, kBuf - kSplit, kLkeyDstHi, 1}, {(uint64_t)dst + kSplit, kBuf - kSplit, kRkeyDstHi, 1},
+            {(uint64_t)dst + kSplit, kBuf - kSplit, kRkeyDstHi, 1}};
         const nvshmemx_efa_gda_regions_t head = {3, 2};
         CK(cudaMalloc(&table, sizeof head + reg.size() * sizeof reg[0]));
         CK(cudaMemcpy(table, &head, sizeof head, cudaMemcpyHostToDevice));
@@ -401,7 +399,9 @@ struct Rig {
         CK(cudaMemset(cred_words, 0, 16 * 8));
         CK(cudaMalloc(&cred_locks, 4 * 4));
         CK(cudaMemset(cred_locks, 0, 16));
-        nvshmemx_efa_gda_region_t pc[4] = {{0, 0, 0, 0}, {(uint64_t)(cred_words + 8), 16, kRkeyCredits, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+        // PE 0's view of its own consumed[] (a refused post's filler reads 0 bytes of it) and of PE 1's.
+        nvshmemx_efa_gda_region_t pc[4] = {{(uint64_t)cred_words, 16, kRkeyCredits0, 1}, {(uint64_t)(cred_words + 8), 16, kRkeyCredits, 1},
+                                           {0, 0, 0, 0}, {0, 0, 0, 0}};
         CK(cudaMalloc(&peer_consumed, sizeof pc));
         CK(cudaMemcpy(peer_consumed, pc, sizeof pc, cudaMemcpyHostToDevice));
         nvshmemx_efa_gda_credits_t c[2] = {};
@@ -418,11 +418,32 @@ struct Rig {
         CK(cudaMalloc(&credits, sizeof c));
         CK(cudaMemcpy(credits, c, sizeof c, cudaMemcpyHostToDevice));
 
-        host_state = {NVSHMEMX_EFA_GDA_ABI_VERSION, 0, 2, kRx / 2, qp, nullptr, peers, table, credits, 10000000000ull};
-        host_state1 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 1, 2, kRx / 2, qp1, rx, peers, table, credits + 1, 10000000000ull};
+        for (nvshmemx_efa_gda_device_state_t *h : {&host_state, &host_state1}) {
+            h->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+            h->n_pes = 2;
+            h->imm_window = kRx / 2;
+            h->peers = peers;
+            h->regions = table;
+            h->credit_timeout_ns = 10000000000ull;
+            for (int pe = 0; pe < 2; pe++) h->fast[pe].addr = p[pe];
+        }
+        host_state.my_pe = 0;
+        host_state.credits = credits;
+        host_state1.my_pe = 1;
+        host_state1.rx_cq = rx;
+        host_state1.credits = credits + 1;
+        // The three regions in hot slots 0..2 of PE 0, as the host fills them (every PE's view the same length).
+        for (int k = 0; k < 3; k++) {
+            const nvshmemx_efa_gda_region_t *row = &reg[3 * k];
+            host_state.hot[k] = {row[0].base, row[0].length, row[0].key, 1, 0};
+            for (int pe = 0; pe < 2; pe++) host_state.fast[pe].hot[k] = {row[1 + pe].base, row[1 + pe].key, 1};
+        }
         CK(cudaMalloc(&state, sizeof host_state));
         CK(cudaMalloc(&state1, sizeof host_state1));
-        upload_state();
+        qp = &state->qp;
+        qp1 = &state1->qp;
+        CK(cudaMemcpy(state, &host_state, sizeof host_state, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(state1, &host_state1, sizeof host_state1, cudaMemcpyHostToDevice));
 
         // The NIC's view: PE 1 is the target QP at ah 2 / qpn 11, with the remote keys.
         emu.add_region({kLkeySrc, (uint64_t)src, kBuf, false, false});
@@ -432,6 +453,7 @@ struct Rig {
         emu.add_region({kRkeyDstLo, (uint64_t)dst, kSplit, false, true});
         emu.add_region({kRkeyDstHi, (uint64_t)dst + kSplit, kBuf - kSplit, false, true});
         emu.add_region({kRkeyCredits, (uint64_t)(cred_words + 8), 16, true, false});
+        emu.add_region({kRkeyCredits0, (uint64_t)cred_words, 16, true, false});
         emu.add_region({kLkeyCredits0, (uint64_t)cred_words, 64, false, false});
         softefa::QpConfig a = {};
         a.sq = sq_host;
@@ -469,18 +491,26 @@ struct Rig {
         b.max_rdma_size = kMaxRdma;
         qp_b = emu.add_qp(b);
         emu.av_insert(qp_b, 1, 10);  // PE 1 inserted PE 0 before any RMA
+        emu.av_insert(qp_a, 1, 10);  // and PE 0 itself, as the host inserts every PE
         emu.set_reorder(reorder);
         emu.start();
     }
     ~Rig() { emu.stop(); }
+    // The fields before the queue (the queue's counters are the device's own from the start).
     void upload_state() {
-        CK(cudaMemcpy(state, &host_state, sizeof host_state, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(state1, &host_state1, sizeof host_state1, cudaMemcpyHostToDevice));
+        const size_t head = offsetof(nvshmemx_efa_gda_device_state_t, qp);
+        CK(cudaMemcpy(state, &host_state, head, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(state1, &host_state1, head, cudaMemcpyHostToDevice));
     }
     nvshmemx_efa_gda_qp_t read_qp() {
         nvshmemx_efa_gda_qp_t q;
         CK(cudaMemcpy(&q, qp, sizeof q, cudaMemcpyDeviceToHost));
         return q;
+    }
+    // Fills (1) or retires (0) PE 0's hot slot k, as the host does: one 4-byte store.
+    void set_hot_present(int k, uint32_t v) {
+        host_state.hot[k].present = v;
+        CK(cudaMemcpy(&state->hot[k].present, &v, 4, cudaMemcpyHostToDevice));
     }
     uint64_t refreshes() {
         nvshmemx_efa_gda_credits_t c;
@@ -728,21 +758,53 @@ int negative_cases(Rig &rig) {
     for (uint8_t b : head) untouched &= b == kPoison;
     report(untouched, "failed WQEs moved no data");
 
-    // Device-side refusals: nothing reaches the NIC.
+    // Device-side refusals. A refused post already holds the slot it reserved with its lookup's loads: the
+    // slot is filled with a WQE that moves nothing (a 0-byte read of PE 0's own credit counters), which
+    // must complete OK, move no byte and leave the queue going.
+    const softefa::Stats refused_before = rig.emu.stats();
+    const nvshmemx_efa_gda_qp_t q_before = rig.read_qp();
+    CK(cudaMemset(rig.dst, kPoison, 4096));
+    CK(cudaMemset(rig.dst + kSplit, kPoison, 4096));
     uint8_t *outside;
     CK(cudaMalloc(&outside, 4096));
     put_quiet<<<1, 1>>>(rig.state, rig.dst, outside, 64, d_ret);
     expect("source in no registered region", NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION);
     put_quiet<<<1, 1>>>(rig.state, outside, rig.src, 64, d_ret);
     expect("destination outside the symmetric heap", NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION);
+    for (int pe : {2, -1, 1 << 30}) {  // memcheck: the fixed-offset peer entry is read in bounds whatever pe is
+        put_quiet<<<1, 1>>>(rig.state, rig.dst, rig.src, 64, d_ret, pe);
+        expect(("PE " + std::to_string(pe) + " of 2").c_str(), NVSHMEMX_EFA_GDA_ERR_BAD_PE);
+    }
     nvshmemx_efa_gda_region_t hi;  // row 2 (dst [40 MiB, 64 MiB)), PE 1's entry
     CK(cudaMemcpy(&hi, rig.regions_mem + 2 * 3 + 2, sizeof hi, cudaMemcpyDeviceToHost));
     nvshmemx_efa_gda_region_t dead = hi;
     dead.valid = 0;
     CK(cudaMemcpy(rig.regions_mem + 2 * 3 + 2, &dead, sizeof dead, cudaMemcpyHostToDevice));
+    rig.set_hot_present(2, 0);  // an unreachable region is never hot
     put_quiet<<<1, 1>>>(rig.state, rig.dst + kSplit + 64, rig.src, 64, d_ret);
     expect("destination in a region PE 1 could not register", NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE);
     CK(cudaMemcpy(rig.regions_mem + 2 * 3 + 2, &hi, sizeof hi, cudaMemcpyHostToDevice));
+    rig.set_hot_present(2, 1);
+    CK(cudaMemset(d_ret, 0, 4));
+    final_quiet<<<1, 1>>>(rig.state, d_ret);
+    if (!wait_gpu("quiet after the refusals")) return failures + 1;
+    CK(cudaMemcpy(&ret, d_ret, 4, cudaMemcpyDeviceToHost));
+    {
+        const nvshmemx_efa_gda_qp_t q = rig.read_qp();
+        const softefa::Stats st = rig.emu.stats();
+        uint8_t lo[4096], hi_bytes[4096];
+        CK(cudaMemcpy(lo, rig.dst, 4096, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hi_bytes, rig.dst + kSplit, 4096, cudaMemcpyDeviceToHost));
+        bool poisoned = true;
+        for (int i = 0; i < 4096; i++) poisoned &= lo[i] == kPoison && hi_bytes[i] == kPoison;
+        const uint32_t filled = q.sq_reserved - q_before.sq_reserved;
+        report(ret == 0 && q.error == 0 && filled == 6 && q.sq_retired == q.sq_reserved && st.wqes - refused_before.wqes == 6 &&
+                   st.errors == refused_before.errors && st.bytes == refused_before.bytes && poisoned && !rig.emu.qp_in_error(rig.qp_a),
+               "6 refused posts: " + std::to_string(filled) + " slots filled, " + std::to_string(st.wqes - refused_before.wqes) +
+                   " WQEs completed with " + std::to_string(st.errors - refused_before.errors) + " errors and " +
+                   std::to_string(st.bytes - refused_before.bytes) + " bytes moved, quiet " + std::to_string(ret) +
+                   ", targets untouched " + std::to_string(poisoned));
+    }
 
     const size_t before = rig.emu.violations().size();
     post_overbatch<<<1, 1>>>(rig.state, rig.src, rig.dst, d_ret);
@@ -937,6 +999,9 @@ int main(int argc, char **argv) {
     CK(cudaDeviceSynchronize());
     int failures = 0;
     if (trap) {
+        // The refused post rings a filler WQE just before the kernel traps; a software EFA serving it would
+        // write its completion into a context the trap has killed. Nothing here needs the NIC: stop it.
+        rig.emu.stop();
         uint8_t *outside;
         CK(cudaMalloc(&outside, 4096));
         trap_kernel<<<1, 32>>>(rig.state, outside, rig.dst);

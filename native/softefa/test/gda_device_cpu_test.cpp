@@ -65,7 +65,11 @@ struct Rig {
     std::vector<uint8_t> heap0, heap1, sq, cq, rx_cq, idle_sq, idle_cq;
     uint32_t db = 0, idle_db = 0;
     std::vector<uint32_t> slot_done;
-    nvshmemx_efa_gda_qp_t qp{}, qp1{};
+    // The device states (64 KiB each: on the heap), the queues in them.
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> state0{new nvshmemx_efa_gda_device_state_t()},
+        state1{new nvshmemx_efa_gda_device_state_t()};
+    nvshmemx_efa_gda_device_state_t &s0 = *state0, &s1 = *state1;
+    nvshmemx_efa_gda_qp_t &qp = s0.qp, &qp1 = s1.qp;
     nvshmemx_efa_gda_rx_cq_t rx{};
     std::vector<nvshmemx_efa_gda_peer_t> peers;
     // The region table: header, then a row per region (PE 0's entry, PE 0's view, PE 1's view).
@@ -77,13 +81,13 @@ struct Rig {
     uint32_t lock0[2] = {}, lock1[2] = {};
     nvshmemx_efa_gda_region_t peer_consumed0[2] = {}, peer_consumed1[2] = {};
     nvshmemx_efa_gda_credits_t credits0{}, credits1{};
-    nvshmemx_efa_gda_device_state_t s0{}, s1{};
 
+    // The state as the host fills it, hot slots included (hot = false: every region only in the table).
     // idle_us: how long the NIC model holds reordered WQEs when no new doorbell comes. Threads standing in
     // for warps on a loaded 2-core machine stall for milliseconds, so tests that rely on other threads'
     // WQEs overtaking a held one give it room.
     Rig(const char *reorder, uint32_t sq_n = 256, uint32_t batch = 16, uint64_t rdma = 1 << 20, uint32_t rx_n = 64,
-        uint32_t wqe = 64, uint32_t idle_us = 2000)
+        uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true)
         : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), max_rdma(rdma), emu(new Device(mem)),
           heap0(kHeap), heap1(kHeap), sq(sq_n * wqe), cq(sq_n * 32), rx_cq(rx_n * 32), idle_sq(sq_n * 64), idle_cq(sq_n * 32),
           slot_done(sq_n) {
@@ -116,8 +120,9 @@ struct Rig {
         *table = {3, 2};
         uint64_t off = 0;
         for (int i = 0; i < 3; i++) {
+            // EFA's rkey is the lkey: PE 0's view of its own region carries the same key.
             row(i)[0] = {(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1};
-            row(i)[1] = {(uint64_t)heap0.data() + off, kPieces[i], 0x400u + i, 1};
+            row(i)[1] = {(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1};
             row(i)[2] = {(uint64_t)heap1.data() + off, kPieces[i], 0x200u + i, 1};
             off += kPieces[i];
         }
@@ -133,19 +138,34 @@ struct Rig {
         };
         credits(credits0, cred0, lock0, 0x301, peer_consumed0);
         credits(credits1, cred1, lock1, 0x302, peer_consumed1);
+        peer_consumed0[0] = {(uint64_t)cred0, 16, 0x301, 1};  // PE 0's own consumed[] (what a failed post's filler reads)
         peer_consumed0[1] = {(uint64_t)cred1, 16, 0x300, 1};  // PE 1's consumed[] as PE 0 reads it
-        s0 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 0, 2, rx_n / 2, &qp, nullptr, peers.data(), table, &credits0, 2000000000ull};
-        s1 = {NVSHMEMX_EFA_GDA_ABI_VERSION, 1, 2, rx_n / 2, &qp1, &rx, peers.data(), table, &credits1, 2000000000ull};
+        for (nvshmemx_efa_gda_device_state_t *st : {&s0, &s1}) {
+            st->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+            st->n_pes = 2;
+            st->imm_window = rx_n / 2;
+            st->peers = peers.data();
+            st->regions = table;
+            st->credit_timeout_ns = 2000000000ull;
+            for (int pe = 0; pe < 2; pe++) st->fast[pe].addr = peers[pe];
+        }
+        s0.my_pe = 0;
+        s0.credits = &credits0;
+        s1.my_pe = 1;
+        s1.rx_cq = &rx;
+        s1.credits = &credits1;
+        if (hot)
+            for (int i = 0; i < 3; i++) make_hot(i, i);
 
         // The NIC's view.
         off = 0;
         for (int i = 0; i < 3; i++) {
-            emu->add_region({0x100u + i, (uint64_t)heap0.data() + off, kPieces[i], false, false});
+            emu->add_region({0x100u + i, (uint64_t)heap0.data() + off, kPieces[i], true, true});
             emu->add_region({0x200u + i, (uint64_t)heap1.data() + off, kPieces[i], true, true});
             off += kPieces[i];
         }
         emu->add_region({0x300, (uint64_t)cred1, 16, true, false});
-        emu->add_region({0x301, (uint64_t)cred0, sizeof cred0, false, false});
+        emu->add_region({0x301, (uint64_t)cred0, sizeof cred0, true, false});
         QpConfig a{};
         a.sq = sq.data();
         a.db = &db;
@@ -175,6 +195,8 @@ struct Rig {
         emu->add_qp(b);
         emu->av_insert(1, 1, 10);  // PE 1 inserted PE 0
         emu->av_insert(0, 2, 11);
+        emu->av_insert(0, 1, 10);  // and every PE itself, as the host inserts every PE
+        emu->av_insert(1, 2, 11);
         Reorder r;
         std::string why;
         if (!parse_reorder(reorder, &r, &why)) throw why;
@@ -189,8 +211,36 @@ struct Rig {
         return s;
     }
     uint8_t *sym(uint64_t off) { return heap0.data() + off; }
+    // Hot slot k of PE 0's state holds table row i, as the host fills it.
+    void make_hot(int k, int i) {
+        s0.hot[k] = {row(i)[0].base, row(i)[0].length, row(i)[0].key, 1, 0};
+        for (int pe = 0; pe < 2; pe++) s0.fast[pe].hot[k] = {row(i)[1 + pe].base, row(i)[1 + pe].key, 1};
+    }
 };
 constexpr uint64_t Rig::kPieces[3];
+
+// Runs fn on its own thread and fails the whole run with a message if it has not returned within ms: for
+// tests whose failure mode is a wait that never ends.
+static void within_ms(const char *what, int ms, const std::function<void()> &fn) {
+    std::atomic<bool> finished{false};
+    std::string failure;
+    std::thread t([&] {
+        try {
+            fn();
+        } catch (const std::string &e) {
+            failure = e;
+        }
+        finished = true;
+    });
+    for (int i = 0; i < ms && !finished; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!finished) {
+        printf("FAIL %s: still waiting after %d ms\n", what, ms);
+        fflush(stdout);
+        _exit(1);
+    }
+    t.join();
+    if (!failure.empty()) throw failure;
+}
 
 // Runs fn on n threads (one "warp" each).
 static void parallel(int n, const std::function<void(int)> &fn) {
@@ -234,8 +284,11 @@ static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, bool c
 }
 
 int main() {
-    test("puts, gets and puts with immediate across heap-region ends land every byte (random completion order)", [] {
-        Rig r("random:11:8", 256, 16, 64 << 10, 256);
+    for (bool hot : {true, false})
+    test(hot ? "puts, gets and puts with immediate across heap-region ends land every byte (random completion order, hot regions)"
+             : "puts, gets and puts with immediate across heap-region ends land every byte (random completion order, region table only)",
+         [hot] {
+        Rig r("random:11:8", 256, 16, 64 << 10, 256, 64, 2000, hot);
         // Ranges that cross the 5 MiB and 9 MiB region ends (remote and local sides) and exceed the 64 KiB max
         // RDMA size of this rig. kind: 0 put, 1 get, 2 put with immediate. Disjoint at the target.
         struct Op {
@@ -452,18 +505,137 @@ int main() {
         CHECK(efa_gda_quiet(&u.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "a request id not in flight");
     });
 
-    test("unregistered, out-of-heap and unreachable addresses are refused before reaching the NIC", [] {
-        Rig r("inorder");
+    test("refused posts (bad PE, unregistered, out-of-heap, unreachable) fill their reserved slots with WQEs that move nothing", [] {
+        within_ms("refused posts: quiet after them (an unfilled slot never completes)", 20000, [] {
+            Rig r("inorder");
+            static uint8_t outside[64];
+            const std::vector<uint8_t> heap0(r.heap0), heap1(r.heap1);
+            uint64_t cred0[8];
+            memcpy(cred0, r.cred0, sizeof cred0);
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), outside, 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "source outside");
+            CHECK(efa_gda_put_nbi(&r.s0, outside, r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION, "dest outside");
+            CHECK(efa_gda_get_nbi(&r.s0, outside, r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "get into outside");
+            for (int pe : {2, -1, 1 << 30})
+                CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), r.sym(0), 8, pe) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE " + std::to_string(pe) + " of 2");
+            r.row(1)[2].valid = 0;   // PE 1 could not register its second region,
+            r.s0.hot[1].present = 0; // which the host then never makes hot
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE, "unreachable");
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym((5 << 20) - 4), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE,
+                  "a put crossing into it");
+            // 7 refused posts, each in the slot it reserved, and the crossing put's first piece.
+            CHECK(r.qp.sq_reserved == 8, "slots reserved: " + std::to_string(r.qp.sq_reserved));
+            CHECK(efa_gda_quiet(&r.s0) == 0, "quiet: every slot completed OK");
+            CHECK(r.qp.error == 0 && r.qp.error_count == 0 && r.qp.sq_retired == 8, "no failed completion");
+            const Stats st = r.emu->stats();
+            CHECK(st.wqes == 8 && st.errors == 0 && st.bytes == 4, "the NIC ran 8 WQEs, moved 4 bytes: " + std::to_string(st.wqes) + "/" +
+                                                                      std::to_string(st.errors) + "/" + std::to_string(st.bytes));
+            CHECK(!r.emu->qp_in_error(0), "the QP is not in error");
+            CHECK(memcmp(heap0.data(), r.heap0.data(), heap0.size()) == 0 && memcmp(cred0, r.cred0, sizeof cred0) == 0,
+                  "nothing written on PE 0");
+            for (size_t i = 0; i < heap1.size(); i++)
+                if (r.heap1[i] != heap1[i] && (i < (5u << 20) - 4 || i >= (5u << 20)))
+                    throw std::string("PE 1 byte ") + std::to_string(i) + " written";
+            CHECK(r.emu->violations().empty(), r.violations());
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(1 << 20), r.sym(0), 64, 1) == 0 && efa_gda_quiet(&r.s0) == 0 &&
+                      memcmp(r.heap1.data() + (1 << 20), r.heap0.data(), 64) == 0,
+                  "the queue goes on");
+        });
+    });
+
+    test("a refused post's slot is filled while other threads post through a small SQ: nothing waits on it forever", [] {
+        // Without the fill, the next slot's doorbell would wait for this one forever: watch from here.
+        within_ms("refused posts among others: posting (a reserved slot never rung)", 30000, [] {
+            Rig r("random:9:4", 16, 4);
+            static uint8_t outside[64];
+            std::atomic<int> bad{0};
+            parallel(4, [&](int id) {
+                for (int i = 0; i < 300; i++) {
+                    const uint64_t off = (1ull << 20) + ((uint64_t)id * 300 + i) * 64;
+                    if (id == 3 && i % 3 == 0) {
+                        const int pe = i % 2 ? 7 : 1;
+                        const int e = efa_gda_put_nbi(&r.s0, r.sym(off), pe == 1 ? outside : r.sym(0), 64, pe);
+                        if (e != (pe == 1 ? (int)NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION : (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE)) bad++;
+                    } else if (efa_gda_put_nbi(&r.s0, r.sym(off), r.sym(off), 64, 1)) {
+                        bad++;
+                    }
+                }
+            });
+            CHECK(bad == 0, std::to_string(bad.load()) + " posts returned the wrong result");
+            CHECK(efa_gda_quiet(&r.s0) == 0 && r.qp.sq_reserved == 1200 && r.qp.sq_retired == 1200, "quiet, all 1200 slots");
+            for (int id = 0; id < 4; id++)
+                for (int i = 0; i < 300; i++) {
+                    const uint64_t off = (1ull << 20) + ((uint64_t)id * 300 + i) * 64;
+                    const bool refused = id == 3 && i % 3 == 0;
+                    const bool landed = memcmp(r.heap1.data() + off, r.heap0.data() + off, 64) == 0;
+                    CHECK(landed != refused, "put " + std::to_string(id) + "/" + std::to_string(i));
+                }
+            CHECK(r.emu->stats().errors == 0 && r.emu->violations().empty(), r.violations());
+        });
+    });
+
+    test("hot regions: a filled slot is used; one not fully written, or retired, is skipped for the region table", [] {
+        // Hot slot 0 holds region 0 with PE 1's base shifted by 1 MiB (the NIC accepts both): where a put
+        // lands tells which path it took.
+        Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, false);
+        r.make_hot(0, 0);
+        r.s0.fast[1].hot[0].base += 1 << 20;
+        uint64_t dst = 64;
+        auto lands = [&](const char *what, bool via_hot) {
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(dst), r.sym(0), 64, 1) == 0 && efa_gda_quiet(&r.s0) == 0, what);
+            const uint8_t *at = r.heap1.data() + dst + (via_hot ? 1 << 20 : 0);
+            CHECK(memcmp(at, r.heap0.data(), 64) == 0, std::string(what) + (via_hot ? ": not through the hot slot" : ": not through the table"));
+            dst += 128;
+        };
+        lands("filled slot", true);
+        r.s0.fast[1].hot[0].present = 0;
+        lands("the peer's entry not written yet", false);
+        r.s0.fast[1].hot[0].present = 1;
+        const uint64_t rbase = r.s0.fast[1].hot[0].base;
+        r.s0.fast[1].hot[0].base = 0;
+        lands("the peer's base not written yet", false);
+        r.s0.fast[1].hot[0].base = rbase;
+        const uint64_t base = r.s0.hot[0].base;
+        r.s0.hot[0].base = 0;
+        lands("our base not written yet", false);
+        r.s0.hot[0].base = base;
+        lands("filled again", true);
+        // Retired, and the region gone from the table (a new table without row 0).
+        r.s0.hot[0].present = 0;
+        std::vector<uint64_t> t2((sizeof(nvshmemx_efa_gda_regions_t) + 6 * sizeof(nvshmemx_efa_gda_region_t)) / 8);
+        auto *h2 = (nvshmemx_efa_gda_regions_t *)t2.data();
+        *h2 = {2, 2};
+        memcpy(h2 + 1, r.row(1), 6 * sizeof(nvshmemx_efa_gda_region_t));
+        r.s0.regions = h2;
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(dst), r.sym(0), 64, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "retired: refused");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && r.qp.error == 0, "its slot filled, completed OK");
+        CHECK(r.emu->violations().empty(), r.violations());
+    });
+
+    test("prepared handle: puts and gets within its regions land; other posts go the general way; a failed set-up reports", [] {
+        Rig r("random:3:4");
+        efa_gda_handle h;
+        CHECK(efa_gda_handle_init(&r.s0, 1, r.sym(6 << 20), r.sym(0), &h) == 0, "handle for PE 1: sym in region 1, local in 0");
+        for (int i = 0; i < 100; i++)
+            CHECK(efa_gda_put_nbi(h, r.sym((6 << 20) + i * 64), r.sym(i * 64), 64) == 0, "put through the handle");
+        for (uint64_t i = 0; i < 4000; i++) r.heap1[(7 << 20) + i] = (uint8_t)(i * 3 + 1);
+        CHECK(efa_gda_get_nbi(h, r.sym(1 << 20), r.sym(7 << 20), 4000) == 0, "get through the handle");
+        const uint32_t direct = r.qp.sq_reserved;
+        CHECK(efa_gda_put_nbi(h, r.sym(10 << 20), r.sym(2 << 20), 64) == 0, "dest outside its region");
+        CHECK(efa_gda_put_nbi(h, r.sym((9 << 20) - 8), r.sym(3 << 20), 64) == 0, "dest crossing its region's end");
+        CHECK(r.qp.sq_reserved == direct + 3, "the crossing put split in two by the general path");
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+        CHECK(memcmp(r.heap1.data() + (6 << 20), r.heap0.data(), 6400) == 0, "puts landed");
+        CHECK(memcmp(r.heap0.data() + (1 << 20), r.heap1.data() + (7 << 20), 4000) == 0, "get landed");
+        CHECK(memcmp(r.heap1.data() + (10 << 20), r.heap0.data() + (2 << 20), 64) == 0 &&
+                  memcmp(r.heap1.data() + (9 << 20) - 8, r.heap0.data() + (3 << 20), 64) == 0,
+              "general-path puts landed");
         static uint8_t outside[64];
-        CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), outside, 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "source outside");
-        CHECK(efa_gda_put_nbi(&r.s0, outside, r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION, "dest outside");
-        CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), r.sym(0), 8, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE 2 of 2");
-        r.row(1)[2].valid = 0;  // PE 1 could not register its second region
-        CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE, "unreachable");
-        CHECK(efa_gda_put_nbi(&r.s0, r.sym((5 << 20) - 4), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE,
-              "a put crossing into it");
-        CHECK(r.qp.sq_reserved == 1, "only the first piece of the crossing put went out");
-        CHECK(efa_gda_quiet(&r.s0) == 0, "which completed");
+        efa_gda_handle bad;
+        CHECK(efa_gda_handle_init(&r.s0, 2, r.sym(0), r.sym(0), &bad) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE 2 of 2");
+        CHECK(efa_gda_put_nbi(bad, r.sym(0), r.sym(0), 8) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "a post through it reports BAD_PE");
+        CHECK(efa_gda_handle_init(&r.s0, 1, r.sym(0), outside, &bad) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "local outside");
+        CHECK(efa_gda_put_nbi(bad, r.sym(0), outside, 8) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "and a post through it");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && r.emu->stats().errors == 0 && r.emu->violations().empty(), r.violations());
     });
 
     test("NIC errors reach quiet: UNKNOWN_PEER, then FLUSHED after a QP error", [] {

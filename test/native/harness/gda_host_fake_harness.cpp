@@ -83,6 +83,15 @@ void print_table(const char *when) {
         }
         printf("\n");
     }
+    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
+        const nvshmemx_efa_gda_hot_local_t &h = s->hot[k];
+        printf("  hot %d: present=%u len=%llu key=0x%x base_is_row=%d", k, h.present, (unsigned long long)h.length, h.lkey,
+               t->count && h.base == ((const nvshmemx_efa_gda_region_t *)(t + 1))[0].base);
+        for (uint32_t pe = 0; pe < t->n_pes; pe++)
+            printf(" | pe%u present=%u key=0x%x base_set=%d", pe, s->fast[pe].hot[k].present, s->fast[pe].hot[k].rkey,
+                   s->fast[pe].hot[k].base != 0);
+        printf("\n");
+    }
 }
 
 int run_pe(int pe, const std::map<std::string, std::string> &env) {
@@ -101,7 +110,7 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (nvshmemx_efa_gda_is_active()) {
         nvshmemx_efa_gda_device_state_t *s = nvshmemx_efa_gda_get_device_state();
-        const nvshmemx_efa_gda_qp_t *q = s->qp;
+        const nvshmemx_efa_gda_qp_t *q = &s->qp;
         printf("state: abi=%u my_pe=%d n_pes=%d imm_window=%u timeout_ns=%llu\n", s->abi_version, s->my_pe, s->n_pes,
                s->imm_window, (unsigned long long)s->credit_timeout_ns);
         printf("qp: qp_num=%u own_peer_qpn=%u sq=%ux%u max_batch=%u cq=%ux%u rx=%ux%u rx_qp_num=%u\n", q->qp_num,
@@ -115,9 +124,11 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
         for (uint32_t i = 0; i < q->cq_entries * q->cq_entry_size; i++) zero &= cq[i] == 0;
         printf("tx cq zeroed=%d\n", zero);
         for (int p = 0; p < kPes; p++)
-            printf("peer %d: ah=%u qpn=%u qkey=0x%x credits key=0x%x valid=%u base_set=%d\n", p, s->peers[p].ah, s->peers[p].qpn,
+            printf("peer %d: ah=%u qpn=%u qkey=0x%x credits key=0x%x valid=%u base_set=%d fast=%d\n", p, s->peers[p].ah, s->peers[p].qpn,
                    s->peers[p].qkey, s->credits->peer_consumed[p].key, s->credits->peer_consumed[p].valid,
-                   s->credits->peer_consumed[p].base != 0);
+                   s->credits->peer_consumed[p].base != 0,
+                   memcmp(&s->fast[p].addr, &s->peers[p], sizeof s->peers[p]) == 0);
+        printf("fast past n_pes zero=%d\n", s->fast[kPes].addr.qpn == 0 && s->fast[NVSHMEMX_EFA_GDA_FAST_PES - 1].addr.qpn == 0);
         printf("fabric: av_inserts=%d enabled=%d cq_binds=%zu\n", fake_fabric.av_inserts, fake_fabric.enabled,
                fake_fabric.cq_binds.size());
         for (auto &r : fake_fabric.cq_requests)
@@ -143,6 +154,10 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
         printf("status after regions: %s\n", nvshmemx_efa_gda_status());
         nvshmemt_efa_gda_release_region((void *)(uintptr_t)dev);
         print_table("after releasing the GPU region");
+        // A retired hot slot is never filled again: the next region takes a fresh one.
+        void *third = malloc(1 << 20);
+        nvshmemt_efa_gda_register_region(third, 1 << 20);
+        print_table("after a third region");
     }
     if (cuda) {
         auto report = (const char *(*)())dlsym(cuda, "fake_cuda_report");

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -371,10 +372,11 @@ int gda() {
     line("RESULT", fmt("gda_kernel_seconds %.2f", now_s() - t0));
     // Reported before any collective: after a failure the peer may wait for data that never comes, and a barrier
     // here would hide the failure behind a hang.
-    nvshmemx_efa_gda_qp_t qp;
-    nvshmemx_efa_gda_device_state_t hs;
-    CUDA_OK(cudaMemcpy(&hs, s, sizeof hs, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(&qp, hs.qp, sizeof qp, cudaMemcpyDeviceToHost));
+    // ABI 3: the queue sits inside the state (about 64 KiB with the fixed peer entries: on the heap).
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> hsp(new nvshmemx_efa_gda_device_state_t());
+    const nvshmemx_efa_gda_device_state_t &hs = *hsp;
+    CUDA_OK(cudaMemcpy(hsp.get(), s, sizeof hs, cudaMemcpyDeviceToHost));
+    const nvshmemx_efa_gda_qp_t &qp = hs.qp;
     if (g_rank == 0) {
         expect(h.put == 0, "put of 3 MiB (+12345 B) posted and quiet", gda_err(h.put));
         expect(h.warps == 0, "8 warps x 32 concurrent 4 KiB puts (put_nbi_warp)", fmt("0x%x", h.warps));

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,8 +105,11 @@ int main() {
 
     // The published device state, read back as a kernel would see it.
     auto *d_state = nvshmemx_efa_gda_get_device_state();
-    const auto s = cu.read<nvshmemx_efa_gda_device_state_t>(d_state);
-    const auto qp = cu.read<nvshmemx_efa_gda_qp_t>(s.qp);
+    // ABI 3: the queue sits inside the state (about 64 KiB with the fixed peer entries: on the heap).
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> sp(new nvshmemx_efa_gda_device_state_t());
+    cu.dtoh(sp.get(), (CUdeviceptr)d_state, sizeof *sp);
+    const nvshmemx_efa_gda_device_state_t &s = *sp;
+    const nvshmemx_efa_gda_qp_t &qp = s.qp;
     const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rx_cq);
     nvshmemx_efa_gda_peer_t peers[2];
     cu.dtoh(peers, (CUdeviceptr)s.peers, sizeof peers);

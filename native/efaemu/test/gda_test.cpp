@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -69,7 +70,11 @@ struct Pe {
     struct fid_mr *credit_mr = nullptr;
     Published mine{}, all[kPes]{};
     std::vector<uint32_t> slot_done;
-    nvshmemx_efa_gda_qp_t qp{};
+    // The device state (ABI 3: about 64 KiB with the fixed peer entries, so on the heap) and its queue, which sits
+    // inside it.
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> state{new nvshmemx_efa_gda_device_state_t()};
+    nvshmemx_efa_gda_device_state_t &s = *state;
+    nvshmemx_efa_gda_qp_t &qp = s.qp;
     nvshmemx_efa_gda_rx_cq_t rxq{};
     nvshmemx_efa_gda_peer_t peers[kPes]{};
     nvshmemx_efa_gda_region_t local[3]{}, remote[kPes * 3]{}, peer_consumed[kPes]{};
@@ -81,7 +86,6 @@ struct Pe {
         return reinterpret_cast<nvshmemx_efa_gda_region_t *>(table + 1) + (size_t)region * (1 + kPes) + e;
     }
     nvshmemx_efa_gda_credits_t credits{};
-    nvshmemx_efa_gda_device_state_t s{};
 };
 
 void check(int rc, const char *what) {
@@ -224,8 +228,23 @@ void connect_pe(Pe &p, bool insert_peer = true) {
     p.credits.lock = reinterpret_cast<uint32_t *>(w + 4 * kPes);
     p.credits.lkey = (uint32_t)p.ops->get_mr_lkey(p.credit_mr);
     p.credits.peer_consumed = p.peer_consumed;
-    p.s = {NVSHMEMX_EFA_GDA_ABI_VERSION, p.me, kPes, p.rx ? p.rx_attr.num_entries / kPes : 0, &p.qp, &p.rxq, p.peers,
-           p.table, &p.credits, 5000000000ull};
+    nvshmemx_efa_gda_device_state_t &st = p.s;
+    st.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+    st.my_pe = p.me;
+    st.n_pes = kPes;
+    st.imm_window = p.rx ? p.rx_attr.num_entries / kPes : 0;
+    st.rx_cq = &p.rxq;
+    st.peers = p.peers;
+    st.regions = p.table;
+    st.credits = &p.credits;
+    st.credit_timeout_ns = 5000000000ull;
+    // As the host code: every peer's address at its fixed offset, and the three heap regions (one length on both
+    // PEs) in the hot slots; the table stays the complete list.
+    for (int pe = 0; pe < kPes; pe++) st.fast[pe].addr = p.peers[pe];
+    for (int i = 0; i < 3; i++) {
+        st.hot[i] = {p.local[i].base, p.local[i].length, p.local[i].key, 1, 0};
+        for (int pe = 0; pe < kPes; pe++) st.fast[pe].hot[i] = {p.remote[pe * 3 + i].base, p.remote[pe * 3 + i].key, 1};
+    }
 }
 
 void close_pe(Pe &p) {
@@ -306,6 +325,15 @@ int ops(Pair &pair) {
             }
         });
         expect(perr == 0, "4 warps post 600 puts concurrently (single and warp-batch)", fmt("%d errors", perr.load()));
+        // Refused posts (found after the slot's reservation) fill their slots with a 0-byte RDMA read on this PE's own
+        // QP; the quiet below covers them, and they move nothing.
+        static uint8_t outside[64];
+        const uint32_t before = p.qp.sq_reserved;
+        const int e1 = efa_gda_put_nbi(&p.s, p.heap + kBatchBase, p.heap, 64, 7);
+        const int e2 = efa_gda_put_nbi(&p.s, p.heap + kBatchBase, outside, 64, 1);
+        expect(e1 == NVSHMEMX_EFA_GDA_ERR_BAD_PE && e2 == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION && p.qp.sq_reserved == before + 2,
+               "refused posts (a bad PE, a source outside every region) are reported and fill the slots they reserved",
+               fmt("%d %d, %u slots", e1, e2, p.qp.sq_reserved - before));
         const int q = efa_gda_quiet(&p.s);
         expect(q == 0, "quiet returns no error", efa_gda_strerror(q));
         const nvshmemx_efa_gda_qp_t &qp = p.qp;
@@ -432,12 +460,14 @@ int errors(Pair &pair) {
         p.qp.error = 0;
         sync(pair);  // B inserts A now
         sync(pair);
-        p.entry(0, 1 + 1)->key ^= 0x5a5a;  // a wrong rkey for PE 1's first region
+        p.entry(0, 1 + 1)->key ^= 0x5a5a;  // a wrong rkey for PE 1's first region (table and hot slot)
+        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
         e = efa_gda_put_nbi(&p.s, p.heap + 2 * M, p.heap, 4096, 1);
         q = efa_gda_quiet(&p.s);
         expect(e == 0 && q == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, "put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)",
                fmt("post %d quiet %d", e, q));
         p.entry(0, 1 + 1)->key ^= 0x5a5a;
+        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
         p.qp.error = 0;
         e = efa_gda_put_nbi(&p.s, p.heap + 6 * M - 16, p.heap + 6 * M, 4096, 1);
         q = efa_gda_quiet(&p.s);

@@ -221,6 +221,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     gda('ops', [
       'puts, gets and puts with immediate across region ends post',
       '4 warps post 600 puts concurrently (single and warp-batch)',
+      'refused posts (a bad PE, a source outside every region) are reported and fill the slots they reserved',
       'quiet returns no error',
       'every WQE completed exactly once (retired prefix = reserved = CQEs consumed)',
       'the CQEs carried every request id once',
@@ -239,7 +240,10 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);
     expect(a.config.gda_order).toBe('random');
     expect(b.paths.gda.remote_write.bytes).toBe(a.paths.gda.write.bytes);
-    expect(b.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
+    // PE 0's reads: the get and credit refreshes served by PE 1, and the two refused posts' fillers (0-byte reads
+    // of its own credit words, served by itself).
+    expect(a.paths.gda.remote_read.ops, 'refused posts filled with 0-byte reads on the own QP').toBe(2);
+    expect(b.paths.gda.remote_read.ops + a.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
     for (const d of docs) for (const k of Object.keys(d.paths.rdm)) expect(d.paths.rdm[k].ops, `rdm ${k}`).toBe(0);
   });
 

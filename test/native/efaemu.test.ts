@@ -147,6 +147,26 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   it('a stopped peer: the operation fails with UNRESP_REMOTE after EFAEMU_TIMEOUT_MS instead of hanging', () =>
     rdm('timeout', ['a peer that never answers: LOCAL_ERROR_UNRESP_REMOTE (13)', 'after EFAEMU_TIMEOUT_MS (300 ms), not before, not hanging']));
 
+  it('a hang explains itself: EFAEMU_DUMP_AFTER_S / SIGUSR1 state dumps name what waits (ops in flight, unexpected messages, softgdr, threads)', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-dump-'));
+    const lib = process.arch === 'x64' ? `${path.join(dir, 'softgdr')}:${path.join(dir, 'fakecuda')}` : undefined;
+    const checks = [
+      'EFAEMU_DUMP_AFTER_S and SIGUSR1 each write a dump into EFAEMU_STATS',
+      'the dump lists the operation in flight: kind, path, peer, age',
+      'per endpoint: what the application posted and what completed',
+      'the endpoint\'s counter, its roles and value',
+      'every thread with its name, state and native backtrace',
+      'findings: the operation the stopped peer never answered',
+      'the dump shows no receive posted and 3 unexpected messages',
+      'findings: messages waiting for receives the application never posted',
+    ];
+    if (lib) checks.push('softgdr\'s state: pins, faults, single steps (its exported softgdr_describe)');
+    const r = runner(dir, lib)('efaemu_rdm_test', ['dump'], { EFAEMU_DUMP_AFTER_S: '1', EFAEMU_DUMP_SIGNAL: '1', EFAEMU_STATS: stats });
+    passed(r, checks);
+    expect(readdirSync(stats).filter((f) => /^efaemu-\d+-dump\d+\.txt$/.test(f)).length).toBeGreaterThanOrEqual(3);
+    expect(r.out).toMatch(/efaemu-dump\[\d+\] findings: /); // on stderr too, line by line
+  });
+
   it('fault injection: EFAEMU_FAIL_EVERY fails exactly every Nth operation, visibly, moving no data', () =>
     rdm('fail-every', [
       'EFAEMU_FAIL_EVERY=3: operations 3, 6, 9 complete with UNRESP_REMOTE, the rest succeed',
@@ -233,8 +253,9 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       '150 immediates taken in order, no RX CQ overrun',
       'credits were refreshed with RDMA reads of the receiver\'s count',
       '40 x (1.5 MiB put, quiet): the data was at the target every time quiet returned',
-    ], { EFAEMU_REORDER: '8', EFAEMU_STATS: stats });
-    const docs = readdirSync(stats).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+      'a state dump (SIGUSR1) shows the queue pair: doorbell, WQEs fetched, none pending, every CQE written',
+    ], { EFAEMU_REORDER: '8', EFAEMU_STATS: stats, EFAEMU_DUMP_SIGNAL: '1' });
+    const docs = readdirSync(stats).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
     const a = docs.find((d) => d.paths.gda.write.ops > 0);
     const b = docs.find((d) => d.paths.gda.remote_write.ops > 0);
     expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);

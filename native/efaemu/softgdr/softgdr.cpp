@@ -27,6 +27,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <sys/syscall.h>
+#include <time.h>
+
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +103,43 @@ struct Pending {
 thread_local Pending t_pending[kMaxPending];
 thread_local int t_npending = 0;
 
+// What a state dump reports (softgdr_describe; efaemu's dump calls it): lock-free, written in the handlers.
+struct Counters {
+    std::atomic<uint64_t> faults{0}, steps{0}, writebacks{0}, wb_bytes{0}, copies{0}, copy_ns{0}, copy_max_ns{0};
+    std::atomic<uint64_t> last_fault_host{0}, last_fault_gpu{0}, last_fault_ns{0};
+    std::atomic<long> last_fault_tid{0};
+    std::atomic<long> handler_tid{0};        // the thread holding g_fault (between its fault and its trap)
+    std::atomic<uint64_t> handler_since{0};
+    std::atomic<uint64_t> copy_since{0};     // nonzero while a copy is under way
+    std::atomic<int> copy_dir{0};            // 1: GPU to host, 2: host to GPU
+    std::atomic<int> waiting{0};             // threads waiting for g_fault
+};
+Counters g_c;
+
+uint64_t mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// Brackets one CUDA copy for the counters.
+struct CopyTimer {
+    uint64_t t0;
+    explicit CopyTimer(int dir) : t0(mono_ns()) {
+        g_c.copy_dir = dir;
+        g_c.copy_since = t0;
+    }
+    ~CopyTimer() {
+        const uint64_t d = mono_ns() - t0;
+        g_c.copy_since = 0;
+        g_c.copies++;
+        g_c.copy_ns += d;
+        uint64_t m = g_c.copy_max_ns.load();
+        while (d > m && !g_c.copy_max_ns.compare_exchange_weak(m, d)) {
+        }
+    }
+};
+
 template <typename F>
 bool sym(void *h, const char *n, F *f) {
     *f = reinterpret_cast<F>(dlsym(h, n));
@@ -126,6 +167,7 @@ bool load_cuda() {
 bool dev_to_host(Pin *p, void *h, CUdeviceptr d, size_t n) {
     CUcontext prev;
     if (cu.cuCtxPushCurrent(p->ctx)) return false;
+    CopyTimer t(1);
     bool ok = cu.cuMemcpyDtoHAsync(h, d, n, p->stream) == 0 && cu.cuStreamSynchronize(p->stream) == 0;
     cu.cuCtxPopCurrent(&prev);
     return ok;
@@ -134,6 +176,7 @@ bool dev_to_host(Pin *p, void *h, CUdeviceptr d, size_t n) {
 bool host_to_dev(Pin *p, CUdeviceptr d, const void *h, size_t n) {
     CUcontext prev;
     if (cu.cuCtxPushCurrent(p->ctx)) return false;
+    CopyTimer t(2);
     bool ok = cu.cuMemcpyHtoDAsync(d, h, n, p->stream) == 0 && cu.cuStreamSynchronize(p->stream) == 0;
     cu.cuCtxPopCurrent(&prev);
     return ok;
@@ -161,7 +204,18 @@ void on_segv(int sig, siginfo_t *si, void *ctx) {
     Pin *p = pin_of_host(si->si_addr);
     pthread_mutex_unlock(&g_mu);
     if (!p || t_npending == kMaxPending) return chain(sig, si, ctx, g_old_segv);
-    if (t_npending == 0) pthread_mutex_lock(&g_fault);
+    if (t_npending == 0) {
+        g_c.waiting++;
+        pthread_mutex_lock(&g_fault);
+        g_c.waiting--;
+        g_c.handler_tid = syscall(SYS_gettid);
+        g_c.handler_since = mono_ns();
+    }
+    g_c.faults++;
+    g_c.last_fault_host = (uint64_t)(uintptr_t)si->si_addr;
+    g_c.last_fault_gpu = p->base + (uint64_t)(static_cast<uint8_t *>(si->si_addr) - p->map);
+    g_c.last_fault_ns = mono_ns();
+    g_c.last_fault_tid = syscall(SYS_gettid);
     uint8_t *page = reinterpret_cast<uint8_t *>(reinterpret_cast<uintptr_t>(si->si_addr) & ~(kHostPage - 1));
     Pending &pd = t_pending[t_npending++];
     pd.page = page;
@@ -177,6 +231,7 @@ void on_segv(int sig, siginfo_t *si, void *ctx) {
 
 void on_trap(int sig, siginfo_t *si, void *ctx) {
     if (t_npending == 0) return chain(sig, si, ctx, g_old_trap);
+    g_c.steps++;
     for (int k = 0; k < t_npending; k++) {
         Pending &pd = t_pending[k];
         // Write back only what the instruction changed: bytes the GPU changed meanwhile stay the GPU's.
@@ -187,6 +242,8 @@ void on_trap(int sig, siginfo_t *si, void *ctx) {
             }
             size_t j = i;
             while (j < kHostPage && pd.page[j] != pd.twin[j]) j++;
+            g_c.writebacks++;
+            g_c.wb_bytes += j - i;
             if (!host_to_dev(pd.pin, pd.pin->base + (CUdeviceptr)(pd.page - pd.pin->map) + i, pd.page + i, j - i)) {
                 fprintf(stderr, "softgdr: writing GPU memory failed\n");
                 abort();
@@ -197,6 +254,8 @@ void on_trap(int sig, siginfo_t *si, void *ctx) {
     }
     t_npending = 0;
     static_cast<ucontext_t *>(ctx)->uc_mcontext.gregs[REG_EFL] &= ~0x100ll;
+    g_c.handler_tid = 0;
+    g_c.handler_since = 0;
     pthread_mutex_unlock(&g_fault);
 }
 
@@ -357,6 +416,38 @@ __attribute__((visibility("default"))) int gdr_copy_from_mapping(gdr_mh_t mh, vo
     pthread_mutex_unlock(&g_mu);
     if (!in) return EINVAL;
     return dev_to_host(p, h_ptr, p->base + (CUdeviceptr)(m - p->map), size) ? 0 : EIO;
+}
+
+// Not part of GDRCopy: one line of state for efaemu's state dump (dlsym'd by name). An access held in the fault
+// handler for more than a second is marked STUCK.
+__attribute__((visibility("default"))) int softgdr_describe(char *buf, size_t len) {
+    const uint64_t now = mono_ns();
+    auto ago = [now](uint64_t t) { return t ? (double)(now - t) / 1e9 : -1.0; };
+    int pins = 0;
+    uint64_t mapped = 0;
+    for (auto &p : g_pins)  // racy snapshot, for reporting only
+        if (p.used) {
+            pins++;
+            if (p.map) mapped += p.size;
+        }
+    const long htid = g_c.handler_tid.load();
+    const uint64_t hsince = g_c.handler_since.load(), csince = g_c.copy_since.load();
+    char now_line[256] = "";
+    if (htid)
+        snprintf(now_line, sizeof now_line, "; thread %ld in the fault handler for %.3f s%s%s", htid, ago(hsince),
+                 csince ? (g_c.copy_dir == 1 ? ", in a GPU-to-host copy" : ", in a host-to-GPU copy") : "",
+                 ago(hsince) > 1.0 ? " (STUCK)" : "");
+    const uint64_t copies = g_c.copies.load();
+    return snprintf(buf, len,
+                    "softgdr: %d pins (%.1f MiB mapped); faults %llu, single steps %llu, write-backs %llu (%llu bytes); "
+                    "CUDA copies %llu (mean %.1f us, max %.1f us); last fault at %#llx (GPU %#llx) by thread %ld, %.3f s "
+                    "ago; %d threads waiting for the fault lock%s\n",
+                    pins, (double)mapped / 1048576.0, (unsigned long long)g_c.faults.load(),
+                    (unsigned long long)g_c.steps.load(), (unsigned long long)g_c.writebacks.load(),
+                    (unsigned long long)g_c.wb_bytes.load(), (unsigned long long)copies,
+                    copies ? (double)g_c.copy_ns.load() / 1e3 / (double)copies : 0.0, (double)g_c.copy_max_ns.load() / 1e3,
+                    (unsigned long long)g_c.last_fault_host.load(), (unsigned long long)g_c.last_fault_gpu.load(),
+                    g_c.last_fault_tid.load(), ago(g_c.last_fault_ns.load()), g_c.waiting.load(), now_line);
 }
 
 __attribute__((visibility("default"))) int gdr_get_callback_flag(gdr_t, gdr_mh_t, int *flag) {

@@ -36,7 +36,11 @@ void set_and_wake(Cntr *c, std::atomic<uint64_t> &field, uint64_t v, bool add) {
 
 struct fi_ops_cntr g_cntr_ops = {
     sizeof(struct fi_ops_cntr),
-    [](struct fid_cntr *f) -> uint64_t { return C(f)->value.load(); },
+    [](struct fid_cntr *f) -> uint64_t {
+        C(f)->reads.fetch_add(1, std::memory_order_relaxed);
+        C(f)->last_read_ns.store(now_ns(), std::memory_order_relaxed);
+        return C(f)->value.load();
+    },
     [](struct fid_cntr *f) -> uint64_t { return C(f)->err.load(); },
     [](struct fid_cntr *f, uint64_t v) { set_and_wake(C(f), C(f)->value, v, true); return 0; },
     [](struct fid_cntr *f, uint64_t v) { set_and_wake(C(f), C(f)->value, v, false); return 0; },

@@ -82,6 +82,10 @@ Config load() {
     }
     env_uint(&c, "FI_EFA_TX_SIZE", &c.tx_size, 1, 1u << 20);
     env_uint(&c, "FI_EFA_RX_SIZE", &c.rx_size, 1, 1u << 20);
+    env_uint(&c, "EFAEMU_DUMP_AFTER_S", &c.dump_after_s, 1, 24ull * 3600);
+    uint32_t sig = 0;
+    env_uint(&c, "EFAEMU_DUMP_SIGNAL", &sig, 0, 1);
+    c.dump_signal = sig != 0;
     return c;
 }
 

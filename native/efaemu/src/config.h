@@ -26,6 +26,8 @@ struct Config {
     uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000;  // EFAEMU_TIMEOUT_MS: unanswered op -> UNRESP_REMOTE
     size_t tx_size = 1024;         // FI_EFA_TX_SIZE (the real provider's knob): per-endpoint TX credits
     size_t rx_size = 1024;         // FI_EFA_RX_SIZE
+    uint64_t dump_after_s = 0;     // EFAEMU_DUMP_AFTER_S=N: a state dump after N s, then every N s (dump.h)
+    bool dump_signal = false;      // EFAEMU_DUMP_SIGNAL=1: SIGUSR1 takes a state dump
     std::string error;             // non-empty: a variable could not be parsed
 };
 

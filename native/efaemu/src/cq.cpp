@@ -80,6 +80,8 @@ ssize_t read_locked(Cq *cq, void *buf, size_t count, fi_addr_t *src) {
 
 ssize_t cq_readfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src) {
     Cq *cq = Q(f);
+    cq->reads.fetch_add(1, std::memory_order_relaxed);
+    cq->last_read_ns.store(now_ns(), std::memory_order_relaxed);
     ssize_t r;
     {
         std::lock_guard<std::mutex> g(cq->mu);

@@ -135,6 +135,7 @@ struct Cq {
     std::deque<Item> items;
     bool signaled = false;
     std::atomic<uint32_t> empty_polls{0};
+    std::atomic<uint64_t> reads{0}, last_read_ns{0};  // the application's fi_cq_read* calls (for a state dump)
     std::atomic<int> refs{0};
     // A CQ opened with cq_open_ext (efa-direct): a completion ring in memory its consumer (a GPU) owns. The
     // engine writes EFA CQEs into it; libfabric's read calls do not apply (-FI_ENOSYS, as on the NIC).
@@ -149,6 +150,7 @@ struct Cntr {
     struct fid_cntr fid;
     Domain *domain;
     std::atomic<uint64_t> value{0}, err{0};
+    std::atomic<uint64_t> reads{0}, last_read_ns{0};  // the application's fi_cntr_read calls (for a state dump)
     std::mutex mu;
     std::condition_variable cv;
     std::atomic<int> refs{0};

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include "config.h"
+#include "dump.h"
 #include "log.h"
 #include "status.h"
 
@@ -151,6 +153,7 @@ void Engine::start_locked() {
         g_primary = &nics_.begin()->second->inbox;
     }
     thread_ = std::thread([this] { run(); });
+    dump::start();
 }
 
 void Engine::detach_nic(int nic) {
@@ -641,6 +644,7 @@ size_t Engine::drain_inboxes() {
 
 void Engine::run() {
     hmem::mark_engine_thread();
+    pthread_setname_np(pthread_self(), "efaemu-engine");
     std::vector<std::unique_ptr<Nic>> graveyard;  // closed inboxes stay mapped until the thread leaves
     std::unique_lock<std::mutex> lk(mu_);
     while (running_) {
@@ -656,20 +660,28 @@ void Engine::run() {
         }
         if (nics_.empty()) break;
 
+        dump::set_activity(dump::Act::Submissions);
         size_t work = take_submissions();
+        dump::set_activity(dump::Act::Inbox);
         work += drain_inboxes();
+        dump::set_activity(dump::Act::Targets);
         for (auto &kv : nics_)
             for (auto &t : kv.second->targets) t.second.t->progress();
+        dump::set_activity(dump::Act::Pump);
         work += pump();
         bool spin = false;
+        dump::set_activity(dump::Act::Sources);
         for (Source *s : sources_) {
             work += s->poll();
             spin = spin || s->needs_spin();
         }
         uint64_t now = now_ns();
         uint64_t next_due = UINT64_MAX;
+        dump::set_activity(dump::Act::Completions);
         work += release_completions(now, &next_due);
+        dump::set_activity(dump::Act::Checks);
         if (now - last_check_ns_ > kCheckEveryNs) check_peers(now);
+        dump::set_activity(dump::Act::Idle);
         if (work) continue;
         if (spin) {
             lk.unlock();
@@ -689,6 +701,7 @@ void Engine::run() {
             std::lock_guard<std::mutex> g(g_kick_mu);
             g_primary = in;
         }
+        dump::set_activity(dump::Act::Sleeping);
         lk.unlock();
         in->sleep(timeout, [] { return g_pending.exchange(false); });
         lk.lock();
@@ -701,6 +714,72 @@ void Engine::run() {
     running_ = false;
     hmem::engine_thread_release();
     graveyard.clear();
+}
+
+std::string Engine::describe(uint64_t now, std::vector<std::string> *findings) {
+    std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+    for (int i = 0; i < 2000 && !lk.try_lock(); i++) usleep(1000);
+    if (!lk.owns_lock()) {
+        findings->push_back("the engine lock was held for more than 2 s (the engine thread is stuck in what the line "
+                            "'engine thread:' names): per-object state not read");
+        return "engine: lock held for more than 2 s; per-object state not read\n";
+    }
+    static const char *kinds[] = {"write", "read", "send"};
+    static const char *paths[] = {"rdm", "gda"};
+    size_t pending_submit;
+    {
+        std::lock_guard<std::mutex> g(submit_mu_);
+        pending_submit = submitted_.size();
+    }
+    std::string o;
+    char b[512];
+    size_t by[2][3] = {};
+    std::vector<Op *> ops;
+    for (auto &kv : inflight_) {
+        by[(int)kv.second->path][(int)kv.second->kind]++;
+        ops.push_back(kv.second);
+    }
+    std::sort(ops.begin(), ops.end(), [](const Op *a, const Op *b) { return a->start_ns < b->start_ns; });
+    uint64_t oldest_held = 0;
+    for (const Held &h : held_)
+        if (!oldest_held || h.since < oldest_held) oldest_held = h.since;
+    snprintf(b, sizeof b,
+             "engine: %zu posted not yet taken; %zu in flight (rdm write %zu read %zu send %zu; gda write %zu read %zu); "
+             "%zu finished, held by the fault model (oldest %s); %llu operations begun\n",
+             pending_submit, inflight_.size(), by[0][0], by[0][1], by[0][2], by[1][0], by[1][1], held_.size(),
+             dump::age(oldest_held, now).c_str(), (unsigned long long)(next_id_ - 1));
+    o += b;
+    for (size_t i = 0; i < ops.size() && i < 5; i++) {
+        const Op *op = ops[i];
+        snprintf(b, sizeof b, "  in flight: op %llu %s %s to %s qpn %u, %llu bytes, %llu pushed, %llu received, for %s\n",
+                 (unsigned long long)op->id, paths[(int)op->path], kinds[(int)op->kind], peer_key(op->dst.gid).c_str(),
+                 op->dst.qpn, (unsigned long long)op->len, (unsigned long long)op->sent, (unsigned long long)op->received,
+                 dump::age(op->start_ns, now).c_str());
+        o += b;
+    }
+    if (!ops.empty() && now - ops.front()->start_ns > 1000000000ull)
+        findings->push_back("op " + std::to_string(ops.front()->id) + " to " + peer_key(ops.front()->dst.gid) +
+                            " unanswered for " + dump::age(ops.front()->start_ns, now) +
+                            " (the peer's engine has not acknowledged it; see the peer's dump)");
+    if (oldest_held && now - oldest_held > 100000000ull)
+        findings->push_back("completions held by the fault model for " + dump::age(oldest_held, now) +
+                            " (EFAEMU_REORDER/EFAEMU_DELAY_US should release them within milliseconds)");
+    for (auto &kv : peers_) {
+        const Peer &p = *kv.second;
+        snprintf(b, sizeof b, "peer %s: link %s; to push: %zu control, %zu ops, %zu read responses\n", p.key.c_str(),
+                 p.opened ? (p.link.alive() ? "open, peer alive" : "open, PEER GONE") : "not open", p.control.size(),
+                 p.ops.size(), p.reads.size());
+        o += b;
+    }
+    for (auto &kv : nics_) {
+        Nic &n = *kv.second;
+        snprintf(b, sizeof b, "nic efaemu%d: inbox %s, %llu messages not yet drained; %zu endpoints\n", n.index,
+                 gid_hex(n.gid).c_str(), (unsigned long long)n.inbox.pending(), n.targets.size());
+        o += b;
+        for (auto &t : n.targets) t.second.t->describe(o, now, findings);
+    }
+    for (Source *s : sources_) s->describe(o, now, findings);
+    return o;
 }
 
 }  // namespace efaemu

@@ -85,6 +85,8 @@ public:
     virtual uint32_t msg_chunk(const MsgHdr &h, const uint8_t *payload, bool *complete) = 0;
     // Called every engine iteration: deliver buffered messages to newly posted receives, and the like.
     virtual void progress() {}
+    // For a state dump (engine lock held): one or more lines about this target, and findings that point at a stall.
+    virtual void describe(std::string &, uint64_t /*now_ns*/, std::vector<std::string> * /*findings*/) {}
 };
 
 // Polled every engine iteration (engine thread, engine lock held). A GPU rings doorbells without waking anyone,
@@ -95,6 +97,8 @@ public:
     virtual ~Source() = default;
     virtual size_t poll() = 0;  // returns the amount of work done (0: idle)
     virtual bool needs_spin() const = 0;
+    // For a state dump (engine lock held), as Target::describe.
+    virtual void describe(std::string &, uint64_t /*now_ns*/, std::vector<std::string> * /*findings*/) {}
 };
 constexpr int64_t kSourcePollNs = 200000;
 
@@ -122,6 +126,10 @@ public:
 
     // Stops the thread (provider cleanup).
     void shutdown();
+
+    // The state dump's part (dump.h): waits at most 2 s for the engine lock; an engine that holds it that long
+    // is reported as such.
+    std::string describe(uint64_t now, std::vector<std::string> *findings);
 
 private:
     Engine() = default;

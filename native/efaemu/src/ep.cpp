@@ -11,6 +11,9 @@
 #include <rdma/fi_tagged.h>
 #include <string.h>
 
+#include <algorithm>
+
+#include "dump.h"
 #include "efaemu.h"
 #include "status.h"
 
@@ -35,6 +38,7 @@ struct Incoming {
     uint64_t op_id = 0, total = 0, received = 0, data = 0;
     bool has_data = false;
     bool matched = false, done = false;
+    uint64_t arrived_ns = 0;
     uint32_t status = 0;  // a placement failure, reported on the receive
     Recv recv;
     std::vector<uint8_t> buffered;
@@ -47,6 +51,7 @@ struct Side final : Target, OpSink {
     void rma_done(const EpAddr &src, bool write, uint64_t len, bool has_data, uint64_t data) override;
     uint32_t msg_chunk(const MsgHdr &h, const uint8_t *payload, bool *complete) override;
     void progress() override;
+    void describe(std::string &out, uint64_t now, std::vector<std::string> *findings) override;
     void op_done(Op &op, uint32_t status) override;
 };
 
@@ -74,6 +79,11 @@ struct Ep {
     // Engine thread only.
     std::map<std::string, std::unique_ptr<Incoming>> incoming;  // by sender and op id
     std::deque<Incoming *> unexpected;                          // arrival order, not yet matched
+
+    // What the application did and what completed (for a state dump): operations accepted by kind
+    // (write, read, send), receives posted, completions delivered (ok, error), messages delivered.
+    std::atomic<uint64_t> accepted[3] = {}, recvs_posted{0}, done_ok{0}, done_err{0}, delivered{0};
+    std::atomic<uint64_t> last_post_ns{0}, last_recv_post_ns{0}, last_done_ns{0}, last_arrival_ns{0};
 };
 
 Ep *E(struct fid_ep *f) { return reinterpret_cast<Ep *>(f); }
@@ -136,6 +146,7 @@ void bind_recv(Incoming &in, const Recv &r) {
 }
 
 void deliver(Ep *ep, Incoming &in) {
+    ep->delivered.fetch_add(1, std::memory_order_relaxed);
     const uint64_t n = std::min<uint64_t>(in.total, in.recv.len);
     const uint64_t flags = FI_RECV | FI_MSG | (in.has_data ? FI_REMOTE_CQ_DATA : 0);
     const fi_addr_t src = av_reverse(ep->av, in.src);
@@ -178,6 +189,8 @@ uint32_t Side::msg_chunk(const MsgHdr &h, const uint8_t *payload, bool *complete
         in->total = h.total_len;
         in->has_data = h.flags & kFlagRemoteData;
         in->data = h.data;
+        in->arrived_ns = now_ns();
+        ep->last_arrival_ns.store(in->arrived_ns, std::memory_order_relaxed);
         bool bound = false;
         if (ep->unexpected.empty()) {
             std::lock_guard<std::mutex> g(ep->rx_mu);
@@ -238,6 +251,94 @@ void Side::progress() {
     }
 }
 
+namespace {
+
+std::string cq_text(Cq *cq, uint64_t now) {
+    if (!cq) return "none";
+    if (cq->ring) return "a device ring (cq_open_ext)";
+    size_t n, errs = 0;
+    {
+        std::lock_guard<std::mutex> g(cq->mu);
+        n = cq->items.size();
+        for (const auto &it : cq->items) errs += it.is_err;
+    }
+    return std::to_string(n) + " entries not yet read (" + std::to_string(errs) + " errors), read " +
+           std::to_string(cq->reads.load()) + " times, last " + dump::age(cq->last_read_ns.load(), now) + " ago";
+}
+
+}  // namespace
+
+void Side::describe(std::string &out, uint64_t now, std::vector<std::string> *findings) {
+    char b[768];
+    size_t posted_now;
+    {
+        std::lock_guard<std::mutex> g(ep->rx_mu);
+        posted_now = ep->posted.size();
+    }
+    uint64_t oldest = 0;
+    std::string from;
+    if (!ep->unexpected.empty()) {
+        oldest = ep->unexpected.front()->arrived_ns;
+        from = peer_key(ep->unexpected.front()->src.gid);
+    }
+    const uint64_t accepted = ep->accepted[0] + ep->accepted[1] + ep->accepted[2];
+    const uint64_t completed = ep->done_ok + ep->done_err;
+    snprintf(b, sizeof b,
+             "  ep qpn %u (%s%s): receives posted now %zu of %zu (%llu posted in all, last %s ago); unexpected messages "
+             "%zu (oldest %s%s%s); partial messages %zu; delivered %llu (last arrival %s ago)\n"
+             "    operations accepted %llu (write %llu read %llu send %llu, last %s ago), completed %llu (%llu ok, %llu "
+             "error, last %s ago), in flight %zu of %zu\n",
+             ep->addr.qpn, ep->domain->direct ? "efa-direct" : "efa", ep->gda ? ", GDA queue pair" : "", posted_now,
+             ep->rx_size, (unsigned long long)ep->recvs_posted.load(), dump::age(ep->last_recv_post_ns, now).c_str(),
+             ep->unexpected.size(), dump::age(oldest, now).c_str(), from.empty() ? "" : " from ", from.c_str(),
+             ep->incoming.size() - ep->unexpected.size(), (unsigned long long)ep->delivered.load(),
+             dump::age(ep->last_arrival_ns, now).c_str(), (unsigned long long)accepted, (unsigned long long)ep->accepted[0].load(),
+             (unsigned long long)ep->accepted[1].load(), (unsigned long long)ep->accepted[2].load(),
+             dump::age(ep->last_post_ns, now).c_str(), (unsigned long long)completed, (unsigned long long)ep->done_ok.load(),
+             (unsigned long long)ep->done_err.load(), dump::age(ep->last_done_ns, now).c_str(), ep->tx_outstanding.load(),
+             ep->tx_size);
+    out += b;
+    out += "    tx CQ: " + cq_text(ep->tx_cq, now) + "\n";
+    if (ep->rx_cq != ep->tx_cq) out += "    rx CQ: " + cq_text(ep->rx_cq, now) + "\n";
+    struct Named {
+        const char *what;
+        Cntr *c;
+    } cs[] = {{"send", ep->c_send}, {"recv", ep->c_recv}, {"read", ep->c_read}, {"write", ep->c_write},
+              {"remote read", ep->c_rread}, {"remote write", ep->c_rwrite}};
+    std::vector<Cntr *> seen;
+    for (const Named &n : cs) {
+        if (!n.c || std::find(seen.begin(), seen.end(), n.c) != seen.end()) continue;
+        seen.push_back(n.c);
+        std::string roles;
+        for (const Named &m : cs)
+            if (m.c == n.c) roles += std::string(roles.empty() ? "" : "+") + m.what;
+        snprintf(b, sizeof b, "    counter (%s): value %llu, errors %llu, read %llu times, last %s ago\n", roles.c_str(),
+                 (unsigned long long)n.c->value.load(), (unsigned long long)n.c->err.load(),
+                 (unsigned long long)n.c->reads.load(), dump::age(n.c->last_read_ns.load(), now).c_str());
+        out += b;
+    }
+    const std::string me = "ep qpn " + std::to_string(ep->addr.qpn);
+    if (!ep->unexpected.empty() && posted_now == 0 && now - oldest > 1000000000ull)
+        findings->push_back(me + ": " + std::to_string(ep->unexpected.size()) + " messages have waited " +
+                            dump::age(oldest, now) + " for a receive and none is posted (the application stopped "
+                            "re-posting receives)");
+    if (!ep->unexpected.empty() && posted_now > 0)
+        findings->push_back(me + ": " + std::to_string(ep->unexpected.size()) + " unexpected messages while " +
+                            std::to_string(posted_now) + " receives are posted (an emulator bug: they should match)");
+    for (Cq *cq : {ep->tx_cq, ep->rx_cq}) {
+        if (!cq || cq->ring) continue;
+        size_t n;
+        uint64_t oldest_entry_hint = cq->last_read_ns.load();
+        {
+            std::lock_guard<std::mutex> g(cq->mu);
+            n = cq->items.size();
+        }
+        if (n && now - oldest_entry_hint > 1000000000ull)
+            findings->push_back(me + ": " + std::to_string(n) + " CQ entries unread and the CQ not read for " +
+                                dump::age(oldest_entry_hint, now) + " (the application stopped polling it)");
+    }
+}
+
 // ---- initiator side -----------------------------------------------------------------------------------------------
 
 uint64_t cq_flags(OpKind k) {
@@ -250,6 +351,8 @@ uint64_t cq_flags(OpKind k) {
 
 void Side::op_done(Op &op, uint32_t status) {
     ep->tx_outstanding--;
+    (status == kOk ? ep->done_ok : ep->done_err).fetch_add(1, std::memory_order_relaxed);
+    ep->last_done_ns.store(now_ns(), std::memory_order_relaxed);
     Cntr *c = op.kind == OpKind::Write ? ep->c_write : op.kind == OpKind::Read ? ep->c_read : ep->c_send;
     // A TX CQ in device memory (cq_open_ext) belongs to the device: CPU-posted operations complete on the
     // counters only.
@@ -337,6 +440,8 @@ ssize_t post(Ep *ep, const Post &p) {
             }
         }
     }
+    ep->accepted[(int)p.kind].fetch_add(1, std::memory_order_relaxed);
+    ep->last_post_ns.store(now_ns(), std::memory_order_relaxed);
     Engine::instance().submit(op);
     return 0;
 }
@@ -359,6 +464,8 @@ ssize_t post_recv(Ep *ep, void *buf, size_t len, void *desc, void *context, uint
         if (ep->posted.size() >= ep->rx_size) return -FI_EAGAIN;
         ep->posted.push_back(r);
     }
+    ep->recvs_posted.fetch_add(1, std::memory_order_relaxed);
+    ep->last_recv_post_ns.store(now_ns(), std::memory_order_relaxed);
     ep->rx_dirty = true;
     Engine::instance().kick();
     return 0;

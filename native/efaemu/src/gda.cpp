@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "config.h"
+#include "dump.h"
 #include "efaemu.h"
 #include "status.h"
 
@@ -172,13 +173,34 @@ public:
             submit(id, f);
             pending_.emplace(id, std::move(f));
         }
-        if (!got.empty()) last_ns_ = now;
+        if (!got.empty()) last_ns_ = last_fetch_ns_ = now;
         size_t released = 0;
         if (sched_.held() && now - last_ns_ >= kIdleNs) released = release(true);
         return got.size() + released;
     }
 
     bool needs_spin() const override { return inflight_ > 0 || sched_.held() > 0 || now_ns() - last_ns_ < kBusyNs; }
+
+    void describe(std::string &out, uint64_t now, std::vector<std::string> *findings) override {
+        const uint32_t db = *reinterpret_cast<volatile uint32_t *>(db_);
+        const uint32_t staged = sq_->staged();
+        const uint32_t written = tx_->ring->cq->produced();
+        char b[512];
+        snprintf(b, sizeof b,
+                 "  GDA queue pair qpn %u: doorbell %u (16-bit register), WQEs fetched %u (last %s ago), written past the "
+                 "doorbell %u, in flight on the wire %zu, finished and held by the completion scheduler %zu, fetched and "
+                 "without CQE %zu, CQEs written %u%s\n",
+                 self_.qpn, db & 0xffffu, sq_->fetched(), dump::age(last_fetch_ns_, now).c_str(), staged, inflight_,
+                 sched_.held(), pending_.size(), written, error_ ? ", QP IN ERROR" : "");
+        out += b;
+        const std::string me = "GDA queue pair qpn " + std::to_string(self_.qpn);
+        if (staged && now - last_fetch_ns_ > 1000000000ull)
+            findings->push_back(me + ": " + std::to_string(staged) + " WQEs written past the doorbell and not rung for " +
+                                dump::age(last_fetch_ns_, now) + " (a device poster waits before its doorbell)");
+        if (!pending_.empty() && now - last_ns_ > 1000000000ull)
+            findings->push_back(me + ": " + std::to_string(pending_.size()) + " fetched WQEs without a CQE for " +
+                                dump::age(last_ns_, now));
+    }
 
     // Engine thread: an Op of ours finished (after the engine's own fault model released it).
     void op_done(Op &op, uint32_t status) override {
@@ -288,6 +310,7 @@ private:
     size_t inflight_ = 0;
     bool error_ = false;
     uint64_t last_ns_ = 0;
+    uint64_t last_fetch_ns_ = 0;
 };
 
 GdaQp *gda_qp_create(Domain *d, const EpAddr &self, Cq *tx, uint32_t sq_entries, std::string *why) {

@@ -1,5 +1,7 @@
 #include "hmem.h"
 
+#include "dump.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -167,6 +169,7 @@ bool copy_to_host(void *h, uint64_t a, const MemRef &m, size_t len, std::string 
     }
     CUstream s;
     if (!bind_device(m.device, &s, why)) return false;
+    dump::Scope act(dump::Act::CudaDtoH);
     CUresult r = g_drv.cuMemcpyDtoHAsync(h, (CUdeviceptr)a, len, s);
     if (r == 0) r = g_drv.cuStreamSynchronize(s);
     if (r != 0) {
@@ -184,6 +187,7 @@ bool copy_from_host(uint64_t a, const MemRef &m, const void *h, size_t len, std:
     }
     CUstream s;
     if (!bind_device(m.device, &s, why)) return false;
+    dump::Scope act(dump::Act::CudaHtoD);
     CUresult r = g_drv.cuMemcpyHtoDAsync((CUdeviceptr)a, h, len, s);
     if (r == 0) r = g_drv.cuStreamSynchronize(s);
     if (r != 0) {
@@ -213,6 +217,7 @@ bool sync(const MemRef &m, std::string *why) {
     if (m.kind == MemKind::Host) return true;
     CUstream s;
     if (!bind_device(m.device, &s, why)) return false;
+    dump::Scope act(dump::Act::CudaSync);
     CUresult r = g_drv.cuStreamSynchronize(s);
     if (r != 0) {
         *why = err(r, "cuStreamSynchronize");

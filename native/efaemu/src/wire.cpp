@@ -114,6 +114,8 @@ void Inbox::destroy() {
     hdr_ = nullptr;
 }
 
+uint64_t Inbox::pending() const { return hdr_ ? hdr_->enq.load(std::memory_order_acquire) - deq_ : 0; }
+
 bool Inbox::has_message() const {
     const Cell &c = hdr_->cells[deq_ & (kSlots - 1)];
     return c.seq.load(std::memory_order_acquire) == deq_ + 1;

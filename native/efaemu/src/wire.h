@@ -84,6 +84,8 @@ public:
     void wake();
 
     bool valid() const { return hdr_ != nullptr; }
+    // Messages published or being written and not yet drained (for a state dump).
+    uint64_t pending() const;
 
 private:
     bool has_message() const;

@@ -16,6 +16,7 @@
 #include "nvshmemx_efa_gda_device.cuh"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <rdma/fi_ext_efa.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +344,25 @@ int ops(Pair &pair) {
         uint64_t want_sum = 0;
         for (uint32_t s = 0; s < qp.sq_reserved; s++) want_sum += (uint16_t)s;
         expect(qp.req_id_sum == want_sum, "the CQEs carried every request id once", fmt("%llu vs %llu", (unsigned long long)qp.req_id_sum, (unsigned long long)want_sum));
+        if (getenv("EFAEMU_DUMP_SIGNAL")) {  // the state dump's view of this queue pair, now that it is idle
+            raise(SIGUSR1);
+            std::string d;
+            const std::string path = std::string(getenv("EFAEMU_STATS") ? getenv("EFAEMU_STATS") : ".") + "/efaemu-" +
+                                     std::to_string(getpid()) + "-dump1.txt";
+            for (uint64_t t0 = now_ms(); d.empty() && now_ms() - t0 < 5000; usleep(20000))
+                if (FILE *f = fopen(path.c_str(), "r")) {
+                    char buf[8192];
+                    d.assign(buf, fread(buf, 1, sizeof buf, f));
+                    fclose(f);
+                }
+            const std::string want = fmt("GDA queue pair qpn %u: doorbell %u (16-bit register), WQEs fetched %u", qp.qp_num,
+                                         qp.sq_reserved & 0xffffu, qp.sq_reserved);
+            const std::string done = fmt("in flight on the wire 0, finished and held by the completion scheduler 0, fetched "
+                                         "and without CQE 0, CQEs written %u", qp.sq_reserved);
+            expect(d.find(want) != std::string::npos && d.find(done) != std::string::npos,
+                   "a state dump (SIGUSR1) shows the queue pair: doorbell, WQEs fetched, none pending, every CQE written",
+                   want + " | " + d.substr(0, 1500));
+        }
         bool got = true;
         for (uint64_t i = 0; i < 4000; i++) got = got && p.heap[9 * M - 2000 + i] == pattern(1, 4 * M + i);
         expect(got, "get across a local region end returned PE 1's bytes, byte-exact");

@@ -2,6 +2,7 @@
 // Each scenario prints "A|B: ok <check>" / "A|B: FAIL <check>: why" lines and exits non-zero on any failure.
 // The provider is found through FI_PROVIDER_PATH / FI_PROVIDER set by the caller, so the same program runs
 // against Debian's libfabric 1.17 and a libfabric 2.3.0.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -491,6 +492,136 @@ int timeout() {
     return finish(p);
 }
 
+// ---- state dump (EFAEMU_DUMP_AFTER_S=1 EFAEMU_DUMP_SIGNAL=1 EFAEMU_STATS=<dir>, set by the caller) --------------
+
+// The text of this process's dump number seq, waiting up to ms for it.
+std::string dump_file(int seq, int ms) {
+    const char *dir = getenv("EFAEMU_STATS");
+    const std::string path = std::string(dir ? dir : ".") + "/efaemu-" + std::to_string(getpid()) + "-dump" +
+                             std::to_string(seq) + ".txt";
+    for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)ms; usleep(20000)) {
+        FILE *f = fopen(path.c_str(), "r");
+        if (!f) continue;
+        std::string s;
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+        fclose(f);
+        return s;
+    }
+    return "";
+}
+
+bool has(const std::string &text, const std::string &what) { return text.find(what) != std::string::npos; }
+
+// A hang made to explain itself: B posts no receive (3 messages wait unexpected) and then stops answering (an
+// operation of A's stays in flight); A has touched a softgdr mapping when softgdr and the stand-in driver are on
+// LD_LIBRARY_PATH. Each side's dumps must name what it waits for.
+int dump() {
+    Pair p = fork_pair();
+    Fab f = open_fab(FI_MSG | FI_RMA, FI_CQ_FORMAT_MSG, FI_SEND | FI_WRITE);
+    put(p, f.name.data(), 32);
+    std::vector<uint8_t> peer(32);
+    get(p, peer.data(), 32);
+    insert(f, peer);
+    std::vector<uint8_t> win(4096);
+    struct fid_mr *mr = reg(f, win.data(), win.size(), kLocal | kRemote);
+    if (p.a) {
+        const Window w = get<Window>(p);
+        uint8_t msg[100] = {1};
+        for (int i = 0; i < 3; i++) {
+            ssize_t r = fi_send(f.ep, msg, sizeof msg, nullptr, 0, nullptr);
+            expect(r == 0 && complete_ok(f, "send"), "a send to a peer without receives completes (the NIC buffers it)");
+        }
+        // softgdr, if present: one raw load through a mapping of (stand-in) GPU memory.
+        bool softgdr = false;
+        if (void *g = dlopen("libgdrapi.so.2", RTLD_LAZY)) {
+            void *cu = dlopen("libcuda.so.1", RTLD_NOW);
+            auto open_ = (void *(*)())dlsym(g, "gdr_open");
+            auto pin = (int (*)(void *, unsigned long, size_t, uint64_t, uint32_t, unsigned long *))dlsym(g, "gdr_pin_buffer");
+            auto map = (int (*)(void *, unsigned long, void **, size_t))dlsym(g, "gdr_map");
+            auto alloc = cu ? (int (*)(unsigned long long *, size_t))dlsym(cu, "cuMemAlloc_v2") : nullptr;
+            unsigned long long buf = 0;
+            unsigned long mh = 0;
+            void *base = nullptr;
+            void *gd = open_ ? open_() : nullptr;
+            if (gd && alloc && alloc(&buf, 65536) == 0 && pin(gd, buf, 65536, 0, 0, &mh) == 0 && map(gd, mh, &base, 65536) == 0) {
+                volatile uint64_t v = *static_cast<volatile uint64_t *>(base);
+                (void)v;
+                softgdr = true;
+            }
+        }
+        put(p, (int)getpid());
+        (void)get<int>(p);  // B is about to stop
+        kill(p.child, SIGSTOP);
+        // kill() returns before the stop takes effect: wait until every thread of B is stopped.
+        for (uint64_t t0 = now_ms(); now_ms() - t0 < 5000; usleep(1000)) {
+            bool all = true;
+            if (DIR *d = opendir(fmt("/proc/%d/task", (int)p.child).c_str())) {
+                while (struct dirent *e = readdir(d)) {
+                    if (e->d_name[0] == '.') continue;
+                    char st[512] = "";
+                    if (FILE *f = fopen(fmt("/proc/%d/task/%s/stat", (int)p.child, e->d_name).c_str(), "r")) {
+                        size_t n = fread(st, 1, sizeof st - 1, f);
+                        st[n] = 0;
+                        fclose(f);
+                    }
+                    const char *close = strrchr(st, ')');
+                    all = all && close && (close[2] == 'T' || close[2] == 't');
+                }
+                closedir(d);
+            }
+            if (all) break;
+        }
+        uint8_t buf[8] = {0};
+        ssize_t r = fi_write(f.ep, buf, 8, nullptr, 0, w.addr, w.key, nullptr);
+        expect(r == 0, "a write to the stopped peer is accepted");
+        const std::string d1 = dump_file(1, 5000);
+        raise(SIGUSR1);
+        const std::string d2 = dump_file(2, 5000);
+        kill(p.child, SIGCONT);
+        expect(complete_ok(f, "write after SIGCONT"), "the write completes once the peer runs again");
+        expect(has(d1, "reason EFAEMU_DUMP_AFTER_S") && has(d2, "reason SIGUSR1"),
+               "EFAEMU_DUMP_AFTER_S and SIGUSR1 each write a dump into EFAEMU_STATS", d1.substr(0, 200));
+        expect(has(d1, "rdm write to ") && has(d1, "1 in flight (rdm write 1"),
+               "the dump lists the operation in flight: kind, path, peer, age", d1.substr(0, 2000));
+        expect(has(d1, "operations accepted 4 (write 1 read 0 send 3") && has(d1, "completed 3 (3 ok, 0 error"),
+               "per endpoint: what the application posted and what completed", d1.substr(0, 2000));
+        expect(has(d1, "counter (send+write): value 3"), "the endpoint's counter, its roles and value");
+        expect(has(d1, "\"efaemu-engine\"") && has(d1, "\"efaemu-dump\" ") && has(d1, "    #0 "),
+               "every thread with its name, state and native backtrace");
+        expect(has(d2, "unanswered for") || has(d1, "unanswered for"),
+               "findings: the operation the stopped peer never answered");
+        if (softgdr)
+            expect(has(d1, "softgdr: 1 pins") && has(d1, "faults 1, single steps 1"),
+                   "softgdr's state: pins, faults, single steps (its exported softgdr_describe)", d1.substr(0, 3000));
+        else expect(has(d1, "softgdr: not loaded"), "softgdr: said to be absent when it is not loaded");
+    } else {
+        put(p, Window{(uint64_t)win.data(), fi_mr_key(mr)});
+        (void)get<int>(p);
+        put(p, 1);  // A stops us now and resumes us after its dumps
+        // Our own dump taken once the messages have waited more than a second (dumps come every second).
+        std::string d;
+        for (int seq = 1; seq < 8; seq++) {
+            d = dump_file(seq, 3000);
+            if (has(d, "have waited")) break;
+        }
+        expect(has(d, "receives posted now 0 of") && has(d, "unexpected messages 3 (oldest"),
+               "the dump shows no receive posted and 3 unexpected messages", d.substr(0, 2000));
+        expect(has(d, "3 messages have waited") && has(d, "none is posted"),
+               "findings: messages waiting for receives the application never posted", d.substr(0, 3000));
+        uint8_t in[3][100];
+        for (int i = 0; i < 3; i++) fi_recv(f.ep, in[i], sizeof in[i], nullptr, 0, nullptr);
+        int got = 0;
+        for (int i = 0; i < 3; i++) got += complete_ok(f, "recv") ? 1 : 0;
+        expect(got == 3, "the messages are delivered once receives are posted");
+    }
+    sync(p);
+    fi_close(&mr->fid);
+    close_fab(f);
+    return finish(p);
+}
+
 // ---- fault injection -------------------------------------------------------------------------------------------
 
 int fail_every() {
@@ -800,8 +931,9 @@ int main(int argc, char **argv) {
     if (s == "delay") return delay();
     if (s == "traffic") return traffic();
     if (s == "gpu-fake") return gpu_fake();
+    if (s == "dump") return dump();
     fprintf(stderr,
             "usage: efaemu_rdm_test info|info-nohmem|bad-env|av|sendrecv|rma|errors|timeout|fail-every|order|reorder|"
-            "delay|traffic|gpu-fake\n");
+            "delay|traffic|gpu-fake|dump\n");
     return 2;
 }

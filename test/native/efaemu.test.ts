@@ -2,7 +2,7 @@
 // two processes on host memory (and on the stand-in driver's "GPU" memory), plus the NVSHMEM-shaped program.
 // The native build is cached in .cache/efaemu-build (ignored), so reruns only rebuild what changed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -383,6 +383,28 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
     expect(r.stdout).toMatch(/^gda_kernel\s+SKIP\s+.*(no NVIDIA driver here|GPU).*not an nvshmem-efa work dir/m);
     expect(r.status).toBe(0);
+  });
+
+  // The processes of the GPU checks load their kernels eagerly: the emulator's and softgdr's GPU copies are CUDA calls in
+  // the application's context, and a lazy first launch of a kernel while another kernel spins on the network would
+  // stall them (DeepEP's combine hung so on 2x H200). A stand-in pe_test records the environment each PE got.
+  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh starts every PE with CUDA_MODULE_LOADING=EAGER (a lazy first launch would stall the emulator\'s CUDA copies)', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-env-'));
+    const fake = path.join(tmp, 'pe_test');
+    writeFileSync(fake, '#!/bin/sh\nenv > "$(dirname "$0")/env.$RANK"\necho "PE$RANK FAIL stand-in"\nexit 1\n', { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'nvshmem_perf'], {
+      encoding: 'utf8', timeout: 60_000,
+      env: { ...process.env, RESULTS: path.join(tmp, 'results'), PE_TEST: fake, NVSHMEM_HOME: tmp, EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf,
+        CHECK_TIMEOUT: '20', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}` },
+    });
+    expect(r.stdout, r.stderr).toMatch(/RESULT\tnvshmem_perf\tfail/);
+    for (const rank of ['0', '1']) {
+      const env = readFileSync(path.join(tmp, `env.${rank}`), 'utf8');
+      expect(env, `PE ${rank}`).toMatch(/^CUDA_MODULE_LOADING=EAGER$/m);
+      expect(env).toMatch(/^NVSHMEM_DISABLE_NVLS=1$/m);
+    }
   });
 
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {

@@ -59,10 +59,17 @@ else
 fi
 
 # The environment of PE $1 (its GPU), on top of the caller's.
+# CUDA_MODULE_LOADING=EAGER: efaemu's engine and softgdr move GPU memory with CUDA calls from their own threads. Under
+# lazy loading (CUDA's default since 12.2, and torch sets it) the first launch of a kernel may synchronize the context;
+# launched while another kernel spins on the network (DeepEP's test launches its check kernels while the combine kernel
+# waits for flags), it waits for that kernel, and the emulator's copies wait behind it: the flags never land. A deadlock
+# of the emulation, not of the product: on a NIC with a real GDRCopy nothing on the host calls CUDA there (pe_test's
+# `lazy` mode shows it; CUDA_MODULE_LOADING_UNDER_TEST=LAZY brings it back).
 pe_env() {
   local r=$1
   # Word-split by the caller (env $(pe_env R)): the paths must not contain spaces.
   echo CUDA_VISIBLE_DEVICES=$r NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+    CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING_UNDER_TEST:-EAGER} \
     FI_PROVIDER_PATH=$PROV_PATH FI_PROVIDER=${FI_PROVIDER_UNDER_TEST:-efa} \
     NVSHMEM_REMOTE_TRANSPORT=libfabric NVSHMEM_LIBFABRIC_PROVIDER=efa NVSHMEM_DISABLE_P2P=1 \
     NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
@@ -242,6 +249,26 @@ check_deepep_pressure() {  # endless by design: bounded in time; passes when rep
     result deepep_pressure pass "--pressure-test bounded to ${bound}s: $runs test_main runs, $((runs - 1 - seeds)) repeats matched their seed's reference hash, $seeds seed(s) started, no error; stopped by the bound (rc $RC0/$RC1)"
   else
     result deepep_pressure fail "$runs test_main runs, $seeds seeds in ${bound}s; rc $RC0/$RC1; $(deepep_tail deepep_pressure)"
+  fi
+}
+
+# Not an issue-11 check (not in CHECKS; run it by name): why every PE loads its kernels eagerly. pe_test's `lazy` mode
+# under lazy loading (efaemu state dumps every 5 s in stats-lazy_loading_lazy/) and under EAGER; passes when PE 1's
+# atomic add reached PE 0's spinning kernel under EAGER, and reports what lazy loading did.
+check_lazy_loading() {
+  need lazy_loading PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local lazy eager lrc
+  rm -f "$RESULTS/uid-lazy" "$RESULTS/uid-eager"
+  CUDA_MODULE_LOADING_UNDER_TEST=LAZY CHECK_TIMEOUT=60 T=60 run_pair lazy_loading_lazy "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_DUMP_AFTER_S=5" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-lazy" lazy
+  lrc="$RC0/$RC1"
+  lazy=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading_lazy.pe0.log" | sed 's/.*RESULT //')
+  CHECK_TIMEOUT=60 T=60 run_pair lazy_loading "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-eager" lazy
+  eager=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading.pe0.log" | sed 's/.*RESULT //')
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && echo "$eager" | grep -q 'flag_seen 1'; then
+    result lazy_loading pass "EAGER: ${eager}; LAZY (rc $lrc): ${lazy:-no result} (efaemu dumps in stats-lazy_loading_lazy/)"
+  else
+    result lazy_loading fail "EAGER: rc $RC0/$RC1 ${eager:-no result}; LAZY (rc $lrc): ${lazy:-no result}"
   fi
 }
 

@@ -8,6 +8,9 @@
 //   MODE gda    nvshmemx_efa_gda_status() on both PEs, then kernels over the GDA device API: put (large, across
 //               max-RDMA pieces; 8 warps concurrently), put with immediate + rx_poll (more than the credit window),
 //               get, quiet ordering data before an NVSHMEM atomic that announces it, warp batch; byte-exact
+//   MODE lazy   PE 0 launches a kernel for the first time while another kernel waits for PE 1's atomic add (which
+//               over efaemu needs CUDA calls of the emulator and softgdr in PE 0's process): how long the launch took
+//               and whether the add arrived meanwhile (it cannot under lazy module loading; CUDA_MODULE_LOADING=EAGER)
 //   MODE init   init, print the GDA status, finalize (negative controls)
 // Lines: "PE<r> ok <check> [: evidence]" / "PE<r> FAIL <check>: why" / "PE<r> RESULT <name> <value>". Exit 0 when
 // every check of this PE passed.
@@ -244,6 +247,89 @@ int perf() {
     return 0;
 }
 
+// ---- lazy: a kernel first launched while another waits on the network ----------------------------------------
+//
+// PE 0 launches wait_flag (spins until PE 1's atomic add reaches its flag, at most kLazyWaitS), then launches a kernel
+// it never launched before. Under CUDA lazy loading that launch loads the kernel, which may synchronize the context:
+// the launch waits for wait_flag. PE 1's add reaches PE 0 through NVSHMEM's proxy (a staged atomic the proxy
+// applies through GDRCopy): on a NIC with a real GDRCopy nothing there calls CUDA, but over efaemu the proxy's
+// softgdr access and the engine's copies are CUDA calls in PE 0's context, so they wait behind that load. The mode
+// reports how long the launch took and whether the flag arrived while it waited.
+
+constexpr double kLazyWaitS = 15.0;
+
+__device__ uint64_t globaltimer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void wait_flag(volatile int *flag, int want, double seconds, int *seen, unsigned long long *waited_ns) {
+    const uint64_t t0 = globaltimer_ns();
+    uint64_t t = t0;
+    while (*flag < want && (t = globaltimer_ns()) - t0 < (uint64_t)(seconds * 1e9)) {
+    }
+    *seen = *flag >= want;
+    *waited_ns = t - t0;
+}
+
+__global__ void signal_peer(int *flag, int peer) { nvshmem_int_atomic_add(flag, 1, peer); }
+
+__global__ void lazy_probe(int *out) { *out = 42; }  // launched once, by PE 0, while wait_flag spins
+
+int lazy() {
+    auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
+    int *seen, *probe;
+    unsigned long long *waited;
+    CUDA_OK(cudaMalloc(&seen, sizeof(int)));
+    CUDA_OK(cudaMalloc(&probe, sizeof(int)));
+    CUDA_OK(cudaMalloc(&waited, sizeof *waited));
+    CUDA_OK(cudaDeviceSynchronize());
+    const char *mode = getenv("CUDA_MODULE_LOADING");
+    line("RESULT", fmt("cuda_module_loading %s", mode ? mode : "(unset: lazy by default since CUDA 12.2)"));
+    nvshmem_barrier_all();
+    if (g_rank == 0) {
+        cudaStream_t s1, s2;
+        CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+        wait_flag<<<1, 1, 0, s1>>>(flag, 1, kLazyWaitS, seen, waited);
+        usleep(200000);  // wait_flag is spinning
+        const double t0 = now_s();
+        lazy_probe<<<1, 1, 0, s2>>>(probe);
+        const double launch = now_s() - t0;
+        CUDA_OK(cudaStreamSynchronize(s1));
+        CUDA_OK(cudaStreamSynchronize(s2));
+        int h_seen = 0, h_probe = 0;
+        unsigned long long h_waited = 0;
+        CUDA_OK(cudaMemcpy(&h_seen, seen, sizeof h_seen, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&h_probe, probe, sizeof h_probe, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&h_waited, waited, sizeof h_waited, cudaMemcpyDeviceToHost));
+        line("RESULT", fmt("lazy_launch_seconds %.3f flag_seen %d flag_wait_seconds %.3f", launch, h_seen, h_waited / 1e9));
+        expect(h_probe == 42, "the first launch of a kernel ran");
+        expect(h_seen == 1,
+               "PE 1's atomic add (through NVSHMEM's proxy and softgdr) reached a kernel spinning on it while this PE "
+               "launched a kernel for the first time",
+               fmt("not within %.0f s; the first launch took %.1f s (it waited for the spinning kernel: lazy module "
+                   "loading synchronizes the context, and the emulator's CUDA copies wait behind it; run with "
+                   "CUDA_MODULE_LOADING=EAGER)", kLazyWaitS, launch));
+        CUDA_OK(cudaStreamDestroy(s1));
+        CUDA_OK(cudaStreamDestroy(s2));
+    } else {
+        usleep(1500000);  // PE 0 is in its first launch by now
+        signal_peer<<<1, 1>>>(flag, 0);
+        CUDA_OK(cudaDeviceSynchronize());
+        nvshmem_quiet();
+        ok("PE 1 sent its atomic add to PE 0's flag");
+    }
+    nvshmem_barrier_all();
+    CUDA_OK(cudaFree(seen));
+    CUDA_OK(cudaFree(probe));
+    CUDA_OK(cudaFree(waited));
+    nvshmem_free(flag);
+    return 0;
+}
+
 #ifdef PE_TEST_GDA
 // ---- gda -----------------------------------------------------------------------------------------------------
 
@@ -434,7 +520,7 @@ int main(int argc, char **argv) {
         else mode = argv[i];
     }
     if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
-        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE perf|gda|init\n");
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE perf|lazy|gda|init\n");
         return 2;
     }
     int dev = -1;
@@ -447,6 +533,7 @@ int main(int argc, char **argv) {
     bootstrap(uid);
     const std::string m = mode;
     if (m == "perf") perf();
+    else if (m == "lazy") lazy();
 #ifdef PE_TEST_GDA
     else if (m == "gda") gda();
 #endif

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -300,12 +301,17 @@ std::string build(const char *reason) {
     std::vector<std::string> findings;
     if ((a == Act::CudaDtoH || a == Act::CudaHtoD || a == Act::CudaSync) && now - g_act_since.load() > 1000000000ull)
         findings.push_back(std::string("the engine thread has been ") + act_name(a) + " for " + age(g_act_since.load(), now) +
-                           ": nothing else moves in this process's NIC meanwhile");
+                           ": nothing else moves in this process's NIC meanwhile; a CUDA call that synchronizes the context "
+                           "(lazy module loading of a first-launched kernel, cudaDeviceSynchronize, cudaFree) waits for a "
+                           "kernel that may spin on this data (CUDA_MODULE_LOADING=" +
+                           std::string(getenv("CUDA_MODULE_LOADING") ? getenv("CUDA_MODULE_LOADING") : "unset") + ")");
     o += Engine::instance().describe(now, &findings);
     const std::string sg = softgdr();
     o += sg;
     if (sg.find("STUCK") != std::string::npos)
-        findings.push_back("softgdr: an access is stuck in its fault handler (see the softgdr line)");
+        findings.push_back("softgdr: an access is stuck in its fault handler (see the softgdr line); its CUDA copy waits "
+                           "like the engine's would (CUDA_MODULE_LOADING=" +
+                           std::string(getenv("CUDA_MODULE_LOADING") ? getenv("CUDA_MODULE_LOADING") : "unset") + ")");
     o += threads();
     o += "findings: " + std::to_string(findings.size()) + (findings.empty() ? " (nothing looks stalled at the NIC)" : "") + "\n";
     for (const std::string &f : findings) o += "  - " + f + "\n";

@@ -126,6 +126,16 @@ bool bind_device(int ordinal, CUstream *s, std::string *why) {
             *why = err(r, "cuStreamCreate");
             return false;
         }
+        // The emulator's copies are CUDA calls in the application's context: whatever synchronizes that context
+        // waits for kernels that may be spinning on data these copies are to deliver. Lazy module loading does so
+        // on a kernel's first launch (CUDA's default since 12.2; torch sets it).
+        const char *loading = getenv("CUDA_MODULE_LOADING");
+        if (!loading || strcmp(loading, "EAGER") != 0)
+            fprintf(stderr,
+                    "efaemu: CUDA_MODULE_LOADING is %s: a kernel launched for the first time while another kernel waits on "
+                    "the network can stall the emulator's GPU copies until that kernel ends (a deadlock the real NIC does "
+                    "not have); set CUDA_MODULE_LOADING=EAGER\n",
+                    loading ? loading : "unset (lazy)");
     }
     CUresult r = g_drv.cuCtxSetCurrent(d.ctx);
     if (r != 0) {

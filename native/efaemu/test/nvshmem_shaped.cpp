@@ -290,7 +290,7 @@ bool connect_endpoints(Pe &pe) {
 }
 
 bool get_mem_handle(Pe &pe) {
-    pe.heap.assign(4 << 20, 0);
+    pe.heap.assign(8 << 20, 0);
     struct iovec iov = {pe.heap.data(), pe.heap.size()};
     struct fi_mr_attr attr;
     memset(&attr, 0, sizeof attr);
@@ -419,6 +419,57 @@ void finalize(Pe &pe) {
     expect(bad == 0, "finalize closes endpoints, CQs, counters, AVs, domain, fabric in the transport's order");
 }
 
+// DeepEP's combine over NVSHMEM's proxy, from both PEs at once: per expert a fence (the proxy's quiet on its
+// endpoint, progressing incoming atomics meanwhile) then a staged add of 1 into the peer's flag for that expert;
+// then each PE waits (progressing) until every flag the peer sent it is set. Rounds repeat it on fresh flags.
+void burst(Pe &pe, int experts, int rounds) {
+    const int peer = 1 - pe.me;
+    Ep &proxy = pe.eps[kProxy];
+    auto *flags = reinterpret_cast<volatile uint64_t *>(pe.heap.data() + (4 << 20));
+    bool all_ok = true;
+    uint64_t t_start = now_ms();
+    for (int round = 0; round < rounds && all_ok; round++) {
+        const uint64_t base = (uint64_t)round * experts;
+        for (int e = 0; e < experts; e++) {
+            if (!quiet(pe, kProxy)) {
+                all_ok = false;
+                break;
+            }
+            OpCtx *a;
+            while (!(a = get_send(pe))) progress(pe);
+            memset(a, 0, sizeof *a);
+            a->kind = kAmoRequest;
+            a->op = kAdd;
+            a->target_addr = pe.peer_heap + (4 << 20) + (base + e) * 8;
+            a->operand = 1;
+            a->size = 8;
+            a->ret_ep = target_ep(pe.me, kProxy);
+            ssize_t r;
+            while ((r = fi_send(proxy.ep, a, sizeof *a, nullptr, target_ep(peer, kProxy), a)) == -FI_EAGAIN) progress(pe);
+            if (r) {
+                fail("burst fi_send", fmt("%zd", r));
+                all_ok = false;
+                break;
+            }
+            proxy.submitted++;
+        }
+        const uint64_t t0 = now_ms();
+        int missing = experts;
+        while (missing && now_ms() - t0 < 20000) {
+            progress(pe);
+            missing = 0;
+            for (int e = 0; e < experts; e++) missing += flags[base + e] != 1;
+        }
+        if (missing) {
+            fail("burst", fmt("round %d: %d of %d flags from PE %d never arrived", round, missing, experts, peer));
+            all_ok = false;
+        }
+    }
+    expect(all_ok && quiet(pe, kProxy),
+           fmt("%d rounds of %d fenced staged adds in both directions at once: every flag arrived", rounds, experts),
+           fmt("%llu ms", (unsigned long long)(now_ms() - t_start)));
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -429,6 +480,12 @@ int main(int argc, char **argv) {
     pe.me = pe.pair.a ? 0 : 1;
     if (!init_state(pe, require_sysfs) || !connect_endpoints(pe) || !get_mem_handle(pe)) return finish(pe.pair);
     sync(pe.pair);
+    if (argc > 1 && !strcmp(argv[1], "--burst")) {
+        burst(pe, argc > 2 ? atoi(argv[2]) : 144, argc > 3 ? atoi(argv[3]) : 4);
+        sync(pe.pair);
+        finalize(pe);
+        return finish(pe.pair);
+    }
     if (pe.me == 0) {
         initiator(pe);
         put(pe.pair, (char)'d');  // tell the target's proxy to stop progressing

@@ -232,6 +232,12 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ]);
   });
 
+  it('NVSHMEM-shaped: DeepEP\'s combine flags over the proxy from both PEs at once (fence, staged add, per expert; 4 rounds of 144), reordering on', () => {
+    const r = run('efaemu_nvshmem_shaped', ['--burst', '144', '4'], { EFAEMU_HMEM: 'on', EFAEMU_REORDER: '8' });
+    passed(r, ['4 rounds of 144 fenced staged adds in both directions at once: every flag arrived']);
+    expect(r.lines.filter((l) => l.endsWith('every flag arrived'))).toHaveLength(2); // both PEs
+  });
+
   // efa-direct and the GDA ops, driven by the GDA device code itself (compiled as host C++, threads as warps).
   const gda = (scenario: string, checks: string[], extra: Record<string, string> = {}, lib?: string) =>
     passed(runner(dir, lib)('efaemu_gda_test', [scenario], extra), checks);

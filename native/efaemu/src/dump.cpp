@@ -161,7 +161,7 @@ std::string threads() {
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 300 * 1000000L;
+        ts.tv_nsec += 100 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
@@ -172,7 +172,7 @@ std::string threads() {
         g_bt.tid = 0;
         g_bt.gen++;
         if (r != 0) {
-            o += " (no backtrace: it did not take the signal within 300 ms)\n";
+            o += " (no backtrace: it did not take the signal within 100 ms)\n";
             continue;
         }
         o += "\n";

@@ -3,8 +3,9 @@
 //                                              `npm install`/`npm ci`: prepare). bin/nvshmem-efa.js uses it
 //                                              only while dist/source-hash.txt matches src/.
 //   node scripts/bundle.mjs --standalone DIR   one self-contained directory (every dependency bundled, the
-//                                              tree-sitter wasm files, package.json, templates/, third_party/, bench/gda-signals/,
-//                                              native/probe)
+//                                              tree-sitter wasm files, package.json, templates/, third_party/,
+//                                              native/probe, bench/gda-signals, and for selftest native/efaemu,
+//                                              native/softefa and the test GDA headers test/efa_abi)
 //                                              for a machine without node_modules: run DIR/nvshmem-efa.mjs.
 import { build } from 'esbuild';
 import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -35,7 +36,7 @@ if (standalone) {
   const req = createRequire(path.join(root, 'package.json'));
   cpSync(req.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(standalone, 'web-tree-sitter.wasm'));
   cpSync(req.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm'), path.join(standalone, 'tree-sitter-cpp.wasm'));
-  for (const d of ['templates', 'third_party', 'native/probe', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true });
+  for (const d of ['templates', 'third_party', 'native/probe', 'native/efaemu', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true });
   cpSync(path.join(root, 'package.json'), path.join(standalone, 'package.json'));
   writeFileSync(path.join(standalone, 'nvshmem-efa.mjs'), "#!/usr/bin/env node\nconst { main } = await import('./cli.mjs');\nprocess.exitCode = await main(process.argv);\n");
 } else {

@@ -8,7 +8,8 @@ import { envCommand } from './commands/env.ts';
 import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
-import { exitCodeOf, formatError } from './core/errors.ts';
+import { SELFTEST_CHECKS, selftestCommand } from './commands/selftest.ts';
+import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
 import { toolVersion } from './core/paths.ts';
 import { resolveOptions, type Command as Cmd } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
@@ -17,7 +18,7 @@ import { BUILD_STEPS, PATCH_STEPS } from './steps/index.ts';
 const EXIT_CODES = `
 Exit codes:
   0    success
-  1    a step failed (the error names the log)
+  1    a step failed (the error names the log); selftest: a check failed
   2    invalid command line
   3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
   4    a required tool or library is missing
@@ -127,6 +128,32 @@ export async function main(argv: readonly string[]): Promise<number> {
         bytesPerSize: raw.bytesPerSize as string | undefined, deepepArgs: raw.deepepArgs as string | undefined, put: raw.put !== false,
         deepep: raw.deepep !== false, dryRun: raw.dryRun === true,
       }, out);
+    });
+
+  program
+    .command('selftest')
+    .description('validate a build on a host with 2 GPUs through efaemu, an emulated EFA NIC (protocol and code paths, not EFA speed): ' +
+      'fi_info, fabtests, NVSHMEM put bandwidth and atomics, EFA GDA kernels, DeepEP low-latency, negative controls; prints a table ' +
+      '(check, result, evidence), says why for every check it skips, exit 1 on any failure')
+    .option('--work-dir <dir>', 'the work dir of the build to validate', '.nvshmem-efa')
+    .option('--checks <list>', `comma-separated subset: ${SELFTEST_CHECKS.map((c) => c.id).join(', ')}`)
+    .option('--libfabric-home <dir>', 'libfabric >= 2.3.0 to build efaemu against (default: the one the build used)')
+    .option('--efaemu-build <dir>', 'a prebuilt efaemu build dir (default: built into the results dir)')
+    .option('--pe-test <file>', 'a prebuilt native/efaemu/gpu/pe_test (default: built with nvcc against the build)')
+    .option('--deepep-dir <dir>', "DeepEP built in place (default: the work dir's DeepEP build)")
+    .option('--results <dir>', 'where logs and efaemu statistics go (default: <work-dir>/selftest)')
+    .option('--timeout <seconds>', 'limit for each pair of processes (default 240)')
+    .option('--json', 'print the checks as JSON')
+    .action(async (raw: Record<string, unknown>) => {
+      const str = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
+      const timeout = raw.timeout === undefined ? undefined : Number(raw.timeout);
+      if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) throw new UsageError(`--timeout must be a positive integer, got '${String(raw.timeout)}'`, 'pass seconds, e.g. --timeout 300');
+      code = await selftestCommand({
+        workDir: path.resolve(String(raw.workDir)),
+        checks: typeof raw.checks === 'string' ? raw.checks.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
+        libfabricHome: str('libfabricHome'), efaemuBuild: str('efaemuBuild'), peTest: str('peTest'), deepepDir: str('deepepDir'), results: str('results'),
+        timeoutSec: timeout, json: raw.json === true,
+      }, out, (s) => process.stderr.write(s + '\n'));
     });
 
   program

@@ -84,6 +84,20 @@ void SendQueue::complete(uint32_t slot) {
     b = 0;
 }
 
+uint32_t SendQueue::staged() const {
+    uint32_t ahead = 0;
+    for (uint32_t slot = fetched_; slot - fetched_ < cfg_.entries; slot++) {
+        const uint32_t pos = slot & (cfg_.entries - 1);
+        if (busy_[pos]) break;
+        const volatile uint8_t *src = cfg_.ring + (size_t)pos * cfg_.wqe_size;
+        if (!EFA_GDA_GET(EFA_IO_TX_META_DESC_META_DESC_MASK, src[offsetof(efa_io_tx_meta_desc, ctrl1)]) ||
+            EFA_GDA_GET(EFA_IO_TX_META_DESC_PHASE_MASK, src[offsetof(efa_io_tx_meta_desc, ctrl2)]) != efa_gda_sq_phase(slot, log2_))
+            break;
+        ahead++;
+    }
+    return ahead;
+}
+
 void SendQueue::check_staged(ViolationLog &log) {
     if (warned_ahead_) return;
     const uint32_t db = fetched_;

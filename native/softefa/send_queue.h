@@ -51,6 +51,8 @@ public:
 
     uint32_t fetched() const { return fetched_; }  // slots fetched so far (the doorbell position, 32 bits)
     uint32_t in_flight() const { return in_flight_; }
+    // WQEs written past the doorbell (valid, of the next pass's phase) and not yet covered by it: a snapshot.
+    uint32_t staged() const;
     const SqConfig &config() const { return cfg_; }
 
 private:

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 11 over efaemu on one host with 2 GPUs (test-only). `nvshmem-efa selftest` runs it;
+# it also runs alone:
+#
+#   checks.sh CHECK...            run the named checks (all: every check, in order)
+#   checks.sh --list              the checks, one a line
+#
+# Every process sees only its own GPU (CUDA_VISIBLE_DEVICES), so NVLink cannot carry anything; NVLink
+# multicast stays off (NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1, a rule of
+# the GPU hosts). Everything runs inside scripts/sysfs-ns.sh (NIC entries in a private mount namespace), with
+# softgdr (libgdrapi.so.2) and the CUDA interposer preloaded, FI_PROVIDER_PATH=+libefa-fi.so, FI_PROVIDER=efa,
+# NVSHMEM_REMOTE_TRANSPORT=libfabric, NVSHMEM_LIBFABRIC_PROVIDER=efa.
+#
+# Inputs (environment, absolute paths):
+#   EFAEMU_BUILD    efaemu built against LIBFABRIC_HOME (prov/libefa-fi.so, interpose/, softgdr/)
+#   LIBFABRIC_HOME  libfabric >= 2.3.0 (lib/, bin/fi_info, bin/fi_rdm_pingpong, bin/fi_rma_bw)
+#   NVSHMEM_HOME    the NVSHMEM install of the build under test
+#   PE_TEST         gpu/pe_test.cu built against NVSHMEM_HOME (with the GDA device API)
+#   DEEPEP_DIR      DeepEP built in place by nvshmem-efa (deep_ep_cpp*.so, tests/); optional
+#   RESULTS         where logs and efaemu statistics go
+#   CHECK_TIMEOUT   seconds a pair of processes may take (default 240); PRESSURE_SECONDS bounds --pressure-test
+#   PYTHON          interpreter with torch (default python3)
+# Output: one line per check, "RESULT<TAB>check<TAB>pass|fail|skip<TAB>evidence", and logs in $RESULTS.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CHECKS=(fi_info fabtests nvshmem_perf gda_kernel deepep_ll deepep_counters deepep_shrink deepep_pressure neg_fail_injection
+  neg_wrong_provider)
+
+if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
+[ $# -gt 0 ] || { echo "usage: checks.sh CHECK...|all|--list" >&2; exit 2; }
+
+if [ -z "${EFAEMU_SYSFS_NS:-}" ]; then
+  NS=${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}
+  # NS_DEVICES: PCI directories for the NIC entries (default: the GPUs); tests on a host without GPUs name one.
+  ns_args=()
+  for d in ${NS_DEVICES:-}; do ns_args+=(--device "$d"); done
+  exec "$NS" "${ns_args[@]}" -- "$0" "$@"
+fi
+
+: "${RESULTS:?RESULTS must name a directory}"
+mkdir -p "$RESULTS"
+T=${CHECK_TIMEOUT:-240}
+PY=${PYTHON:-python3}
+
+result() { printf 'RESULT\t%s\t%s\t%s\n' "$1" "$2" "$3"; }
+need() {  # need CHECK VAR...: skip the check when an input is missing
+  local c=$1; shift
+  for v in "$@"; do
+    if [ -z "${!v:-}" ] || [ ! -e "${!v}" ]; then result "$c" skip "$v is not set or missing (${!v:-unset})"; return 1; fi
+  done
+}
+
+# libfabric 2.x takes the provider library itself as a preferred provider (+path); 1.x only directories.
+if grep -qE '#define FI_MAJOR_VERSION[[:space:]]+1$' "${LIBFABRIC_HOME:-/nonexistent}/include/rdma/fabric.h" 2>/dev/null; then
+  PROV_PATH=${EFAEMU_BUILD:-}/prov
+else
+  PROV_PATH=+${EFAEMU_BUILD:-}/prov/libefa-fi.so
+fi
+
+# The environment of PE $1 (its GPU), on top of the caller's.
+# CUDA_MODULE_LOADING=EAGER: efaemu's engine and softgdr move GPU memory with CUDA calls from their own threads. Under
+# lazy loading (CUDA's default since 12.2, and torch sets it) the first launch of a kernel may synchronize the context;
+# launched while another kernel spins on the network (DeepEP's test launches its check kernels while the combine kernel
+# waits for flags), it waits for that kernel, and the emulator's copies wait behind it: the flags never land. A deadlock
+# of the emulation, not of the product: on a NIC with a real GDRCopy nothing on the host calls CUDA there (pe_test's
+# `lazy` mode shows it; CUDA_MODULE_LOADING_UNDER_TEST=LAZY brings it back).
+pe_env() {
+  local r=$1
+  # Word-split by the caller (env $(pe_env R)): the paths must not contain spaces.
+  echo CUDA_VISIBLE_DEVICES=$r NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+    CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING_UNDER_TEST:-EAGER} \
+    FI_PROVIDER_PATH=$PROV_PATH FI_PROVIDER=${FI_PROVIDER_UNDER_TEST:-efa} \
+    NVSHMEM_REMOTE_TRANSPORT=libfabric NVSHMEM_LIBFABRIC_PROVIDER=efa NVSHMEM_DISABLE_P2P=1 \
+    NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
+    LD_LIBRARY_PATH=$EFAEMU_BUILD/softgdr:$LIBFABRIC_HOME/lib:${NVSHMEM_HOME:-/nonexistent}/lib:${LD_LIBRARY_PATH:-} \
+    LD_PRELOAD=${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
+}
+
+# run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@), logs NAME.pe0.log and
+# NAME.pe1.log, statistics in stats-NAME/. Once one rank fails, the other gets 15 s before it is killed: a
+# failure ends the pair, it never hangs it. Sets RC0 RC1 ELAPSED.
+run_pair() {
+  local name=$1 extra=$2; shift 3
+  local st="$RESULTS/stats-$name" pids=() start end r
+  rm -rf "$st"; mkdir -p "$st"
+  start=$(date +%s)
+  for r in 0 1; do
+    local argv=("${@//@R@/$r}")
+    # shellcheck disable=SC2046
+    env $(pe_env $r) EFAEMU_STATS="$st" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} $extra \
+      timeout -k 10 "$T" "${argv[@]}" >"$RESULTS/$name.pe$r.log" 2>&1 &
+    pids+=($!)
+  done
+  RC0=; RC1=
+  while [ -z "$RC0" ] || [ -z "$RC1" ]; do
+    for r in 0 1; do
+      local v="RC$r"
+      if [ -z "${!v}" ] && ! kill -0 "${pids[$r]}" 2>/dev/null; then wait "${pids[$r]}"; printf -v "$v" '%s' $?; fi
+    done
+    if { [ -n "$RC0" ] && [ "$RC0" != 0 ] && [ -z "$RC1" ]; } || { [ -n "$RC1" ] && [ "$RC1" != 0 ] && [ -z "$RC0" ]; }; then
+      local other=$([ -z "$RC0" ] && echo 0 || echo 1)
+      for _ in $(seq 15); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
+      pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
+      wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
+    fi
+    sleep 0.5
+  done
+  end=$(date +%s); ELAPSED=$((end - start))
+}
+
+# Sum of a field over the statistics files of a run: stat NAME PATH (jq-free: python).
+estat() {
+  "$PY" - "$RESULTS/stats-$1" "$2" <<'EOF'
+import glob, json, sys
+total = 0
+for f in glob.glob(sys.argv[1] + '/efaemu-*.json'):
+    d = json.load(open(f))
+    for k in sys.argv[2].split('.'):
+        d = d.get(k, 0) if isinstance(d, dict) else 0
+    total += d if isinstance(d, int) else 0
+print(total)
+EOF
+}
+nfiles() { ls "$RESULTS/stats-$1"/efaemu-*.json 2>/dev/null | wc -l; }
+
+check_fi_info() {
+  need fi_info LIBFABRIC_HOME EFAEMU_BUILD || return
+  env $(pe_env 0) "$LIBFABRIC_HOME/bin/fi_info" -p efa >"$RESULTS/fi_info.log" 2>&1
+  local fabs; fabs=$(grep -A1 'fabric:' "$RESULTS/fi_info.log" | awk '/fabric:/{f=$2} /domain:/{print f" "$2}' | paste -sd, -)
+  if grep -q 'fabric: efa-direct' "$RESULTS/fi_info.log" && grep -q 'fabric: efa$' "$RESULTS/fi_info.log" &&
+     [ "$(grep -m1 'fabric:' "$RESULTS/fi_info.log" | awk '{print $2}')" = efa-direct ]; then
+    result fi_info pass "fi_info -p efa: $fabs (efa-direct first)"
+  else
+    result fi_info fail "fi_info -p efa printed: ${fabs:-nothing} (see fi_info.log)"
+  fi
+}
+
+check_fabtests() {
+  need fabtests LIBFABRIC_HOME EFAEMU_BUILD || return
+  local ok=1 ev="" port=$((20000 + RANDOM % 20000))
+  for t in "fi_rdm_pingpong -p efa -v" "fi_rma_bw -p efa -v -o write" "fi_rma_bw -p efa -v -o read" "fi_rma_bw -p efa -v -o writedata"; do
+    port=$((port + 1))
+    local log="$RESULTS/fabtests.$(echo "$t" | tr ' ' '_' | tr -d -).log"
+    # shellcheck disable=SC2086
+    ( env $(pe_env 0) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port & sleep 1
+      env $(pe_env 1) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port 127.0.0.1; c=$?; wait $!; echo "rc client=$c server=$?" ) >"$log" 2>&1
+    if grep -q 'rc client=0 server=0' "$log"; then
+      ev+="${t%% -p*}$([ "${t##*-o }" != "$t" ] && echo " ${t##*-o }"): 1m $(awk '/^1m /{print $(NF-2)" MB/s "$(NF-1)" us"}' "$log" | tail -1); "
+    else ok=0; ev+="$t FAILED ($(tail -1 "$log")); "; fi
+  done
+  result fabtests $([ $ok = 1 ] && echo pass || echo fail) "${ev%; } (server and client processes over efaemu, -v: data verified)"
+}
+
+check_nvshmem_perf() {
+  need nvshmem_perf PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  rm -f "$RESULTS/uid-perf"
+  run_pair nvshmem_perf "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-perf" perf
+  local logs="$RESULTS/nvshmem_perf.pe0.log $RESULTS/nvshmem_perf.pe1.log"
+  local bw lat fails
+  bw=$(grep -h 'RESULT put_bw' $logs | sed -E 's/.*bytes=([0-9]+).*GB\/s=([0-9.]+).*/\1 B: \2 GB\/s/' | paste -sd, -)
+  lat=$(grep -h 'RESULT atomic_latency' $logs | sed -E 's/.*op=([a-z_]+).*us=([0-9.]+).*/\1 \2 us/' | paste -sd, -)
+  fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
+  local wr; wr=$(estat nvshmem_perf paths.rdm.write.gpu_bytes)
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ -z "$fails" ] && grep -q 'ok put of 4194304 bytes from PE 0 landed byte-exact' $logs; then
+    result nvshmem_perf pass "GDA off; put bandwidth $bw; atomic latency $lat; byte-exact at the target; RDM GPU write bytes $wr; ${ELAPSED}s"
+  else
+    result nvshmem_perf fail "rc $RC0/$RC1 ${fails:-} (nvshmem_perf.pe*.log)"
+  fi
+}
+
+check_gda_kernel() {
+  need gda_kernel PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  rm -f "$RESULTS/uid-gda"
+  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" gda
+  local logs="$RESULTS/gda_kernel.pe0.log $RESULTS/gda_kernel.pe1.log"
+  local active fails ooo gb
+  active=$(cat $logs | grep -c 'ok nvshmemx_efa_gda_status() says active')
+  fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
+  ooo=$(estat gda_kernel faults.gda_cqe_out_of_order); gb=$(estat gda_kernel paths.gda.write.bytes)
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ]; then
+    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
+  else
+    result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} (gda_kernel.pe*.log)"
+  fi
+}
+
+# DeepEP's low-latency test as two 1-GPU "nodes" (its tests/utils.py reads WORLD_SIZE/RANK as nodes).
+# torch loads its pip nvidia-nvshmem (libnvshmem_host.so.3) before DeepEP's module, and the loader then reuses it
+# for DeepEP (same soname): the NVSHMEM under test would never run. The build's libnvshmem_host is preloaded so
+# torch and DeepEP share it (the build report warns about a pip NVSHMEM; the fix for jobs is to uninstall it).
+deepep_pair() {
+  local name=$1 extra=$2; shift 2
+  local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
+  MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra PYTHONPATH=$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
+    "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
+}
+FAILURE_RE='Traceback|AssertionError|RuntimeError|CUDA error|EFA GDA .* failed|illegal|Aborted|core dumped'
+deepep_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qE "$FAILURE_RE" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
+deepep_tail() { grep -hE "$FAILURE_RE|Error|failed|FAIL" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -3 | cut -c1-200 | paste -sd';' -; }
+
+check_deepep_ll() {
+  need deepep_ll DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  local gda rdm_gpu ooo bw
+  gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
+  bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
+  if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda token bytes, GPU-sourced RDM write bytes $rdm_gpu; $ooo CQEs out of order; ${ELAPSED}s; $bw"
+  else
+    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)"
+  fi
+}
+
+check_deepep_counters() {  # the same test with GDA off: the RDM path must carry the same payload bytes
+  need deepep_counters DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
+  deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  local on off gda_off
+  on=$(estat deepep_ll paths.gda.write.bytes); off=$(estat deepep_counters paths.rdm.write.gpu_bytes); gda_off=$(estat deepep_counters paths.gda.write.ops)
+  if deepep_ok deepep_counters && [ "$on" -gt 0 ] && [ "$on" = "$off" ] && [ "$gda_off" = 0 ]; then
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off GPU-sourced write bytes = the $on the GDA path carried with GDA on; 0 GDA ops"
+  else
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA bytes $on vs GDA-off RDM GPU write bytes $off, GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
+  fi
+}
+
+check_deepep_shrink() {
+  need deepep_shrink DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  deepep_pair deepep_shrink "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" --shrink-test ${DEEPEP_ARGS:-}
+  local gda rdm_gpu
+  gda=$(estat deepep_shrink paths.gda.write.bytes); rdm_gpu=$(estat deepep_shrink paths.rdm.write.gpu_bytes)
+  if deepep_ok deepep_shrink && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
+    result deepep_shrink pass "--shrink-test passed; GDA bytes $gda, GPU-sourced RDM write bytes 0; ${ELAPSED}s"
+  else
+    result deepep_shrink fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_shrink)"
+  fi
+}
+
+check_deepep_pressure() {  # endless by design: bounded in time; passes when repeats of a seed matched its hash
+  need deepep_pressure DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  local bound=${PRESSURE_SECONDS:-45}
+  CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_pressure "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" --pressure-test \
+    ${PRESSURE_ARGS:---num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 8}
+  local log="$RESULTS/deepep_pressure.pe0.log" runs seeds
+  runs=$(grep -c 'Dispatch + combine bandwidth' "$log"); seeds=$(grep -c 'Testing with seed' "$log")
+  # test_main runs once, then per seed once for the reference hash and 20 times against it.
+  if ! grep -qE "$FAILURE_RE" "$RESULTS/deepep_pressure.pe0.log" "$RESULTS/deepep_pressure.pe1.log" && [ "$runs" -ge 3 ] && [ "$seeds" -ge 1 ]; then
+    result deepep_pressure pass "--pressure-test bounded to ${bound}s: $runs test_main runs, $((runs - 1 - seeds)) repeats matched their seed's reference hash, $seeds seed(s) started, no error; stopped by the bound (rc $RC0/$RC1)"
+  else
+    result deepep_pressure fail "$runs test_main runs, $seeds seeds in ${bound}s; rc $RC0/$RC1; $(deepep_tail deepep_pressure)"
+  fi
+}
+
+# Not an issue-11 check (not in CHECKS; run it by name): why every PE loads its kernels eagerly. pe_test's `lazy` mode
+# under lazy loading (efaemu state dumps every 5 s in stats-lazy_loading_lazy/) and under EAGER; passes when PE 1's
+# atomic add reached PE 0's spinning kernel under EAGER, and reports what lazy loading did.
+check_lazy_loading() {
+  need lazy_loading PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local lazy eager lrc
+  rm -f "$RESULTS/uid-lazy" "$RESULTS/uid-eager"
+  CUDA_MODULE_LOADING_UNDER_TEST=LAZY CHECK_TIMEOUT=60 T=60 run_pair lazy_loading_lazy "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_DUMP_AFTER_S=5" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-lazy" lazy
+  lrc="$RC0/$RC1"
+  lazy=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading_lazy.pe0.log" | sed 's/.*RESULT //')
+  CHECK_TIMEOUT=60 T=60 run_pair lazy_loading "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-eager" lazy
+  eager=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading.pe0.log" | sed 's/.*RESULT //')
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && echo "$eager" | grep -q 'flag_seen 1'; then
+    result lazy_loading pass "EAGER: ${eager}; LAZY (rc $lrc): ${lazy:-no result} (efaemu dumps in stats-lazy_loading_lazy/)"
+  else
+    result lazy_loading fail "EAGER: rc $RC0/$RC1 ${eager:-no result}; LAZY (rc $lrc): ${lazy:-no result}"
+  fi
+}
+
+check_neg_fail_injection() {  # an injected NIC failure must fail the test loudly and never hang it
+  need neg_fail_injection PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  rm -f "$RESULTS/uid-fail"
+  CHECK_TIMEOUT=120 T=120 run_pair neg_fail_injection "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-fail" gda
+  local failed loud
+  failed=$(estat neg_fail_injection faults.failed)
+  loud=$(grep -h ' FAIL ' "$RESULTS"/neg_fail_injection.pe*.log | head -2 | cut -c1-140 | paste -sd';' -)
+  if [ "$RC0" != 0 ] && [ -n "$loud" ] && [ "$ELAPSED" -lt 110 ]; then
+    result neg_fail_injection pass "EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} on the GDA path: the test failed loudly in ${ELAPSED}s (rc $RC0/$RC1, the waiting peer stopped by the harness): $loud"
+  else
+    result neg_fail_injection fail "rc $RC0/$RC1 after ${ELAPSED}s, injected $failed; failure lines: ${loud:-none}"
+  fi
+}
+
+check_neg_wrong_provider() {
+  need neg_wrong_provider PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  rm -f "$RESULTS/uid-wrong"
+  FI_PROVIDER_UNDER_TEST=${WRONG_PROVIDER:-efa_wrong} CHECK_TIMEOUT=90 T=90 run_pair neg_wrong_provider "" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-wrong" init
+  local why
+  why=$(grep -h -m1 -E 'No providers matched fi_getinfo|init failed for remote transport|aborting' "$RESULTS"/neg_wrong_provider.pe*.log | head -1 | cut -c1-160)
+  if [ "$RC0" != 0 ] && [ "$RC1" != 0 ] && [ "$ELAPSED" -lt 85 ]; then
+    result neg_wrong_provider pass "FI_PROVIDER=${WRONG_PROVIDER:-efa_wrong}: NVSHMEM init failed on both PEs in ${ELAPSED}s (rc $RC0/$RC1); NVSHMEM said: ${why:-(nothing matched)}"
+  else
+    result neg_wrong_provider fail "FI_PROVIDER=${WRONG_PROVIDER:-efa_wrong}: rc $RC0/$RC1 after ${ELAPSED}s; ${why:-}"
+  fi
+}
+
+list=("$@")
+[ "${list[0]}" = all ] && list=("${CHECKS[@]}")
+for c in "${list[@]}"; do
+  if declare -F "check_$c" >/dev/null; then "check_$c"; else result "$c" fail "no such check (checks.sh --list)"; fi
+done

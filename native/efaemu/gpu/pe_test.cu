@@ -1,0 +1,546 @@
+// One PE of a 2-PE NVSHMEM job over efaemu, bootstrapped without MPI (NVSHMEM's unique-id bootstrap, the id
+// passed through a file). Test-only; the orchestration (gpu/checks.sh, `nvshmem-efa selftest`) starts two of
+// these, one per GPU, each seeing only its own GPU.
+//
+//   pe_test --rank R --uid-file F MODE
+//   MODE perf   put bandwidth (PE 0 -> PE 1, nvshmemx_putmem_nbi_warp + quiet) and atomic latency (fetch-add and
+//               add round trips), the target checks every byte and the final counter
+//   MODE gda    nvshmemx_efa_gda_status() on both PEs, then kernels over the GDA device API: put (large, across
+//               max-RDMA pieces; 8 warps concurrently), put with immediate + rx_poll (more than the credit window),
+//               get, quiet ordering data before an NVSHMEM atomic that announces it, warp batch; byte-exact
+//   MODE lazy   PE 0 launches a kernel for the first time while another kernel waits for PE 1's atomic add (which
+//               over efaemu needs CUDA calls of the emulator and softgdr in PE 0's process): how long the launch took
+//               and whether the add arrived meanwhile (it cannot under lazy module loading; CUDA_MODULE_LOADING=EAGER)
+//   MODE init   init, print the GDA status, finalize (negative controls)
+// Lines: "PE<r> ok <check> [: evidence]" / "PE<r> FAIL <check>: why" / "PE<r> RESULT <name> <value>". Exit 0 when
+// every check of this PE passed.
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef PE_TEST_GDA
+#include <nvshmem_efa/nvshmemx_efa_gda_device.cuh>
+#endif
+
+namespace {
+
+int g_rank = -1, g_failures = 0;
+
+void line(const char *kind, const std::string &what) {
+    printf("PE%d %s %s\n", g_rank, kind, what.c_str());
+    fflush(stdout);
+}
+void ok(const std::string &c) { line("ok", c); }
+void fail(const std::string &c, const std::string &why) {
+    g_failures++;
+    line("FAIL", c + ": " + why);
+}
+bool expect(bool cond, const std::string &c, const std::string &why = "") {
+    if (cond) ok(c);
+    else fail(c, why.empty() ? "condition false" : why);
+    return cond;
+}
+std::string fmt(const char *f, ...) {
+    char b[1024];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof b, f, ap);
+    va_end(ap);
+    return b;
+}
+#define CUDA_OK(call)                                                                                   \
+    do {                                                                                                \
+        cudaError_t e_ = (call);                                                                        \
+        if (e_ != cudaSuccess) {                                                                        \
+            fail(#call, cudaGetErrorString(e_));                                                        \
+            exit(2);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// PE 0 writes the unique id (temp file + rename), PE 1 waits for it.
+void bootstrap(const char *uid_file) {
+    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
+    if (g_rank == 0) {
+        if (nvshmemx_get_uniqueid(&id) != 0) {
+            fail("nvshmemx_get_uniqueid", "failed");
+            exit(2);
+        }
+        std::string tmp = std::string(uid_file) + ".tmp";
+        FILE *f = fopen(tmp.c_str(), "wb");
+        if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp.c_str(), uid_file) != 0) {
+            fail("writing the unique id", uid_file);
+            exit(2);
+        }
+    } else {
+        const double end = now_s() + 60;
+        for (;;) {
+            FILE *f = fopen(uid_file, "rb");
+            if (f) {
+                const bool got = fread(&id, sizeof id, 1, f) == 1;
+                fclose(f);
+                if (got) break;
+            }
+            if (now_s() > end) {
+                fail("reading the unique id", std::string(uid_file) + " did not appear within 60 s");
+                exit(2);
+            }
+            usleep(20000);
+        }
+    }
+    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+    nvshmemx_set_attr_uniqueid_args(g_rank, 2, &id, &attr);
+    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);  // aborts the process on failure
+    expect(nvshmem_my_pe() == g_rank && nvshmem_n_pes() == 2, "nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID) on 2 PEs",
+           fmt("pe %d of %d", nvshmem_my_pe(), nvshmem_n_pes()));
+}
+
+// The GDA host API lives in NVSHMEM's libfabric transport, a plugin loaded RTLD_LOCAL: find it by module.
+void *transport_symbol(const char *name) {
+    struct Found {
+        const char *name;
+        void *sym;
+    } found = {name, nullptr};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *data) -> int {
+            auto *f = static_cast<Found *>(data);
+            if (!info->dlpi_name || !strstr(info->dlpi_name, "nvshmem_transport_libfabric")) return 0;
+            void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+            if (h) f->sym = dlsym(h, f->name);
+            return f->sym != nullptr;
+        },
+        &found);
+    return found.sym;
+}
+
+std::string gda_status() {
+    auto fn = reinterpret_cast<const char *(*)()>(transport_symbol("nvshmemx_efa_gda_status"));
+    return fn ? fn() : std::string("(no nvshmemx_efa_gda_status in the loaded libfabric transport)");
+}
+
+__host__ __device__ inline uint8_t pattern(int pe, uint64_t i) { return (uint8_t)(i * 131 + (i >> 11) + 17 * pe + 5); }
+
+__global__ void fill(uint8_t *p, uint64_t n, int pe) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        p[i] = pattern(pe, i);
+}
+
+// Counts bytes of p[0, n) that differ from pattern(pe, base + i).
+__global__ void count_bad(const uint8_t *p, uint64_t n, int pe, uint64_t base, unsigned long long *bad) {
+    unsigned long long mine = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        mine += p[i] != pattern(pe, base + i);
+    if (mine) atomicAdd(bad, mine);
+}
+
+uint64_t bad_bytes(const uint8_t *p, uint64_t n, int pe, uint64_t base) {
+    unsigned long long *d;
+    CUDA_OK(cudaMalloc(&d, sizeof *d));
+    CUDA_OK(cudaMemset(d, 0, sizeof *d));
+    count_bad<<<132, 256>>>(p, n, pe, base, d);
+    unsigned long long h = 0;
+    CUDA_OK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaFree(d));
+    return h;
+}
+
+// ---- perf (GDA off: NVSHMEM's own libfabric path) -------------------------------------------------------------
+
+__global__ void put_loop(uint8_t *dst, const uint8_t *src, uint64_t bytes, int iters, int peer) {
+    for (int i = 0; i < iters; i++) nvshmemx_putmem_nbi_warp(dst, src, bytes, peer);
+    nvshmem_quiet();
+}
+
+__global__ void amo_loop(uint64_t *ctr, int iters, int peer, bool fetch, uint64_t *last) {
+    uint64_t v = 0;
+    for (int i = 0; i < iters; i++) {
+        if (fetch) v = nvshmem_uint64_atomic_fetch_add(ctr, 1, peer);
+        else nvshmem_uint64_atomic_add(ctr, 1, peer);
+    }
+    nvshmem_quiet();
+    *last = v;
+}
+
+int perf() {
+    const uint64_t kMax = 4 << 20;
+    auto *dst = static_cast<uint8_t *>(nvshmem_malloc(kMax));
+    auto *src = static_cast<uint8_t *>(nvshmem_malloc(kMax));
+    auto *ctr = static_cast<uint64_t *>(nvshmem_malloc(sizeof(uint64_t)));
+    uint64_t *last;
+    CUDA_OK(cudaMalloc(&last, sizeof *last));
+    CUDA_OK(cudaMemset(dst, 0, kMax));
+    CUDA_OK(cudaMemset(ctr, 0, sizeof(uint64_t)));
+    fill<<<132, 256>>>(src, kMax, g_rank);
+    CUDA_OK(cudaDeviceSynchronize());
+    nvshmem_barrier_all();
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    struct Size {
+        uint64_t bytes;
+        int iters;
+    } sizes[] = {{4096, 64}, {65536, 32}, {1 << 20, 16}, {4 << 20, 8}};
+    for (const Size &s : sizes) {
+        if (g_rank == 0) {
+            cudaEventRecord(a);
+            put_loop<<<1, 32>>>(dst, src, s.bytes, s.iters, 1);
+            cudaEventRecord(b);
+            CUDA_OK(cudaEventSynchronize(b));
+            float ms = 0;
+            cudaEventElapsedTime(&ms, a, b);
+            line("RESULT", fmt("put_bw bytes=%llu iters=%d GB/s=%.3f us_per_put=%.1f", (unsigned long long)s.bytes, s.iters,
+                                s.bytes * (double)s.iters / (ms * 1e6), ms * 1e3 / s.iters));
+        }
+        nvshmem_barrier_all();
+        if (g_rank == 1) {
+            const uint64_t bad = bad_bytes(dst, s.bytes, 0, 0);
+            expect(bad == 0, fmt("put of %llu bytes from PE 0 landed byte-exact", (unsigned long long)s.bytes),
+                   fmt("%llu bytes differ", (unsigned long long)bad));
+        }
+        nvshmem_barrier_all();
+    }
+    const int kAmo = 200;
+    for (int fetch = 1; fetch >= 0; fetch--) {
+        if (g_rank == 0) {
+            cudaEventRecord(a);
+            amo_loop<<<1, 1>>>(ctr, kAmo, 1, fetch, last);
+            cudaEventRecord(b);
+            CUDA_OK(cudaEventSynchronize(b));
+            float ms = 0;
+            cudaEventElapsedTime(&ms, a, b);
+            uint64_t v = 0;
+            CUDA_OK(cudaMemcpy(&v, last, sizeof v, cudaMemcpyDeviceToHost));
+            line("RESULT", fmt("atomic_latency op=%s iters=%d us=%.2f", fetch ? "fetch_add" : "add", kAmo, ms * 1e3 / kAmo));
+            if (fetch) expect(v == kAmo - 1, "the last fetch-add returned the count before it (199)", fmt("%llu", (unsigned long long)v));
+        }
+        nvshmem_barrier_all();
+        if (g_rank == 1) {
+            uint64_t v = 0;
+            CUDA_OK(cudaMemcpy(&v, ctr, sizeof v, cudaMemcpyDeviceToHost));
+            const uint64_t want = fetch ? kAmo : 2 * kAmo;
+            expect(v == want, fmt("target counter after %s x %d: %llu", fetch ? "fetch_add" : "add", kAmo, (unsigned long long)want),
+                   fmt("%llu", (unsigned long long)v));
+        }
+        nvshmem_barrier_all();
+    }
+    nvshmem_free(ctr);
+    nvshmem_free(src);
+    nvshmem_free(dst);
+    return 0;
+}
+
+// ---- lazy: a kernel first launched while another waits on the network ----------------------------------------
+//
+// PE 0 launches wait_flag (spins until PE 1's atomic add reaches its flag, at most kLazyWaitS), then launches a kernel
+// it never launched before. Under CUDA lazy loading that launch loads the kernel, which may synchronize the context:
+// the launch waits for wait_flag. PE 1's add reaches PE 0 through NVSHMEM's proxy (a staged atomic the proxy
+// applies through GDRCopy): on a NIC with a real GDRCopy nothing there calls CUDA, but over efaemu the proxy's
+// softgdr access and the engine's copies are CUDA calls in PE 0's context, so they wait behind that load. The mode
+// reports how long the launch took and whether the flag arrived while it waited.
+
+constexpr double kLazyWaitS = 15.0;
+
+__device__ uint64_t globaltimer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void wait_flag(volatile int *flag, int want, double seconds, int *seen, unsigned long long *waited_ns) {
+    const uint64_t t0 = globaltimer_ns();
+    uint64_t t = t0;
+    while (*flag < want && (t = globaltimer_ns()) - t0 < (uint64_t)(seconds * 1e9)) {
+    }
+    *seen = *flag >= want;
+    *waited_ns = t - t0;
+}
+
+__global__ void signal_peer(int *flag, int peer) { nvshmem_int_atomic_add(flag, 1, peer); }
+
+__global__ void lazy_probe(int *out) { *out = 42; }  // launched once, by PE 0, while wait_flag spins
+
+int lazy() {
+    auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
+    int *seen, *probe;
+    unsigned long long *waited;
+    CUDA_OK(cudaMalloc(&seen, sizeof(int)));
+    CUDA_OK(cudaMalloc(&probe, sizeof(int)));
+    CUDA_OK(cudaMalloc(&waited, sizeof *waited));
+    CUDA_OK(cudaDeviceSynchronize());
+    const char *mode = getenv("CUDA_MODULE_LOADING");
+    line("RESULT", fmt("cuda_module_loading %s", mode ? mode : "(unset: lazy by default since CUDA 12.2)"));
+    nvshmem_barrier_all();
+    if (g_rank == 0) {
+        cudaStream_t s1, s2;
+        CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+        wait_flag<<<1, 1, 0, s1>>>(flag, 1, kLazyWaitS, seen, waited);
+        usleep(200000);  // wait_flag is spinning
+        const double t0 = now_s();
+        lazy_probe<<<1, 1, 0, s2>>>(probe);
+        const double launch = now_s() - t0;
+        CUDA_OK(cudaStreamSynchronize(s1));
+        CUDA_OK(cudaStreamSynchronize(s2));
+        int h_seen = 0, h_probe = 0;
+        unsigned long long h_waited = 0;
+        CUDA_OK(cudaMemcpy(&h_seen, seen, sizeof h_seen, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&h_probe, probe, sizeof h_probe, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&h_waited, waited, sizeof h_waited, cudaMemcpyDeviceToHost));
+        line("RESULT", fmt("lazy_launch_seconds %.3f flag_seen %d flag_wait_seconds %.3f", launch, h_seen, h_waited / 1e9));
+        expect(h_probe == 42, "the first launch of a kernel ran");
+        expect(h_seen == 1,
+               "PE 1's atomic add (through NVSHMEM's proxy and softgdr) reached a kernel spinning on it while this PE "
+               "launched a kernel for the first time",
+               fmt("not within %.0f s; the first launch took %.1f s (it waited for the spinning kernel: lazy module "
+                   "loading synchronizes the context, and the emulator's CUDA copies wait behind it; run with "
+                   "CUDA_MODULE_LOADING=EAGER)", kLazyWaitS, launch));
+        CUDA_OK(cudaStreamDestroy(s1));
+        CUDA_OK(cudaStreamDestroy(s2));
+    } else {
+        usleep(1500000);  // PE 0 is in its first launch by now
+        signal_peer<<<1, 1>>>(flag, 0);
+        CUDA_OK(cudaDeviceSynchronize());
+        nvshmem_quiet();
+        ok("PE 1 sent its atomic add to PE 0's flag");
+    }
+    nvshmem_barrier_all();
+    CUDA_OK(cudaFree(seen));
+    CUDA_OK(cudaFree(probe));
+    CUDA_OK(cudaFree(waited));
+    nvshmem_free(flag);
+    return 0;
+}
+
+#ifdef PE_TEST_GDA
+// ---- gda -----------------------------------------------------------------------------------------------------
+
+constexpr uint64_t M = 1ull << 20;
+// Layout of each PE's 24 MiB symmetric buffer (source and destination ranges apart).
+constexpr uint64_t kSrc = 0, kBig = 8 * M, kWarps = 12 * M, kImm = 14 * M, kGetDst = 15 * M, kQuiet = 16 * M,
+                   kBatch = 20 * M, kSpan = 24 * M;
+constexpr uint64_t kBigLen = 3 * M + 12345;   // crosses no region end but is split by max RDMA size only if small
+constexpr int kWarpCount = 8, kPerWarp = 32;  // concurrent puts
+constexpr uint64_t kWarpPut = 4096;
+constexpr int kImms = 700;                    // more than a receiver's credit window (RX CQ / n_pes)
+constexpr int kQuietRounds = 50;
+constexpr uint64_t kQuietLen = 256 << 10;
+
+struct Result {
+    int put, warps, imm, get, quiet, batch;
+    unsigned long long flag_wait_bad;
+};
+
+__global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    // put: one large transfer, then 8 warps x 32 puts concurrently.
+    if (threadIdx.x == 0) r->put = efa_gda_put_nbi(s, base + kBig, base + kSrc, kBigLen, 1);
+    __syncthreads();
+    int werr = 0;
+    for (int i = 0; i < kPerWarp; i++) {
+        const uint64_t off = ((uint64_t)warp * kPerWarp + i) * kWarpPut;
+        werr |= efa_gda_put_nbi_warp(s, base + kWarps + off, base + kSrc + M + off, kWarpPut, 1);
+    }
+    if (lane == 0 && werr) atomicOr(&r->warps, werr);
+    __syncthreads();
+    // warp batch: 32 lanes, one 128-byte put each, under shared doorbells.
+    if (warp == 0) {
+        const int e = efa_gda_rma_nbi_warp_batch(s, true, NVSHMEMX_EFA_GDA_OP_WRITE, base + kSrc + 2 * M + lane * 128,
+                                                 base + kBatch + lane * 128, 128, 1);
+        if (e) atomicOr(&r->batch, e);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int q = efa_gda_quiet(s);
+        if (q && !r->put) r->put = q;
+        // put with immediate: more than the window; the receiver takes them as they come.
+        int ie = 0;
+        for (int i = 0; i < kImms && !ie; i++) ie = efa_gda_put_imm_nbi(s, base + kImm + i * 8, base + kSrc + 3 * M + i * 8, 8, 1, 0x5000 + i);
+        if (!ie) ie = efa_gda_quiet(s);
+        r->imm = ie;
+        // get: PE 1's bytes at [kSrc + 4M, +1M) into our kGetDst.
+        int ge = efa_gda_get_nbi(s, base + kGetDst, base + kSrc + 4 * M, M, 1);
+        if (!ge) ge = efa_gda_quiet(s);
+        r->get = ge;
+        // quiet orders data before an announcement that takes another path (NVSHMEM's atomic via its proxy), as
+        // DeepEP does: the target checks the data as soon as it sees the flag.
+        int qe = 0;
+        for (int i = 0; i < kQuietRounds && !qe; i++) {
+            qe = efa_gda_put_nbi(s, base + kQuiet + (i % 2) * kQuietLen, base + kSrc + 5 * M + (uint64_t)i * 4096, kQuietLen, 1);
+            if (!qe) qe = efa_gda_quiet(s);
+            nvshmem_fence();
+            nvshmem_int_atomic_add(flag, 1, 1);
+        }
+        r->quiet = qe;
+        nvshmem_quiet();
+    }
+}
+
+__global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r) {
+    if (threadIdx.x != 0) return;
+    // Immediates: take all, in order of arrival; each carries its index.
+    int got = 0, err = 0;
+    unsigned seen_sum = 0;
+    const uint64_t start = efa_gda_now_ns();
+    while (got < kImms && !err) {
+        uint32_t imm, bytes;
+        int pe;
+        const int rc = efa_gda_rx_poll(s, &imm, &bytes, &pe);
+        if (rc < 0) err = -rc;
+        else if (rc == 1) {
+            if (pe != 0 || bytes != 8 || imm < 0x5000 || imm >= 0x5000 + kImms) err = 0x7001;
+            seen_sum += imm - 0x5000;
+            got++;
+        }
+        if (efa_gda_now_ns() - start > 60ull * 1000000000ull) err = 0x7002;  // fail loudly, never hang
+    }
+    if (!err && seen_sum != (unsigned)(kImms * (kImms - 1) / 2)) err = 0x7003;
+    r->imm = err;
+    // Quiet rounds: as soon as the flag says round i landed, its data must be there.
+    unsigned long long bad = 0;
+    for (int i = 0; i < kQuietRounds; i++) {
+        nvshmem_int_wait_until(flag, NVSHMEM_CMP_GE, i + 1);
+        const uint8_t *p = base + kQuiet + (i % 2) * kQuietLen;
+        for (uint64_t k = 0; k < kQuietLen; k += 1021) bad += p[k] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + k);
+        bad += p[kQuietLen - 1] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + kQuietLen - 1);
+    }
+    r->flag_wait_bad = bad;
+}
+
+// The host's spelling of a device result: an EFA status or an NVSHMEMX_EFA_GDA_ERR_* code.
+std::string gda_err(int e) { return fmt("%s0x%x", e > 0 && e < 64 ? "EFA status " : "error ", e); }
+
+int gda() {
+    const std::string st = gda_status();
+    line("RESULT", "gda_status " + st);
+    expect(st.rfind("EFA GDA active", 0) == 0, "nvshmemx_efa_gda_status() says active", st);
+    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
+    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
+    if (!s) {
+        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL");
+        return 1;
+    }
+    auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
+    auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
+    CUDA_OK(cudaMemset(base + 8 * M, 0, kSpan - 8 * M));
+    fill<<<132, 256>>>(base, 8 * M, g_rank);
+    Result *r;
+    CUDA_OK(cudaMalloc(&r, sizeof *r));
+    CUDA_OK(cudaMemset(r, 0, sizeof *r));
+    CUDA_OK(cudaDeviceSynchronize());
+    nvshmem_barrier_all();
+    const double t0 = now_s();
+    if (g_rank == 0) gda_initiator<<<1, 32 * kWarpCount>>>(s, base, flag, r);
+    else gda_target<<<1, 32>>>(s, base, flag, r);
+    const cudaError_t ke = cudaDeviceSynchronize();
+    expect(ke == cudaSuccess, "GDA kernels finished (no trap)", cudaGetErrorString(ke));
+    Result h{};
+    CUDA_OK(cudaMemcpy(&h, r, sizeof h, cudaMemcpyDeviceToHost));
+    line("RESULT", fmt("gda_kernel_seconds %.2f", now_s() - t0));
+    // Reported before any collective: after a failure the peer may wait for data that never comes, and a barrier
+    // here would hide the failure behind a hang.
+    // ABI 3: the queue sits inside the state (about 64 KiB with the fixed peer entries: on the heap).
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> hsp(new nvshmemx_efa_gda_device_state_t());
+    const nvshmemx_efa_gda_device_state_t &hs = *hsp;
+    CUDA_OK(cudaMemcpy(hsp.get(), s, sizeof hs, cudaMemcpyDeviceToHost));
+    const nvshmemx_efa_gda_qp_t &qp = hs.qp;
+    if (g_rank == 0) {
+        expect(h.put == 0, "put of 3 MiB (+12345 B) posted and quiet", gda_err(h.put));
+        expect(h.warps == 0, "8 warps x 32 concurrent 4 KiB puts (put_nbi_warp)", fmt("0x%x", h.warps));
+        expect(h.batch == 0, "warp batch: 32 lanes, one doorbell per max_batch", fmt("0x%x", h.batch));
+        expect(h.imm == 0, fmt("%d puts with immediate, more than the credit window of %u", kImms, hs.imm_window), gda_err(h.imm));
+        expect(h.get == 0, "get of 1 MiB", gda_err(h.get));
+        expect(h.quiet == 0, fmt("%d x (256 KiB put, quiet, NVSHMEM atomic flag)", kQuietRounds), gda_err(h.quiet));
+        const uint64_t bad = bad_bytes(base + kGetDst, M, 1, kSrc + 4 * M);
+        expect(bad == 0, "get returned PE 1's bytes, byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
+        uint64_t want = 0;
+        for (uint32_t i = 0; i < qp.sq_reserved; i++) want += (uint16_t)i;
+        expect(qp.sq_retired == qp.sq_reserved && qp.cq_head == qp.sq_reserved && qp.req_id_sum == want && qp.error == 0,
+               fmt("every WQE completed exactly once, no error (%u WQEs)", qp.sq_reserved),
+               fmt("reserved %u retired %u cq_head %u req_sum %llu/%llu error %u", qp.sq_reserved, qp.sq_retired, qp.cq_head,
+                   (unsigned long long)qp.req_id_sum, (unsigned long long)want, qp.error));
+    } else {
+        expect(h.imm == 0, fmt("%d immediates taken from PE 0 (rx_poll), each once", kImms), fmt("0x%x", h.imm));
+        expect(h.flag_wait_bad == 0, "data ordered before the flag in every quiet round",
+               fmt("%llu sampled bytes missing when the flag arrived", h.flag_wait_bad));
+    }
+    if (g_failures) {
+        line("RESULT", fmt("failures %d (ending at once: the peer may be waiting for what failed)", g_failures));
+        _exit(1);
+    }
+    nvshmem_barrier_all();
+    if (g_rank == 1) {
+        uint64_t bad;
+        bad = bad_bytes(base + kBig, kBigLen, 0, kSrc);
+        expect(bad == 0, "the 3 MiB put landed byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
+        bad = 0;
+        for (int w = 0; w < kWarpCount; w++)
+            bad += bad_bytes(base + kWarps + (uint64_t)w * kPerWarp * kWarpPut, kPerWarp * kWarpPut, 0,
+                             kSrc + M + (uint64_t)w * kPerWarp * kWarpPut);
+        expect(bad == 0, "the 256 concurrent warp puts landed byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
+        bad = bad_bytes(base + kBatch, 32 * 128, 0, kSrc + 2 * M);
+        expect(bad == 0, "the warp batch landed byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
+        bad = 0;
+        for (int i = 0; i < kImms; i++) bad += bad_bytes(base + kImm + i * 8, 8, 0, kSrc + 3 * M + i * 8);
+        expect(bad == 0, "the data of every put with immediate landed", fmt("%llu bytes differ", (unsigned long long)bad));
+    }
+    nvshmem_barrier_all();
+    nvshmem_free(flag);
+    nvshmem_free(base);
+    return 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const char *uid = nullptr, *mode = nullptr;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rank") && i + 1 < argc) g_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--uid-file") && i + 1 < argc) uid = argv[++i];
+        else mode = argv[i];
+    }
+    if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE perf|lazy|gda|init\n");
+        return 2;
+    }
+    int dev = -1;
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaGetDevice(&dev));
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    expect(ndev == 1, "this PE sees exactly one GPU (CUDA_VISIBLE_DEVICES), so NVLink cannot carry its traffic",
+           fmt("%d visible", ndev));
+    bootstrap(uid);
+    const std::string m = mode;
+    if (m == "perf") perf();
+    else if (m == "lazy") lazy();
+#ifdef PE_TEST_GDA
+    else if (m == "gda") gda();
+#endif
+    else if (m == "init") line("RESULT", "gda_status " + gda_status());
+    else fail("mode", m + " is not built into this pe_test");
+    nvshmem_barrier_all();
+    nvshmem_finalize();
+    line("RESULT", fmt("failures %d", g_failures));
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,37 @@
+// Environment knobs of the emulator, read once. A malformed value is an error the user sees (fi_getinfo fails
+// and says which variable), never a silent default: a fault-injection run that injected nothing would pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace efaemu {
+
+enum class HmemMode { Auto, On, Off };
+
+struct Config {
+    int nics = 1;                  // EFAEMU_NICS: how many NICs (efaemu0..N-1) the provider reports
+    HmemMode hmem = HmemMode::Auto;  // EFAEMU_HMEM: claim FI_HMEM (auto: when libcuda.so.1 finds a GPU)
+    std::string stats_dir;         // EFAEMU_STATS: write <dir>/efaemu-<pid>.json at exit
+    uint64_t fail_every = 0;       // EFAEMU_FAIL_EVERY=N: every Nth operation completes with an error
+    int fail_path = -1;            // EFAEMU_FAIL_PATH=rdm|gda: count and fail only that path's operations (-1: all)
+    uint32_t fail_status = 13;     // EFAEMU_FAIL_STATUS: the EFA status it completes with (13: UNRESP_REMOTE)
+    uint32_t reorder = 0;          // EFAEMU_REORDER=W: hold up to W completions and release them shuffled
+    uint64_t delay_min_ns = 0;     // EFAEMU_DELAY_US=min[-max]: delay every completion by a random amount
+    uint64_t delay_max_ns = 0;
+    uint64_t seed = 1;             // EFAEMU_SEED: seeds reordering and delays
+    std::string gda_order;         // EFAEMU_GDA_ORDER: softefa's completion order for device-posted WQEs
+                                   //   (inorder, large:BYTES:N, reverse, random:SEED[:W]); default: random with
+                                   //   EFAEMU_REORDER's window when that is set, else in order
+    uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000;  // EFAEMU_TIMEOUT_MS: unanswered op -> UNRESP_REMOTE
+    size_t tx_size = 1024;         // FI_EFA_TX_SIZE (the real provider's knob): per-endpoint TX credits
+    size_t rx_size = 1024;         // FI_EFA_RX_SIZE
+    uint64_t dump_after_s = 0;     // EFAEMU_DUMP_AFTER_S=N: a state dump after N s, then every N s (dump.h)
+    bool dump_signal = false;      // EFAEMU_DUMP_SIGNAL=1: SIGUSR1 takes a state dump
+    std::string error;             // non-empty: a variable could not be parsed
+};
+
+// Parses the environment (once); later calls return the same object.
+const Config &config();
+
+}  // namespace efaemu

@@ -1,0 +1,721 @@
+// efa-direct and the GDA ops over efaemu, two processes on the CPU: `efaemu_gda_test <scenario>`.
+//
+// Each process sets up what the GDA host code (templates/transport_efa_gda/transport_efa_gda.cpp) sets up:
+// an efa-direct fabric/domain on the NIC, fi_open_ops(FI_EFA_GDA_OPS), an AV, a TX and an RX CQ from
+// cq_open_ext, an endpoint, query_qp_wqs, every PE's address inserted and resolved with query_addr, heap and
+// credit registrations with get_mr_lkey / fi_mr_key. Then the GDA device code itself
+// (nvshmemx_efa_gda_device.cuh, compiled as host C++ with native/softefa/test/cuda_on_cpu.h: one thread is one
+// one-lane warp) posts into the emulated SQ and polls the emulated CQs: put, put with immediate + rx_poll, get,
+// quiet, warp batch, credits, errors. The CQ rings are host memory (ext_mem_dmabuf.buffer, which the real
+// provider allows) except in `gpu-cq`, where they are the stand-in driver's "GPU memory" handed over as
+// dma-buf fds, as the GPU runs do.
+//
+// Scenarios: ops, errors, fail-every, gpu-cq. Lines "A|B: ok <check>" / "A|B: FAIL <check>: why".
+#include "cuda_on_cpu.h"
+
+#include "nvshmemx_efa_gda_device.cuh"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <rdma/fi_ext_efa.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+
+using namespace th;
+
+namespace {
+
+constexpr int kPes = 2;
+constexpr uint64_t M = 1ull << 20;
+constexpr uint64_t kHeap = 12 * M;
+constexpr uint64_t kPieces[3] = {5 * M, 4 * M, 3 * M};  // one heap, registered in three pieces, as NVSHMEM does
+constexpr uint64_t kMaxRdma = 256 << 10;                // small, so transfers split (the device's is 1 GiB)
+
+uint8_t pattern(int pe, uint64_t i) { return (uint8_t)(i * 131 + (i >> 9) + 17 * pe + 3); }
+
+struct Published {  // what one PE tells the other (the bootstrap all-gather of the host code)
+    uint8_t name[32];
+    uint64_t heap;
+    uint32_t rkey[3];
+    uint64_t credits;
+    uint32_t credits_rkey;
+};
+
+// One PE: the libfabric objects of the GDA host code and the device state it publishes (here in host memory).
+struct Pe {
+    int me = 0;
+    struct fi_info *info = nullptr;
+    struct fid_fabric *fabric = nullptr;
+    struct fid_domain *domain = nullptr;
+    struct fi_efa_ops_gda *ops = nullptr;
+    struct fid_av *av = nullptr;
+    struct fid_ep *ep = nullptr;
+    struct fid_cq *tx = nullptr, *rx = nullptr;
+    struct fi_efa_cq_attr tx_attr{}, rx_attr{};
+    struct fi_efa_wq_attr sq{}, rq{};
+    std::vector<uint8_t> txbuf, rxbuf;
+    uint8_t *heap = nullptr;
+    struct fid_mr *mr[3] = {};
+    uint64_t *credit_words = nullptr;
+    struct fid_mr *credit_mr = nullptr;
+    Published mine{}, all[kPes]{};
+    std::vector<uint32_t> slot_done;
+    // The device state (ABI 3: about 64 KiB with the fixed peer entries, so on the heap) and its queue, which sits
+    // inside it.
+    std::unique_ptr<nvshmemx_efa_gda_device_state_t> state{new nvshmemx_efa_gda_device_state_t()};
+    nvshmemx_efa_gda_device_state_t &s = *state;
+    nvshmemx_efa_gda_qp_t &qp = s.qp;
+    nvshmemx_efa_gda_rx_cq_t rxq{};
+    nvshmemx_efa_gda_peer_t peers[kPes]{};
+    nvshmemx_efa_gda_region_t local[3]{}, remote[kPes * 3]{}, peer_consumed[kPes]{};
+    // The published table: a header, then per region a row of 1 + n_pes entries (ours with the lkey, then every
+    // PE's view with its rkey), as the host code lays it out.
+    std::vector<uint64_t> table_mem;
+    nvshmemx_efa_gda_regions_t *table = nullptr;
+    nvshmemx_efa_gda_region_t *entry(int region, int e) {
+        return reinterpret_cast<nvshmemx_efa_gda_region_t *>(table + 1) + (size_t)region * (1 + kPes) + e;
+    }
+    nvshmemx_efa_gda_credits_t credits{};
+};
+
+void check(int rc, const char *what) {
+    if (rc) die(fmt("%s: %s (%d)", what, fi_strerror(-rc), rc));
+}
+
+struct fi_info *gda_hints() {  // start_local()'s hints
+    struct fi_info *h = fi_allocinfo();
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    h->tx_attr->inject_size = 32;
+    h->fabric_attr->prov_name = strdup("efa");
+    h->fabric_attr->name = strdup("efa-direct");
+    h->domain_attr->name = strdup("efaemu0-rdm");
+    return h;
+}
+
+struct fid_cq *open_ext_cq(Pe &p, size_t entries, std::vector<uint8_t> &buf, struct fi_efa_cq_attr *attr) {
+    buf.assign(entries * 32 + 4096, 0);
+    struct fi_cq_attr a = {};
+    a.format = FI_CQ_FORMAT_DATA;
+    a.wait_obj = FI_WAIT_NONE;
+    a.size = entries;
+    struct fi_efa_cq_init_attr init = {};
+    init.flags = FI_EFA_CQ_INIT_FLAGS_EXT_MEM_DMABUF;
+    init.ext_mem_dmabuf.buffer = buf.data();
+    init.ext_mem_dmabuf.length = buf.size();
+    init.ext_mem_dmabuf.fd = (uint32_t)-1;
+    struct fid_cq *cq = nullptr;
+    check(p.ops->cq_open_ext(p.domain, &a, &init, &cq, nullptr), "cq_open_ext");
+    check(p.ops->query_cq(cq, attr), "query_cq");
+    return cq;
+}
+
+// The local half of start_local(): everything before the peers' addresses are known.
+void open_pe(Pe &p, int me, bool with_rx_cq = true) {
+    p.me = me;
+    struct fi_info *h = gda_hints();
+    check(fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, h, &p.info), "fi_getinfo(efa-direct)");
+    fi_freeinfo(h);
+    check(fi_fabric(p.info->fabric_attr, &p.fabric, nullptr), "fi_fabric");
+    check(fi_domain(p.fabric, p.info, &p.domain, nullptr), "fi_domain");
+    check(fi_open_ops(&p.domain->fid, FI_EFA_GDA_OPS, 0, (void **)&p.ops, nullptr), "fi_open_ops(FI_EFA_GDA_OPS)");
+    struct fi_av_attr av = {};
+    av.type = FI_AV_TABLE;
+    check(fi_av_open(p.domain, &av, &p.av, nullptr), "fi_av_open");
+    p.tx = open_ext_cq(p, p.info->tx_attr->size, p.txbuf, &p.tx_attr);
+    if (with_rx_cq) p.rx = open_ext_cq(p, 64, p.rxbuf, &p.rx_attr);
+    check(fi_endpoint(p.domain, p.info, &p.ep, nullptr), "fi_endpoint");
+    check(fi_ep_bind(p.ep, &p.av->fid, 0), "bind av");
+    check(fi_ep_bind(p.ep, &p.tx->fid, FI_TRANSMIT), "bind tx cq");
+    if (p.rx) check(fi_ep_bind(p.ep, &p.rx->fid, FI_RECV), "bind rx cq");
+    check(fi_enable(p.ep), "fi_enable");
+    check(p.ops->query_qp_wqs(p.ep, &p.sq, &p.rq), "query_qp_wqs");
+    size_t len = sizeof p.mine.name;
+    check(fi_getname(&p.ep->fid, p.mine.name, &len), "fi_getname");
+
+    p.heap = static_cast<uint8_t *>(aligned_alloc(4096, kHeap));
+    for (uint64_t i = 0; i < kHeap; i++) p.heap[i] = pattern(me, i);
+    uint64_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        check(fi_mr_reg(p.domain, p.heap + off, kPieces[i], FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
+                        &p.mr[i], nullptr),
+              "fi_mr_reg(heap)");
+        const uint64_t lkey = p.ops->get_mr_lkey(p.mr[i]);
+        if (lkey == FI_KEY_NOTAVAIL || lkey >> 24) die(fmt("get_mr_lkey: 0x%llx", (unsigned long long)lkey));
+        p.local[i] = {(uint64_t)(p.heap + off), kPieces[i], (uint32_t)lkey, 1};
+        p.mine.rkey[i] = (uint32_t)fi_mr_key(p.mr[i]);
+        off += kPieces[i];
+    }
+    p.mine.heap = (uint64_t)p.heap;
+    // Credits: consumed, sent, seen, landing ([n] x u64 each), then lock ([n] x u32).
+    const size_t credit_bytes = 4 * kPes * sizeof(uint64_t) + kPes * sizeof(uint32_t);
+    p.credit_words = static_cast<uint64_t *>(calloc(1, credit_bytes));
+    check(fi_mr_reg(p.domain, p.credit_words, credit_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, 0, 0, 0, &p.credit_mr, nullptr),
+          "fi_mr_reg(credits)");
+    p.mine.credits = (uint64_t)p.credit_words;
+    p.mine.credits_rkey = (uint32_t)fi_mr_key(p.credit_mr);
+}
+
+// insert_peers() + finish_start(): every PE's address in PE order, the device state.
+void connect_pe(Pe &p, bool insert_peer = true) {
+    for (int pe = 0; pe < kPes; pe++) {
+        if (pe != p.me && !insert_peer) continue;
+        fi_addr_t fa;
+        if (fi_av_insert(p.av, p.all[pe].name, 1, &fa, 0, nullptr) != 1) die("fi_av_insert");
+        check(p.ops->query_addr(p.ep, fa, &p.peers[pe].ah, &p.peers[pe].qpn, &p.peers[pe].qkey), "query_addr");
+    }
+    if (!insert_peer) {  // the peer's QP is still needed to address it (a test of the target's AV check)
+        const uint16_t *q = reinterpret_cast<const uint16_t *>(p.all[1 - p.me].name + 16);
+        p.peers[1 - p.me].qpn = *q;
+        memcpy(&p.peers[1 - p.me].qkey, p.all[1 - p.me].name + 20, 4);
+        p.peers[1 - p.me].ah = 0xfffe;  // no AH: never used by this PE
+    }
+    p.slot_done.resize(p.sq.num_entries);
+    for (uint32_t i = 0; i < p.sq.num_entries; i++) p.slot_done[i] = i - p.sq.num_entries;
+    nvshmemx_efa_gda_qp_t &q = p.qp;
+    q.sq_buf = p.sq.buffer;
+    q.sq_db = p.sq.doorbell;
+    q.sq_entries = p.sq.num_entries;
+    q.sq_log2 = (uint32_t)__builtin_ctz(p.sq.num_entries);
+    q.max_batch = p.sq.max_batch;
+    q.wqe_size = p.sq.entry_size;
+    q.cq_buf = p.tx_attr.buffer;
+    q.cq_entries = p.tx_attr.num_entries;
+    q.cq_log2 = (uint32_t)__builtin_ctz(p.tx_attr.num_entries);
+    q.cq_entry_size = p.tx_attr.entry_size;
+    q.qp_num = p.peers[p.me].qpn;
+    q.max_rdma_size = kMaxRdma;
+    q.slot_done = p.slot_done.data();
+    if (p.rx) {
+        p.rxq.cq_buf = p.rx_attr.buffer;
+        p.rxq.cq_entries = p.rx_attr.num_entries;
+        p.rxq.cq_log2 = (uint32_t)__builtin_ctz(p.rx_attr.num_entries);
+        p.rxq.cq_entry_size = p.rx_attr.entry_size;
+        p.rxq.qp_num = q.qp_num;
+    }
+    for (int pe = 0; pe < kPes; pe++) {
+        uint64_t off = 0;
+        for (int i = 0; i < 3; i++) {
+            p.remote[pe * 3 + i] = {p.all[pe].heap + off, kPieces[i], p.all[pe].rkey[i], 1};
+            off += kPieces[i];
+        }
+        p.peer_consumed[pe] = {p.all[pe].credits, kPes * sizeof(uint64_t), p.all[pe].credits_rkey, 1};
+    }
+    p.table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 3 * (1 + kPes) * sizeof(nvshmemx_efa_gda_region_t)) / 8 + 1, 0);
+    p.table = reinterpret_cast<nvshmemx_efa_gda_regions_t *>(p.table_mem.data());
+    *p.table = {3, kPes};
+    for (int i = 0; i < 3; i++) {
+        *p.entry(i, 0) = p.local[i];
+        for (int pe = 0; pe < kPes; pe++) *p.entry(i, 1 + pe) = p.remote[pe * 3 + i];
+    }
+    uint64_t *w = p.credit_words;
+    p.credits.consumed = w;
+    p.credits.sent = w + kPes;
+    p.credits.seen = w + 2 * kPes;
+    p.credits.landing = w + 3 * kPes;
+    p.credits.lock = reinterpret_cast<uint32_t *>(w + 4 * kPes);
+    p.credits.lkey = (uint32_t)p.ops->get_mr_lkey(p.credit_mr);
+    p.credits.peer_consumed = p.peer_consumed;
+    nvshmemx_efa_gda_device_state_t &st = p.s;
+    st.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+    st.my_pe = p.me;
+    st.n_pes = kPes;
+    st.imm_window = p.rx ? p.rx_attr.num_entries / kPes : 0;
+    st.rx_cq = &p.rxq;
+    st.peers = p.peers;
+    st.regions = p.table;
+    st.credits = &p.credits;
+    st.credit_timeout_ns = 5000000000ull;
+    // As the host code: every peer's address at its fixed offset, and the three heap regions (one length on both
+    // PEs) in the hot slots; the table stays the complete list.
+    for (int pe = 0; pe < kPes; pe++) st.fast[pe].addr = p.peers[pe];
+    for (int i = 0; i < 3; i++) {
+        st.hot[i] = {p.local[i].base, p.local[i].length, p.local[i].key, 1, 0};
+        for (int pe = 0; pe < kPes; pe++) st.fast[pe].hot[i] = {p.remote[pe * 3 + i].base, p.remote[pe * 3 + i].key, 1};
+    }
+}
+
+void close_pe(Pe &p) {
+    if (p.ep) fi_close(&p.ep->fid);
+    if (p.tx) fi_close(&p.tx->fid);
+    if (p.rx) fi_close(&p.rx->fid);
+    for (auto *m : p.mr)
+        if (m) fi_close(&m->fid);
+    if (p.credit_mr) fi_close(&p.credit_mr->fid);
+    if (p.av) fi_close(&p.av->fid);
+    if (p.domain) fi_close(&p.domain->fid);
+    if (p.fabric) fi_close(&p.fabric->fid);
+    if (p.info) fi_freeinfo(p.info);
+}
+
+// Opens this side, swaps addresses and keys with the other, connects.
+void setup(Pair &pair, Pe &p, bool with_rx_cq = true, bool insert_peer = true) {
+    open_pe(p, pair.a ? 0 : 1, with_rx_cq);
+    put(pair, p.mine);
+    const Published other = get<Published>(pair);
+    p.all[p.me] = p.mine;
+    p.all[1 - p.me] = other;
+    connect_pe(p, insert_peer);
+    sync(pair);  // fi_efa(7): every target knows every initiator before any RMA
+}
+
+void parallel(int n, const std::function<void(int)> &fn) {
+    std::vector<std::thread> t;
+    for (int i = 0; i < n; i++)
+        t.emplace_back([&fn, i] {
+            threadIdx.x = 0;
+            fn(i);
+        });
+    for (auto &x : t) x.join();
+}
+
+std::string hex(uint64_t v) { return fmt("0x%llx", (unsigned long long)v); }
+
+// ---- ops --------------------------------------------------------------------------------------------------------
+
+struct Xfer {
+    uint64_t local, sym, len;
+    int kind;  // 0 put, 1 get, 2 put with immediate
+};
+
+// Ranges crossing the 5 MiB and 9 MiB region ends on either side and the 256 KiB max RDMA size; disjoint at the
+// target and away from the get's source.
+const std::vector<Xfer> kXfers = {{0, 5 * M - 100, 300, 0},          {1 * M, 7 * M + M / 2, 3 * M, 0},
+                                  {5 * M - 7, 11 * M, 64, 0},         {9 * M - 2000, 4 * M, 4000, 1},
+                                  {2 * M, 5 * M + 1000, 140000, 2},  {100, 4 * M + 8192, 1, 2}};
+constexpr uint64_t kBatchBase = 11 * M + 65536;  // warp-batch and concurrent puts land here (region 2, apart)
+constexpr int kPosters = 4, kPerPoster = 150;
+constexpr int kCreditImms = 150;
+constexpr uint64_t kLoopLen = 3 * M / 2;  // the put-quiet-look loop: 24 wire chunks of 64 KiB
+
+int ops(Pair &pair) {
+    Pe p;
+    setup(pair, p);
+    if (pair.a) {
+        // Mixed transfers from one warp.
+        int err = 0;
+        uint32_t imms = 0;
+        for (const Xfer &x : kXfers) {
+            if (x.kind == 0) err |= efa_gda_put_nbi(&p.s, (void *)(p.heap + x.sym), p.heap + x.local, x.len, 1);
+            else if (x.kind == 1) err |= efa_gda_get_nbi(&p.s, p.heap + x.local, p.heap + x.sym, x.len, 1);
+            else err |= efa_gda_put_imm_nbi(&p.s, (void *)(p.heap + x.sym), p.heap + x.local, x.len, 1, 0xAB00 + imms++);
+        }
+        expect(err == 0, "puts, gets and puts with immediate across region ends post", hex((uint64_t)err));
+        // Concurrent posters: half single puts, half warp-batch calls (one lane per warp on the CPU).
+        std::atomic<int> perr{0};
+        parallel(kPosters, [&](int t) {
+            for (int i = 0; i < kPerPoster; i++) {
+                const uint64_t off = kBatchBase + ((uint64_t)t * kPerPoster + i) * 64;
+                const int e = t % 2 ? efa_gda_rma_nbi_warp_batch(&p.s, true, NVSHMEMX_EFA_GDA_OP_WRITE, p.heap + off,
+                                                                 p.heap + off, 64, 1)
+                                    : efa_gda_put_nbi(&p.s, p.heap + off, p.heap + off, 64, 1);
+                if (e) perr++;
+            }
+        });
+        expect(perr == 0, "4 warps post 600 puts concurrently (single and warp-batch)", fmt("%d errors", perr.load()));
+        // Refused posts (found after the slot's reservation) fill their slots with a 0-byte RDMA read on this PE's own
+        // QP; the quiet below covers them, and they move nothing.
+        static uint8_t outside[64];
+        const uint32_t before = p.qp.sq_reserved;
+        const int e1 = efa_gda_put_nbi(&p.s, p.heap + kBatchBase, p.heap, 64, 7);
+        const int e2 = efa_gda_put_nbi(&p.s, p.heap + kBatchBase, outside, 64, 1);
+        expect(e1 == NVSHMEMX_EFA_GDA_ERR_BAD_PE && e2 == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION && p.qp.sq_reserved == before + 2,
+               "refused posts (a bad PE, a source outside every region) are reported and fill the slots they reserved",
+               fmt("%d %d, %u slots", e1, e2, p.qp.sq_reserved - before));
+        const int q = efa_gda_quiet(&p.s);
+        expect(q == 0, "quiet returns no error", efa_gda_strerror(q));
+        const nvshmemx_efa_gda_qp_t &qp = p.qp;
+        expect(qp.sq_retired == qp.sq_reserved && qp.cq_head == qp.sq_reserved,
+               "every WQE completed exactly once (retired prefix = reserved = CQEs consumed)",
+               fmt("reserved %u retired %u cq_head %u", qp.sq_reserved, qp.sq_retired, qp.cq_head));
+        uint64_t want_sum = 0;
+        for (uint32_t s = 0; s < qp.sq_reserved; s++) want_sum += (uint16_t)s;
+        expect(qp.req_id_sum == want_sum, "the CQEs carried every request id once", fmt("%llu vs %llu", (unsigned long long)qp.req_id_sum, (unsigned long long)want_sum));
+        if (getenv("EFAEMU_DUMP_SIGNAL")) {  // the state dump's view of this queue pair, now that it is idle
+            raise(SIGUSR1);
+            std::string d;
+            const std::string path = std::string(getenv("EFAEMU_STATS") ? getenv("EFAEMU_STATS") : ".") + "/efaemu-" +
+                                     std::to_string(getpid()) + "-dump1.txt";
+            for (uint64_t t0 = now_ms(); d.empty() && now_ms() - t0 < 5000; usleep(20000))
+                if (FILE *f = fopen(path.c_str(), "r")) {
+                    char buf[8192];
+                    d.assign(buf, fread(buf, 1, sizeof buf, f));
+                    fclose(f);
+                }
+            const std::string want = fmt("GDA queue pair qpn %u: doorbell %u (16-bit register), WQEs fetched %u", qp.qp_num,
+                                         qp.sq_reserved & 0xffffu, qp.sq_reserved);
+            const std::string done = fmt("in flight on the wire 0, finished and held by the completion scheduler 0, fetched "
+                                         "and without CQE 0, CQEs written %u", qp.sq_reserved);
+            expect(d.find(want) != std::string::npos && d.find(done) != std::string::npos,
+                   "a state dump (SIGUSR1) shows the queue pair: doorbell, WQEs fetched, none pending, every CQE written",
+                   want + " | " + d.substr(0, 1500));
+        }
+        bool got = true;
+        for (uint64_t i = 0; i < 4000; i++) got = got && p.heap[9 * M - 2000 + i] == pattern(1, 4 * M + i);
+        expect(got, "get across a local region end returned PE 1's bytes, byte-exact");
+        put(pair, imms);
+        // Credits: more immediates than the receiver's window, taken while they arrive.
+        sync(pair);
+        int cerr = 0;
+        for (int i = 0; i < kCreditImms; i++)
+            cerr |= efa_gda_put_imm_nbi(&p.s, p.heap + 11 * M + 4096 + i, p.heap + 11 * M + 4096 + i, 1, 1, 0xC000 + i);
+        cerr |= efa_gda_quiet(&p.s);
+        expect(cerr == 0, fmt("%d immediates, more than the window of %u, with credit refreshes", kCreditImms, p.s.imm_window),
+               efa_gda_strerror(cerr));
+        expect(p.credits.refreshes > 0, "credits were refreshed with RDMA reads of the receiver's count",
+               fmt("%llu refreshes", (unsigned long long)p.credits.refreshes));
+        sync(pair);
+        // The initiator's completion comes only after the target placed the data: after each quiet, B looks.
+        int late = 0;
+        for (int it = 0; it < 40; it++) {
+            const uint64_t off = 5 * M + (uint64_t)(it % 2) * kLoopLen;
+            memset(p.heap + 9 * M + M / 2, (uint8_t)(it + 1), kLoopLen);
+            if (efa_gda_put_nbi(&p.s, p.heap + off, p.heap + 9 * M + M / 2, kLoopLen, 1) || efa_gda_quiet(&p.s)) late++;
+            put(pair, it);
+            late += get<int>(pair);
+        }
+        expect(late == 0, "40 x (1.5 MiB put, quiet): the data was at the target every time quiet returned",
+               fmt("%d times not", late));
+    } else {
+        const uint32_t imms = get<uint32_t>(pair);
+        bool puts = true;
+        for (const Xfer &x : kXfers) {
+            if (x.kind == 1) continue;
+            for (uint64_t i = 0; i < x.len && puts; i++) puts = p.heap[x.sym + i] == pattern(0, x.local + i);
+            if (!puts) fail("puts landed", fmt("mismatch in [%s, +%llu)", hex(x.sym).c_str(), (unsigned long long)x.len));
+        }
+        bool batch = true;
+        for (uint64_t i = 0; i < (uint64_t)kPosters * kPerPoster * 64 && batch; i++)
+            batch = p.heap[kBatchBase + i] == pattern(0, kBatchBase + i);
+        bool untouched = true;
+        for (uint64_t at : {5 * M - 101, 5 * M + 200, 11 * M + 64, 10 * M + M / 2, kBatchBase - 1,
+                            kBatchBase + kPosters * kPerPoster * 64})
+            untouched = untouched && p.heap[at] == pattern(1, at);
+        expect(puts, "every put landed byte-exact, across region ends and max-RDMA-size pieces");
+        expect(batch, "the 600 concurrent puts landed byte-exact");
+        expect(untouched, "bytes next to the written ranges are untouched");
+        std::set<uint32_t> seen;
+        std::set<uint32_t> lens;
+        uint32_t imm, bytes;
+        int src = -1, bad = 0;
+        const uint64_t end = now_ms() + 10000;
+        while (seen.size() < imms && now_ms() < end) {
+            const int rc = efa_gda_rx_poll(&p.s, &imm, &bytes, &src);
+            if (rc < 0) {
+                bad = rc;
+                break;
+            }
+            if (rc == 1) {
+                if (src != 0) bad = 1000 + src;
+                seen.insert(imm);
+                lens.insert(bytes);
+            }
+        }
+        expect(bad == 0 && seen == std::set<uint32_t>{0xAB00, 0xAB01} && lens == std::set<uint32_t>{140000, 1},
+               "both immediates arrived from PE 0 with their lengths (write with immediate -> RX CQE)",
+               fmt("rc %d, %zu imms", bad, seen.size()));
+        sync(pair);
+        int taken = 0;
+        const uint64_t end2 = now_ms() + 20000;
+        while (taken < kCreditImms && now_ms() < end2) {
+            const int rc = efa_gda_rx_poll(&p.s, &imm, &bytes, &src);
+            if (rc < 0) break;
+            if (rc == 1 && imm == 0xC000u + (uint32_t)taken) taken++;
+            else if (rc == 1) break;  // out of order or foreign: report below
+        }
+        expect(taken == kCreditImms, fmt("%d immediates taken in order, no RX CQ overrun", kCreditImms),
+               fmt("%d taken, rx error %u", taken, p.rxq.error));
+        sync(pair);
+        for (int it = 0; it < 40; it++) {
+            const int k = get<int>(pair);
+            const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
+            int bad_bytes = 0;
+            for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
+            bad_bytes += p.heap[off + kLoopLen - 1] != (uint8_t)(k + 1);
+            put(pair, bad_bytes ? 1 : 0);
+        }
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+// ---- errors -----------------------------------------------------------------------------------------------------
+
+// Writes one raw WQE (a driver bug the test injects) and rings the doorbell.
+void raw_wqe(Pe &p, const efa_gda_rdma_desc &d, bool wrong_phase) {
+    nvshmemx_efa_gda_qp_t *qp = &p.qp;
+    efa_gda_reservation res;
+    if (efa_gda_reserve(qp, 1, &res)) die("reserve");
+    union efa_gda_wqe_words w;
+    efa_gda_build_rdma_wqe(&w, &d, (uint8_t)(efa_gda_sq_phase(res.slot, qp->sq_log2) ^ (wrong_phase ? 1 : 0)));
+    w.wqe.meta.req_id = (uint16_t)res.slot;
+    volatile uint64_t *dst = (volatile uint64_t *)(qp->sq_buf + (size_t)(res.slot & (qp->sq_entries - 1)) * qp->wqe_size);
+    for (int i = 0; i < 8; i++) dst[i] = w.q[i];
+    efa_gda_ring(qp, res.slot, 1, res.rung_seen);
+}
+
+int errors(Pair &pair) {
+    Pe p;
+    setup(pair, p, true, /*insert_peer=*/!pair.a ? false : true);  // B has not inserted A
+    if (pair.a) {
+        int e = efa_gda_put_nbi(&p.s, p.heap + 1 * M, p.heap, 4096, 1);
+        int q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER,
+               "put to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14) through quiet",
+               fmt("post %d quiet %d", e, q));
+        p.qp.error = 0;
+        sync(pair);  // B inserts A now
+        sync(pair);
+        p.entry(0, 1 + 1)->key ^= 0x5a5a;  // a wrong rkey for PE 1's first region (table and hot slot)
+        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
+        e = efa_gda_put_nbi(&p.s, p.heap + 2 * M, p.heap, 4096, 1);
+        q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, "put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)",
+               fmt("post %d quiet %d", e, q));
+        p.entry(0, 1 + 1)->key ^= 0x5a5a;
+        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
+        p.qp.error = 0;
+        e = efa_gda_put_nbi(&p.s, p.heap + 6 * M - 16, p.heap + 6 * M, 4096, 1);
+        q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == 0, "a put after the errors still works (errors do not break the QP)", fmt("post %d quiet %d", e, q));
+        // A driver bug: a WQE written with the wrong phase. The NIC rejects it (QP_INTERNAL_ERROR), the QP goes to the
+        // error state, and what follows completes FLUSHED, moving nothing.
+        efa_gda_piece pc{(uint64_t)p.heap, p.all[1].heap + 3 * M, 64, p.local[0].key, p.all[1].rkey[0]};
+        raw_wqe(p, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, p.peers[1], pc, false, 0), true);
+        q = efa_gda_quiet(&p.s);
+        expect(q == EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, "a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2)",
+               fmt("quiet %d", q));
+        p.qp.error = 0;
+        e = efa_gda_put_nbi(&p.s, p.heap + 3 * M + 4096, p.heap, 4096, 1);
+        q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == EFA_IO_COMP_STATUS_FLUSHED, "after it, the QP is in error: FLUSHED (1)", fmt("post %d quiet %d", e, q));
+        put(pair, 1);
+    } else {
+        sync(pair);
+        fi_addr_t fa;
+        if (fi_av_insert(p.av, p.all[0].name, 1, &fa, 0, nullptr) != 1) die("fi_av_insert");
+        sync(pair);
+        (void)get<int>(pair);
+        bool untouched = true;
+        for (uint64_t off : {1 * M, 2 * M, 3 * M, 3 * M + 4096})
+            for (uint64_t i = 0; i < 64; i++) untouched = untouched && p.heap[off + i] == pattern(1, off + i);
+        expect(untouched, "failed and flushed WQEs left the target's memory untouched");
+        bool landed = true;
+        for (uint64_t i = 0; i < 4096; i++) landed = landed && p.heap[6 * M - 16 + i] == pattern(0, 6 * M + i);
+        expect(landed, "the good put landed");
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+// ---- fail-every (EFAEMU_FAIL_EVERY=4 on A) ----------------------------------------------------------------------
+
+int fail_every(Pair &pair) {
+    Pe p;
+    setup(pair, p);
+    if (pair.a) {
+        int e = 0;
+        for (int i = 0; i < 8; i++) e |= efa_gda_put_nbi(&p.s, p.heap + 2 * M + i * 4096, p.heap + i * 4096, 4096, 1);
+        const int q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE && p.qp.error_count == 2,
+               "EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions",
+               fmt("post %d quiet %d failed %u", e, q, p.qp.error_count));
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+// ---- gpu-cq: CQs in (stand-in) GPU memory handed over as dma-buf fds; SQ pages registered IOMEMORY -------------
+
+struct Cuda {
+    void *h = nullptr;
+    int (*memAlloc)(unsigned long long *, size_t);
+    int (*memcpyDtoH)(void *, unsigned long long, size_t);
+    int (*memcpyHtoD)(unsigned long long, const void *, size_t);
+    int (*handle)(void *, unsigned long long, size_t, int, unsigned long long);
+    int (*hostRegister)(void *, size_t, unsigned);
+    void load() {
+        // As the GDA host code: dlopen + dlsym on the handle (what the interposer watches).
+        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) die("no libcuda.so.1 (run with the stand-in driver on LD_LIBRARY_PATH)");
+        memAlloc = (decltype(memAlloc))dlsym(h, "cuMemAlloc_v2");
+        memcpyDtoH = (decltype(memcpyDtoH))dlsym(h, "cuMemcpyDtoH_v2");
+        memcpyHtoD = (decltype(memcpyHtoD))dlsym(h, "cuMemcpyHtoD_v2");
+        handle = (decltype(handle))dlsym(h, "cuMemGetHandleForAddressRange");
+        hostRegister = (decltype(hostRegister))dlsym(h, "cuMemHostRegister_v2");
+        if (!memAlloc || !memcpyDtoH || !memcpyHtoD || !handle || !hostRegister) die("driver entry points");
+    }
+};
+
+struct fid_cq *gpu_cq(Pe &p, Cuda &cu, size_t entries, unsigned long long *dptr) {
+    const size_t bytes = entries * 32;
+    if (cu.memAlloc(dptr, bytes)) die("cuMemAlloc");
+    std::vector<uint8_t> zero(bytes, 0);
+    cu.memcpyHtoD(*dptr, zero.data(), bytes);
+    int fd = -1;
+    if (cu.handle(&fd, *dptr, bytes, 1 /* DMA_BUF_FD */, 0)) die("cuMemGetHandleForAddressRange");
+    struct fi_cq_attr a = {};
+    a.format = FI_CQ_FORMAT_DATA;
+    a.wait_obj = FI_WAIT_NONE;
+    a.size = entries;
+    struct fi_efa_cq_init_attr init = {};
+    init.flags = FI_EFA_CQ_INIT_FLAGS_EXT_MEM_DMABUF;
+    init.ext_mem_dmabuf.length = bytes;
+    init.ext_mem_dmabuf.fd = (uint32_t)fd;
+    struct fid_cq *cq = nullptr;
+    check(p.ops->cq_open_ext(p.domain, &a, &init, &cq, nullptr), "cq_open_ext(dma-buf fd)");
+    return cq;
+}
+
+// Polls a GPU CQ entry through the driver until its phase bit says new; returns the entry.
+bool read_cqe(Cuda &cu, unsigned long long ring, uint32_t index, uint8_t out[32]) {
+    const uint64_t end = now_ms() + 10000;
+    while (now_ms() < end) {
+        cu.memcpyDtoH(out, ring + (unsigned long long)index * 32, 32);
+        if (out[offsetof(efa_io_cdesc_common, flags)] & EFA_IO_CDESC_COMMON_PHASE_MASK) return true;
+        usleep(200);
+    }
+    return false;
+}
+
+int gpu_cq(Pair &pair) {
+    const int me = pair.a ? 0 : 1;
+    Cuda cu;
+    cu.load();
+    Pe p;
+    p.me = me;
+    struct fi_info *h = gda_hints();
+    check(fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, h, &p.info), "fi_getinfo(efa-direct)");
+    fi_freeinfo(h);
+    check(fi_fabric(p.info->fabric_attr, &p.fabric, nullptr), "fi_fabric");
+    check(fi_domain(p.fabric, p.info, &p.domain, nullptr), "fi_domain");
+    check(fi_open_ops(&p.domain->fid, FI_EFA_GDA_OPS, 0, (void **)&p.ops, nullptr), "fi_open_ops");
+    struct fi_av_attr av = {};
+    av.type = FI_AV_TABLE;
+    check(fi_av_open(p.domain, &av, &p.av, nullptr), "fi_av_open");
+    unsigned long long tx_ring = 0, rx_ring = 0;
+    p.tx = gpu_cq(p, cu, p.info->tx_attr->size, &tx_ring);
+    p.rx = gpu_cq(p, cu, 64, &rx_ring);
+    expect(true, "cq_open_ext over dma-buf fds of GPU memory (address from the interposer)");
+    check(p.ops->query_cq(p.tx, &p.tx_attr), "query_cq");
+    expect((unsigned long long)p.tx_attr.buffer == tx_ring && p.tx_attr.entry_size == 32 &&
+               p.tx_attr.num_entries == p.info->tx_attr->size,
+           "query_cq reports the GPU ring, 32-byte entries, the requested depth",
+           fmt("%p %u x %u", (void *)p.tx_attr.buffer, p.tx_attr.num_entries, p.tx_attr.entry_size));
+    check(fi_endpoint(p.domain, p.info, &p.ep, nullptr), "fi_endpoint");
+    check(fi_ep_bind(p.ep, &p.av->fid, 0), "bind av");
+    check(fi_ep_bind(p.ep, &p.tx->fid, FI_TRANSMIT), "bind tx");
+    check(fi_ep_bind(p.ep, &p.rx->fid, FI_RECV), "bind rx");
+    check(fi_enable(p.ep), "fi_enable");
+    check(p.ops->query_qp_wqs(p.ep, &p.sq, &p.rq), "query_qp_wqs");
+    // map_bar(): page-aligned IOMEMORY|DEVICEMAP registrations of the SQ ring and the doorbell page.
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    auto bar = [&](void *ptr, size_t len) {
+        uintptr_t s = (uintptr_t)ptr & ~(uintptr_t)(page - 1), e = ((uintptr_t)ptr + len + page - 1) & ~(uintptr_t)(page - 1);
+        return cu.hostRegister((void *)s, e - s, 0x04 | 0x02);
+    };
+    const int r1 = bar(p.sq.buffer, (size_t)p.sq.entry_size * p.sq.num_entries), r2 = bar(p.sq.doorbell, 4);
+    expect(r1 == 0 && r2 == 0, "the SQ ring and doorbell pages pass cuMemHostRegister(IOMEMORY|DEVICEMAP) (emulator pages)",
+           fmt("ring %d doorbell %d", r1, r2));
+    std::vector<uint8_t> ordinary(2 * page);
+    expect(bar(ordinary.data() + page - 8, 16) != 0, "an ordinary page is still refused IOMEMORY (the driver's rule)");
+    size_t len = sizeof p.mine.name;
+    check(fi_getname(&p.ep->fid, p.mine.name, &len), "fi_getname");
+    p.heap = static_cast<uint8_t *>(aligned_alloc(4096, 1 * M));
+    for (uint64_t i = 0; i < M; i++) p.heap[i] = pattern(me, i);
+    check(fi_mr_reg(p.domain, p.heap, M, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr[0], nullptr), "reg");
+    p.mine.heap = (uint64_t)p.heap;
+    p.mine.rkey[0] = (uint32_t)fi_mr_key(p.mr[0]);
+    put(pair, p.mine);
+    p.all[1 - me] = get<Published>(pair);
+    p.all[me] = p.mine;
+    for (int pe = 0; pe < kPes; pe++) {
+        fi_addr_t fa;
+        if (fi_av_insert(p.av, p.all[pe].name, 1, &fa, 0, nullptr) != 1) die("fi_av_insert");
+        check(p.ops->query_addr(p.ep, fa, &p.peers[pe].ah, &p.peers[pe].qpn, &p.peers[pe].qkey), "query_addr");
+    }
+    sync(pair);
+    if (pair.a) {
+        // One write with immediate, written into the SQ as the device code writes it.
+        p.slot_done.assign(p.sq.num_entries, 0);
+        p.qp.sq_buf = p.sq.buffer;
+        p.qp.sq_db = p.sq.doorbell;
+        p.qp.sq_entries = p.sq.num_entries;
+        p.qp.sq_log2 = (uint32_t)__builtin_ctz(p.sq.num_entries);
+        p.qp.max_batch = p.sq.max_batch;
+        p.qp.wqe_size = p.sq.entry_size;
+        const uint64_t lkey = p.ops->get_mr_lkey(p.mr[0]);
+        efa_gda_piece pc{(uint64_t)p.heap + 4096, p.all[1].heap + 8192, 1000, (uint32_t)lkey, p.all[1].rkey[0]};
+        efa_gda_rdma_desc d = efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, p.peers[1], pc, true, 0x1234abcd);
+        d.req_id = 0;
+        union efa_gda_wqe_words w;
+        efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(0, p.qp.sq_log2));
+        volatile uint64_t *dst = (volatile uint64_t *)p.qp.sq_buf;
+        for (int i = 0; i < 8; i++) dst[i] = w.q[i];
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        *(volatile uint32_t *)p.qp.sq_db = 1;
+        uint8_t e[32];
+        const bool got = read_cqe(cu, tx_ring, 0, e);
+        efa_io_cdesc_common c;
+        memcpy(&c, e, sizeof c);
+        expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == p.peers[0].qpn &&
+                   EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, c.flags) == EFA_IO_SEND_QUEUE,
+               "TX CQE written into GPU memory: phase 1, status OK, req_id, this QP, send queue",
+               fmt("got %d status %u req %u qp %u flags 0x%x", got, c.status, c.req_id, c.qp_num, c.flags));
+        put(pair, 1);
+    } else {
+        (void)get<int>(pair);
+        uint8_t e[32];
+        const bool got = read_cqe(cu, rx_ring, 0, e);
+        struct FakeStats {
+            uint64_t async_copies, nonblocking_copies, default_stream_copies, app_thread_calls, device_bytes;
+        } fs{};
+        auto stats = (void (*)(FakeStats *))dlsym(cu.h, "fakecuda_get_stats");
+        if (stats) stats(&fs);
+        expect(stats && fs.nonblocking_copies > 0 && fs.default_stream_copies == 0 && fs.nonblocking_copies == fs.async_copies,
+               "the engine wrote the GPU CQE with CUDA copies on its private non-blocking stream, none on the legacy stream",
+               fmt("%llu async, %llu non-blocking, %llu default", (unsigned long long)fs.async_copies,
+                   (unsigned long long)fs.nonblocking_copies, (unsigned long long)fs.default_stream_copies));
+        efa_io_rx_cdesc_ex c;
+        memcpy(&c, e, sizeof c);
+        expect(got && c.base.common.status == 0 && c.base.imm == 0x1234abcd && c.base.length == 1000 &&
+                   c.base.src_qp_num == p.peers[0].qpn && c.base.ah == p.peers[0].ah && c.base.common.qp_num == p.peers[1].qpn,
+               "RX CQE of the write with immediate in GPU memory: imm, length, sender's QP and AH as query_addr gave them",
+               fmt("got %d status %u imm 0x%x len %u src_qp %u ah %u", got, c.base.common.status, c.base.imm, c.base.length,
+                   c.base.src_qp_num, c.base.ah));
+        bool landed = true;
+        for (uint64_t i = 0; i < 1000; i++) landed = landed && p.heap[8192 + i] == pattern(0, 4096 + i);
+        expect(landed, "its data landed before the RX CQE");
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const std::string s = argc > 1 ? argv[1] : "ops";
+    Pair pair = fork_pair();
+    if (s == "ops") return ops(pair);
+    if (s == "errors") return errors(pair);
+    if (s == "fail-every") return fail_every(pair);
+    if (s == "gpu-cq") return gpu_cq(pair);
+    die("unknown scenario " + s);
+}

@@ -1,0 +1,314 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { UsageError } from '../core/errors.ts';
+import { openLog, probe, run } from '../core/exec.ts';
+import { packageRoot } from '../core/paths.ts';
+import { withInterrupts } from './run-pipeline.ts';
+
+/**
+ * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a workstation with 2 GPUs
+ * before it goes to an EFA cluster. Every check runs through efaemu, the emulated EFA NIC (native/efaemu),
+ * driven by the real, unmodified product: NVSHMEM's libfabric transport, our GDA host and device code,
+ * DeepEP's remote path. The checks themselves live in native/efaemu/gpu/checks.sh (one process per GPU, each
+ * seeing only its own); this command finds the build, the host's GPUs and tools, builds efaemu and the test
+ * program, runs the checks that can run, and says for each one that cannot why not. It proves the protocol
+ * and the code paths, not EFA's speed.
+ */
+
+export interface SelftestOptions {
+  workDir: string;
+  checks?: string[];
+  libfabricHome?: string;
+  efaemuBuild?: string;
+  peTest?: string;
+  deepepDir?: string;
+  results?: string;
+  timeoutSec?: number;
+  json: boolean;
+}
+
+export type CheckResult = 'pass' | 'fail' | 'skip';
+export interface SelftestRow {
+  check: string;
+  title: string;
+  result: CheckResult;
+  evidence: string;
+}
+
+/** Every check, in the order checks.sh runs them, with what it needs from the host. */
+export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: readonly Need[] }[] = [
+  { id: 'fi_info', title: 'fi_info -p efa lists efa-direct and efa', needs: ['unshare', 'efaemu'] },
+  { id: 'fabtests', title: 'fabtests fi_rdm_pingpong, fi_rma_bw over efaemu', needs: ['unshare', 'efaemu', 'fabtests'] },
+  { id: 'nvshmem_perf', title: 'NVSHMEM put bandwidth and atomic latency, 2 PEs, GDA off', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
+  { id: 'gda_kernel', title: 'EFA GDA active on both PEs; put, put-imm + rx_poll, get, quiet, warp batch', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
+  { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'deepep_shrink', title: 'DeepEP test_low_latency.py --shrink-test', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'neg_fail_injection', title: 'Negative control: injected NIC failures fail loudly, no hang', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
+  { id: 'neg_wrong_provider', title: 'Negative control: a wrong FI_PROVIDER fails NVSHMEM init (diagnosed)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
+];
+
+type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'deepep';
+
+/** What the host and the work dir offer: each need is either there (with what) or missing (with why). */
+export interface Survey {
+  have: Partial<Record<Need, string>>;
+  missing: Partial<Record<Need, string>>;
+  nvshmemHome?: string;
+  libfabricHome?: string;
+  cudaArch?: string;
+  deepepDir?: string;
+  python: string;
+}
+
+/** The build the work dir holds, as its state says (build-nvshmem and build-deepep results). */
+export function readBuild(workDir: string): { prefix?: string; libfabricHome?: string; cudaArch?: string; deviceApi?: boolean; deepepModule?: string; why?: string } {
+  const file = path.join(workDir, 'state.json');
+  if (!existsSync(file)) return { why: `${workDir} is not an nvshmem-efa work dir (no state.json): run nvshmem-efa build --work-dir ${workDir} first` };
+  let steps: Record<string, { result?: unknown }> = {};
+  try {
+    steps = JSON.parse(readFileSync(file, 'utf8')).steps ?? {};
+  } catch {
+    return { why: `${file} is not readable JSON` };
+  }
+  const b = steps['build-nvshmem']?.result as { prefix?: string; cmakeArgs?: string[]; deviceApi?: { available?: boolean } } | undefined;
+  if (!b?.prefix) return { why: `no finished NVSHMEM build in ${workDir}: run nvshmem-efa build --work-dir ${workDir}` };
+  const arg = (name: string) => b.cmakeArgs?.find((a) => a.startsWith(`-D${name}=`))?.slice(name.length + 3);
+  const d = steps['build-deepep']?.result as { module?: string } | undefined;
+  return { prefix: b.prefix, libfabricHome: arg('LIBFABRIC_HOME'), cudaArch: arg('CMAKE_CUDA_ARCHITECTURES'), deviceApi: b.deviceApi?.available !== false, deepepModule: d?.module };
+}
+
+export interface HostProbe {
+  gpuCount(): Promise<number | undefined>;
+  canUnshare(): Promise<boolean>;
+  hasTorch(python: string): Promise<string | undefined>;
+  nvcc(): Promise<string | undefined>;
+}
+
+export const realHost: HostProbe = {
+  async gpuCount() {
+    const smi = await probe('nvidia-smi', ['-L']);
+    if (smi !== undefined) return smi.split('\n').filter((l) => /^GPU \d+/.test(l)).length;
+    try {
+      return readdirSync('/proc/driver/nvidia/gpus').length;
+    } catch {
+      return undefined;
+    }
+  },
+  async canUnshare() {
+    return (await probe('unshare', ['--mount', 'true'])) !== undefined;
+  },
+  async hasTorch(python) {
+    return (await probe(python, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
+  },
+  async nvcc() {
+    const home = process.env.CUDA_HOME;
+    const candidates = [home && path.join(home, 'bin', 'nvcc'), '/usr/local/cuda/bin/nvcc'].filter(Boolean) as string[];
+    for (const c of candidates) if (existsSync(c)) return c;
+    return (await probe('sh', ['-c', 'command -v nvcc']))?.trim() || undefined;
+  },
+};
+
+export async function survey(o: SelftestOptions, host: HostProbe): Promise<Survey> {
+  const s: Survey = { have: {}, missing: {}, python: process.env.PYTHON ?? 'python3' };
+  const gpus = await host.gpuCount();
+  if (gpus === undefined) s.missing.gpus = 'no NVIDIA driver here (nvidia-smi and /proc/driver/nvidia absent)';
+  else if (gpus < 2) s.missing.gpus = `this host has ${gpus} GPU${gpus === 1 ? '' : 's'}; the checks run one PE per GPU and need 2`;
+  else s.have.gpus = `${gpus} GPUs`;
+  if (await host.canUnshare()) s.have.unshare = 'unshare -m works';
+  else s.missing.unshare = 'unshare --mount fails (needs root or CAP_SYS_ADMIN): the emulated NIC entries under /sys/class/infiniband live in a private mount namespace';
+  const b = readBuild(o.workDir);
+  s.libfabricHome = o.libfabricHome ?? b.libfabricHome;
+  s.cudaArch = b.cudaArch;
+  if (b.prefix && existsSync(path.join(b.prefix, 'lib'))) {
+    s.nvshmemHome = b.prefix;
+    s.have.nvshmem = b.prefix;
+    if (b.deviceApi && existsSync(path.join(b.prefix, 'include', 'nvshmem_efa', 'nvshmemx_efa_gda_device.cuh'))) s.have.gda = 'GDA device API installed';
+    else s.missing.gda = `${b.prefix} has no GDA device API (include/nvshmem_efa): the build's report says why`;
+  } else {
+    s.missing.nvshmem = b.why ?? `the NVSHMEM install ${b.prefix} is gone: rerun nvshmem-efa build --work-dir ${o.workDir}`;
+    s.missing.gda = s.missing.nvshmem;
+  }
+  if (!s.libfabricHome || !existsSync(path.join(s.libfabricHome, 'include', 'rdma', 'fabric.h'))) {
+    s.missing.efaemu = `no libfabric to build efaemu against (${s.libfabricHome ?? 'the work dir names none'}): pass --libfabric-home`;
+  } else if (o.efaemuBuild) {
+    if (existsSync(path.join(o.efaemuBuild, 'prov', 'libefa-fi.so'))) s.have.efaemu = o.efaemuBuild;
+    else s.missing.efaemu = `--efaemu-build ${o.efaemuBuild} has no prov/libefa-fi.so`;
+  } else {
+    s.have.efaemu = `to build against ${s.libfabricHome}`;
+  }
+  if (s.libfabricHome && existsSync(path.join(s.libfabricHome, 'bin', 'fi_rdm_pingpong')) && existsSync(path.join(s.libfabricHome, 'bin', 'fi_rma_bw'))) s.have.fabtests = path.join(s.libfabricHome, 'bin');
+  else s.missing.fabtests = `libfabric's fabtests (fi_rdm_pingpong, fi_rma_bw) are not in ${s.libfabricHome ?? '?'}/bin: build them with that libfabric`;
+  if (o.peTest) {
+    if (existsSync(o.peTest)) s.have.pe_test = o.peTest;
+    else s.missing.pe_test = `--pe-test ${o.peTest} does not exist`;
+  } else if (!s.nvshmemHome) {
+    s.missing.pe_test = 'needs the NVSHMEM build';
+  } else {
+    const nvcc = await host.nvcc();
+    if (nvcc) s.have.pe_test = `to build with ${nvcc}`;
+    else s.missing.pe_test = 'no nvcc (CUDA_HOME, /usr/local/cuda) to build the test program';
+  }
+  const deepepDir = o.deepepDir ?? (b.deepepModule ? path.dirname(b.deepepModule) : undefined);
+  if (!deepepDir) s.missing.deepep = `no DeepEP build in ${o.workDir} (build with --deepep-src or --deepep-ref, or pass --deepep-dir)`;
+  else if (!existsSync(path.join(deepepDir, 'tests', 'test_low_latency.py'))) s.missing.deepep = `${deepepDir} has no tests/test_low_latency.py`;
+  else {
+    const torch = await host.hasTorch(s.python);
+    if (!torch) s.missing.deepep = `${s.python} cannot import torch, which DeepEP's tests need (set PYTHON)`;
+    else {
+      s.deepepDir = deepepDir;
+      s.have.deepep = `${deepepDir} (torch ${torch})`;
+    }
+  }
+  return s;
+}
+
+/** Why a check cannot run here, or undefined when it can. */
+export function skipReason(needs: readonly Need[], s: Survey): string | undefined {
+  const why = needs.map((n) => s.missing[n]).filter(Boolean) as string[];
+  return why.length ? [...new Set(why)].join('; ') : undefined;
+}
+
+/**
+ * Our diagnosis of an NVSHMEM init that failed, from its output and environment: what went wrong and the fix.
+ * The wrong-provider control passes only when this names the provider as the cause.
+ */
+export function diagnoseInitFailure(output: string, env: Record<string, string | undefined>): string | undefined {
+  const prov = env.FI_PROVIDER;
+  if (/No providers matched fi_getinfo query/.test(output)) {
+    return prov && prov !== 'efa'
+      ? `NVSHMEM's libfabric transport found no provider: FI_PROVIDER=${prov} restricts libfabric to '${prov}', which offers nothing for NVSHMEM_LIBFABRIC_PROVIDER=efa. Fix: unset FI_PROVIDER or set FI_PROVIDER=efa`
+      : "NVSHMEM's libfabric transport found no provider matching its query: no EFA device (or no efa provider in this libfabric). Fix: check fi_info -p efa";
+  }
+  if (/libgdrapi|gdr_open|GDRCopy/i.test(output)) return 'NVSHMEM needs GDRCopy for the EFA provider and could not use it. Fix: load gdrdrv and put libgdrapi.so.2 on LD_LIBRARY_PATH';
+  if (/Unable to open the .*transport/.test(output)) return "NVSHMEM could not load its libfabric transport plugin. Fix: put the build's lib/ on LD_LIBRARY_PATH";
+  return undefined;
+}
+
+function anyPciDevice(): string | undefined {
+  try {
+    const d = readdirSync('/sys/bus/pci/devices')[0];
+    return d ? `/sys/bus/pci/devices/${d}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function renderTable(rows: readonly SelftestRow[]): string {
+  const w = Math.max(5, ...rows.map((r) => r.check.length));
+  const lines = [`${'check'.padEnd(w)}  result  evidence`, `${'-'.repeat(w)}  ------  --------`];
+  for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${r.evidence}`);
+  const n = (k: CheckResult) => rows.filter((r) => r.result === k).length;
+  lines.push('', `${n('pass')} passed, ${n('fail')} failed, ${n('skip')} skipped${n('skip') ? ' (each says why; a skipped check proves nothing)' : ''}`);
+  return lines.join('\n');
+}
+
+/** RESULT<TAB>check<TAB>pass|fail|skip<TAB>evidence lines of checks.sh. */
+export function parseResult(line: string): { check: string; result: CheckResult; evidence: string } | undefined {
+  const m = /^RESULT\t([\w-]+)\t(pass|fail|skip)\t(.*)$/.exec(line);
+  return m ? { check: m[1]!, result: m[2] as CheckResult, evidence: m[3]! } : undefined;
+}
+
+async function buildEfaemu(libfabricHome: string, dir: string, logPath: string, signal: AbortSignal): Promise<void> {
+  const log = await openLog(logPath);
+  try {
+    const src = path.join(packageRoot(), 'native', 'efaemu');
+    const ninja = (await probe('ninja', ['--version'])) !== undefined;
+    await run('cmake', ['-S', src, '-B', dir, ...(ninja ? ['-G', 'Ninja'] : []), `-DLIBFABRIC_PREFIX=${libfabricHome}`, '-DEFAEMU_TESTS=OFF'], {
+      log, logPath, signal, fix: `read ${logPath}: efaemu needs cmake, a C++17 compiler and libfabric headers under ${libfabricHome}/include`,
+    });
+    await run('cmake', ['--build', dir], { log, logPath, signal, fix: `read the compiler error in ${logPath}` });
+  } finally {
+    await log.end();
+  }
+}
+
+async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boolean, out: string, logPath: string, signal: AbortSignal): Promise<void> {
+  const log = await openLog(logPath);
+  try {
+    const archs = arch.split(/[;,\s]+/).filter(Boolean).flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`]);
+    await run(nvcc, ['-O2', '-std=c++17', '-rdc=true', ...archs, ...(gda ? ['-DPE_TEST_GDA'] : []), '-I', path.join(nvshmem, 'include'),
+      path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'pe_test.cu'), '-o', out, '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device',
+      '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`], { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
+  } finally {
+    await log.end();
+  }
+}
+
+export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostProbe = realHost): Promise<number> {
+  const known = SELFTEST_CHECKS.map((c) => c.id);
+  const wanted = o.checks?.length ? o.checks : known;
+  const unknown = wanted.filter((c) => !known.includes(c));
+  if (unknown.length) throw new UsageError(`unknown check${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, `choose from: ${known.join(', ')}`);
+  const results = path.resolve(o.results ?? path.join(o.workDir, 'selftest'));
+  return withInterrupts(async (signal) => {
+    const s = await survey(o, host);
+    const rows = new Map<string, SelftestRow>();
+    const title = (id: string) => SELFTEST_CHECKS.find((c) => c.id === id)!.title;
+    const runnable: string[] = [];
+    for (const c of SELFTEST_CHECKS.filter((x) => wanted.includes(x.id))) {
+      const why = skipReason(c.needs, s);
+      if (why) rows.set(c.id, { check: c.id, title: c.title, result: 'skip', evidence: why });
+      else runnable.push(c.id);
+    }
+    let efaemu = o.efaemuBuild;
+    let peTest = o.peTest;
+    if (runnable.length) await mkdir(results, { recursive: true });
+    if (runnable.length && !efaemu) {
+      efaemu = path.join(results, 'efaemu-build');
+      err(`building efaemu against ${s.libfabricHome} in ${efaemu}`);
+      await buildEfaemu(s.libfabricHome!, efaemu, path.join(results, 'efaemu-build.log'), signal);
+    }
+    if (runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes('pe_test')) && !peTest) {
+      peTest = path.join(results, 'pe_test');
+      err(`building the test program ${peTest} against ${s.nvshmemHome}`);
+      await buildPeTest((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', !!s.have.gda, peTest, path.join(results, 'pe_test-build.log'), signal);
+    }
+    if (runnable.length) {
+      err(`running ${runnable.join(', ')} (logs in ${results})`);
+      const env: Record<string, string> = {
+        ...(process.env as Record<string, string>),
+        EFAEMU_BUILD: path.resolve(efaemu!),
+        LIBFABRIC_HOME: s.libfabricHome!,
+        RESULTS: results,
+        PYTHON: s.python,
+        ...(s.nvshmemHome ? { NVSHMEM_HOME: s.nvshmemHome } : {}),
+        ...(peTest ? { PE_TEST: path.resolve(peTest) } : {}),
+        ...(s.deepepDir ? { DEEPEP_DIR: path.resolve(s.deepepDir) } : {}),
+        ...(o.timeoutSec ? { CHECK_TIMEOUT: String(o.timeoutSec) } : {}),
+        // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
+        ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),
+      };
+      const script = process.env.NVSHMEM_EFA_SELFTEST_SCRIPT ?? path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'checks.sh');
+      const log = await openLog(path.join(results, 'checks.log'));
+      try {
+        await run('bash', [script, ...runnable], {
+          env, log, logPath: path.join(results, 'checks.log'), signal, fix: `read ${path.join(results, 'checks.log')}`,
+          onLine(line) {
+            const r = parseResult(line);
+            if (!r) return;
+            rows.set(r.check, { title: known.includes(r.check) ? title(r.check) : r.check, ...r });
+            err(`${r.check}: ${r.result}`);
+          },
+        });
+      } finally {
+        await log.end();
+      }
+      for (const id of runnable)
+        if (!rows.has(id)) rows.set(id, { check: id, title: title(id), result: 'fail', evidence: `checks.sh reported nothing for it (see ${path.join(results, 'checks.log')})` });
+      const neg = rows.get('neg_wrong_provider');
+      if (neg?.result === 'pass') {
+        const logs = ['0', '1'].map((r) => path.join(results, `neg_wrong_provider.pe${r}.log`)).filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n');
+        const diagnosis = diagnoseInitFailure(logs, { FI_PROVIDER: process.env.WRONG_PROVIDER ?? 'efa_wrong' });
+        if (diagnosis && /FI_PROVIDER=/.test(diagnosis)) neg.evidence += `. Diagnosis: ${diagnosis}`;
+        else rows.set('neg_wrong_provider', { ...neg, result: 'fail', evidence: `${neg.evidence}; but nvshmem-efa could not diagnose why from the output (${diagnosis ?? 'no known message'})` });
+      }
+    }
+    const ordered = SELFTEST_CHECKS.filter((c) => rows.has(c.id)).map((c) => rows.get(c.id)!);
+    if (o.json) out(JSON.stringify({ results, checks: ordered }, null, 2));
+    else out(`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)\n\n${renderTable(ordered)}\n\nlogs: ${results}`);
+    return ordered.some((r) => r.result === 'fail') ? 1 : 0;
+  });
+}

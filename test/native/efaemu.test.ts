@@ -1,0 +1,490 @@
+// efaemu on the CPU: the provider plugin built against the system libfabric (Debian's 1.17 in CI), driven by
+// two processes on host memory (and on the stand-in driver's "GPU" memory), plus the NVSHMEM-shaped program.
+// The native build is cached in .cache/efaemu-build (ignored), so reruns only rebuild what changed.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SRC = path.join(ROOT, 'native/efaemu');
+
+function build(dir: string, prefix?: string): string {
+  if (!existsSync(path.join(dir, 'CMakeCache.txt'))) {
+    mkdirSync(dir, { recursive: true });
+    const gen = spawnSync('ninja', ['--version']).status === 0 ? ['-G', 'Ninja'] : [];
+    execFileSync('cmake', ['-S', SRC, '-B', dir, ...gen, ...(prefix ? [`-DLIBFABRIC_PREFIX=${prefix}`] : [])], { stdio: 'pipe' });
+  }
+  execFileSync('cmake', ['--build', dir, '-j', '2'], { stdio: 'pipe' });
+  return dir;
+}
+
+interface Run {
+  code: number | null;
+  out: string;
+  lines: string[];
+}
+
+function runner(dir: string, libPath?: string) {
+  const env = (extra: Record<string, string> = {}) => ({
+    ...process.env,
+    FI_PROVIDER_PATH: path.join(dir, 'prov'),
+    FI_PROVIDER: 'efa',
+    ...(libPath ? { LD_LIBRARY_PATH: libPath } : {}),
+    ...extra,
+  });
+  return (bin: string, args: string[], extra: Record<string, string> = {}, wrap: string[] = []): Run => {
+    const cmd = wrap.length ? wrap[0]! : path.join(dir, bin);
+    const argv = wrap.length ? [...wrap.slice(1), path.join(dir, bin), ...args] : args;
+    const r = spawnSync(cmd, argv, { env: env(extra), encoding: 'utf8', timeout: 90_000 });
+    const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+    return { code: r.status, out, lines: (r.stdout ?? '').split('\n').filter(Boolean) };
+  };
+}
+
+/** Every check line passed, none failed, and the named ones are among them. */
+function passed(r: Run, checks: string[]) {
+  expect(r.lines.filter((l) => l.includes(': FAIL')), r.out).toEqual([]);
+  for (const c of checks) expect(r.lines.some((l) => l.endsWith(`ok ${c}`)), `missing "${c}" in:\n${r.out}`).toBe(true);
+  expect(r.code, r.out).toBe(0);
+}
+
+const canUnshare = spawnSync('unshare', ['--mount', 'true']).status === 0;
+const pciDevice = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices')[0] : undefined;
+const hasFiInfo = spawnSync('fi_info', ['--version']).status === 0;
+
+describe('efaemu provider against the system libfabric (CPU, two processes)', () => {
+  const dir = build(path.join(ROOT, '.cache/efaemu-build'));
+  const run = runner(dir);
+  const rdm = (scenario: string, checks: string[], extra: Record<string, string> = {}) =>
+    passed(run('efaemu_rdm_test', [scenario], extra), checks);
+
+  it('exports only fi_prov_ini from prov/libefa-fi.so', () => {
+    const syms = execFileSync('nm', ['-D', '--defined-only', path.join(dir, 'prov/libefa-fi.so')], { encoding: 'utf8' });
+    expect(syms.trim().split('\n').map((l) => l.split(' ').pop())).toEqual(['fi_prov_ini']);
+  });
+
+  it.skipIf(!hasFiInfo)('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', () => {
+    const r = spawnSync('fi_info', ['-p', 'efa'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov'), EFAEMU_NICS: '2' }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const fabrics = [...r.stdout.matchAll(/fabric: (\S+)\n\s+domain: (\S+)/g)].map((m) => `${m[1]} ${m[2]}`);
+    expect(fabrics).toEqual(['efa-direct efaemu0-rdm', 'efa-direct efaemu1-rdm', 'efa efaemu0-rdm', 'efa efaemu1-rdm']);
+    expect(r.stdout).toContain('FI_EP_RDM');
+  });
+
+  it.skipIf(!hasFiInfo)('the efa-direct info is the real one\'s shape: FI_CONTEXT2, FI_MR_LOCAL, auto progress, no ordering, 32-byte inject', () => {
+    const r = spawnSync('fi_info', ['-p', 'efa', '-f', 'efa-direct', '-v'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov') }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const v = r.stdout;
+    expect(v).toMatch(/^    mode: \[ FI_CONTEXT2 \]/m);
+    expect(v).toMatch(/mr_mode: \[ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY \]/);
+    expect(v).toMatch(/data_progress: FI_PROGRESS_AUTO/);
+    expect(v).toMatch(/inject_size: 32\b/);
+    expect(v).toMatch(/max_msg_size: 1073741824/);
+    expect(v).toMatch(/msg_order: \[  \]/);
+    expect(v).not.toContain('FI_ORDER_SAS');
+  });
+
+  it('fi_getinfo: NVSHMEM 3.4.5 hints get one efa RDM info per NIC with what its transport checks', () =>
+    rdm('info', [
+      'one RDM info per NIC (EFAEMU_NICS=2)',
+      'nic device name efaemu0 (NVSHMEM resolves /sys/class/infiniband/<name>/device)',
+      'mr_mode VIRT_ADDR|ALLOCATED|PROV_KEY|HMEM, no FI_MR_LOCAL',
+      'fi_dupinfo duplicates the nic object',
+      'an application without FI_MR_PROV_KEY gets nothing',
+      'an IP address does not name an EFA endpoint (use out-of-band exchange)',
+    ]));
+
+  it('fi_getinfo without CUDA does not claim FI_HMEM; a malformed EFAEMU_* variable is an error, not a default', () => {
+    rdm('info-nohmem', ['without CUDA (EFAEMU_HMEM=off) FI_HMEM hints match nothing']);
+    const r = run('efaemu_rdm_test', ['bad-env']);
+    passed(r, ['a malformed EFAEMU_* variable fails fi_getinfo']);
+    expect(r.out).toContain('efaemu: EFAEMU_FAIL_EVERY=three: expected an integer');
+  });
+
+  it('AV and endpoint basics: table indices, lookup, 1:1 AV binding, 32-byte names, CUDA_API_PERMITTED', () =>
+    rdm('av', [
+      'FI_AV_TABLE: one at a time, fi_addr = insertion index',
+      'a second AV cannot be bound to an endpoint (EFA binds AVs 1:1)',
+      'fi_setopt(FI_OPT_CUDA_API_PERMITTED=false) succeeds',
+      'fi_av_remove forgets the address',
+    ]));
+
+  it('send/recv: in order, byte-exact across wire chunks, FI_SOURCE, truncation, unexpected messages', () =>
+    rdm('sendrecv', [
+      'message of 200000 bytes arrives in order, byte-exact, FI_CQ_FORMAT_DATA entry',
+      'fi_cq_readfrom reports the sender\'s fi_addr (FI_SOURCE)',
+      'a 300-byte message into a 100-byte buffer: FI_ETRUNC, olen 200',
+      'a message that arrived before its receive is delivered when the receive is posted',
+      'send counter counts 5',
+    ]));
+
+  it('write/read: byte-exact up to 1 MiB, NULL descriptors, inject, remote CQ data, counters as NVSHMEM quiet uses them', () =>
+    rdm('rma', [
+      'fi_read of 1048579 bytes returns what was written, byte-exact',
+      'fi_write with a NULL descriptor (host memory) completes',
+      'counter (FI_READ|FI_WRITE|FI_SEND) equals the operations posted: quiet NVSHMEM-style',
+      'fi_inject_write generated no CQ entry',
+      'fi_writedata\'s immediate arrives on the target\'s CQ with FI_REMOTE_CQ_DATA',
+      'target counter counts remote writes and reads',
+    ]));
+
+  it('error completions: UNKNOWN_PEER, bad key/range/access, bad lkey, peer gone; -FI_EAVAIL, readerr, strerror', () =>
+    rdm('errors', [
+      'fi_cq_read returns -FI_EAVAIL when an error completion is at the head',
+      'write to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14), FI_ENOTCONN',
+      'fi_cq_strerror explains it',
+      'the error counts on fi_cntr_readerr, not fi_cntr_read',
+      'write with an unknown key: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'write with a registration without FI_REMOTE_WRITE: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'local buffer outside its descriptor: LOCAL_ERROR_INVALID_LKEY (5)',
+      'failed operations left the target\'s memory untouched',
+      'write to a process that has gone: UNRESP/UNREACH_REMOTE, no hang',
+    ]));
+
+  it('a stopped peer: the operation fails with UNRESP_REMOTE after EFAEMU_TIMEOUT_MS instead of hanging', () =>
+    rdm('timeout', ['a peer that never answers: LOCAL_ERROR_UNRESP_REMOTE (13)', 'after EFAEMU_TIMEOUT_MS (300 ms), not before, not hanging']));
+
+  it('a hang explains itself: EFAEMU_DUMP_AFTER_S / SIGUSR1 state dumps name what waits (ops in flight, unexpected messages, softgdr, threads)', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-dump-'));
+    const lib = process.arch === 'x64' ? `${path.join(dir, 'softgdr')}:${path.join(dir, 'fakecuda')}` : undefined;
+    const checks = [
+      'EFAEMU_DUMP_AFTER_S and SIGUSR1 each write a dump into EFAEMU_STATS',
+      'the dump lists the operation in flight: kind, path, peer, age',
+      'per endpoint: what the application posted and what completed',
+      'the endpoint\'s counter, its roles and value',
+      'every thread with its name, state and native backtrace',
+      'findings: the operation the stopped peer never answered',
+      'the dump shows no receive posted and 3 unexpected messages',
+      'findings: messages waiting for receives the application never posted',
+    ];
+    if (lib) checks.push('softgdr\'s state: pins, faults, single steps (its exported softgdr_describe)');
+    const r = runner(dir, lib)('efaemu_rdm_test', ['dump'], { EFAEMU_DUMP_AFTER_S: '1', EFAEMU_DUMP_SIGNAL: '1', EFAEMU_STATS: stats });
+    passed(r, checks);
+    expect(readdirSync(stats).filter((f) => /^efaemu-\d+-dump\d+\.txt$/.test(f)).length).toBeGreaterThanOrEqual(3);
+    expect(r.out).toMatch(/efaemu-dump\[\d+\] findings: /); // on stderr too, line by line
+  });
+
+  it('fault injection: EFAEMU_FAIL_EVERY fails exactly every Nth operation, visibly, moving no data', () =>
+    rdm('fail-every', [
+      'EFAEMU_FAIL_EVERY=3: operations 3, 6, 9 complete with UNRESP_REMOTE, the rest succeed',
+      'counter: 6 done, 3 errors',
+      'the failed operations moved no data, the others did',
+    ]));
+
+  it('fault injection: EFAEMU_REORDER shuffles completions (in order without it); EFAEMU_DELAY_US holds them', () => {
+    rdm('order', ['without EFAEMU_REORDER: completions arrive in post order', 'every write landed']);
+    rdm('reorder', ['EFAEMU_REORDER=8: completions arrive out of post order', 'every write completes exactly once', 'every write landed']);
+    rdm('delay', ['EFAEMU_DELAY_US=30000-40000 holds the completion at least 30 ms']);
+  });
+
+  it('EFAEMU_STATS: per-path and per-peer operations and bytes of both processes, written at exit', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-stats-'));
+    const r = run('efaemu_rdm_test', ['traffic'], { EFAEMU_STATS: stats });
+    passed(r, ['write', 'read', 'send']);
+    const pid = (who: string) => r.lines.find((l) => l.startsWith(`${who}: ok pid `))!.split(' ').pop();
+    const load = (p: string | undefined) => JSON.parse(readFileSync(path.join(stats, `efaemu-${p}.json`), 'utf8'));
+    const a = load(pid('A'));
+    const b = load(pid('B'));
+    const t = (ops: number, bytes: number) => ({ ops, bytes, gpu_bytes: 0, errors: 0 });
+    expect(a.paths.rdm.write).toEqual(t(3, 3000));
+    expect(a.paths.rdm.read).toEqual(t(1, 500));
+    expect(a.paths.rdm.send).toEqual(t(2, 20));
+    expect(b.paths.rdm.remote_write).toEqual(t(3, 3000));
+    expect(b.paths.rdm.remote_read).toEqual(t(1, 500));
+    expect(b.paths.rdm.recv).toEqual(t(2, 20));
+    expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(3, 3000));
+    expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(3, 3000));
+    for (const doc of [a, b]) for (const k of Object.keys(doc.paths.gda)) expect(doc.paths.gda[k].ops).toBe(0);
+    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('B')}.json`].sort());
+  });
+
+  it('GPU memory (stand-in driver): moved only by CUDA copies on a private non-blocking stream, never on the caller\'s thread', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gpu-'));
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_rdm_test', ['gpu-fake'], { EFAEMU_STATS: stats });
+    passed(r, [
+      'writes, reads and sends between GPU and host memory of two processes complete',
+      'no CUDA call on the application thread after FI_OPT_CUDA_API_PERMITTED=false',
+      'every GPU copy ran on a private non-blocking stream, none on the legacy default stream',
+      'A\'s GPU bytes arrived in B\'s GPU memory (write and send), byte-exact',
+    ]);
+    const docs = readdirSync(stats).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const writer = docs.find((d) => d.paths.rdm.write.ops > 0);
+    expect(writer.paths.rdm.write.gpu_bytes).toBe(writer.paths.rdm.write.bytes);
+    expect(writer.paths.rdm.write.bytes).toBe(2 * 300000 + 8);
+  });
+
+  it('NVSHMEM 3.4.5-shaped transport calls: init, connect, register, put/P/get, staged AMOs, quiet, error path, finalize', () => {
+    const r = run('efaemu_nvshmem_shaped', ['--sysfs', 'report'], { EFAEMU_HMEM: 'on' });
+    passed(r, [
+      'fi_getinfo(FI_VERSION(1,5)) with the transport\'s hints',
+      'fi_setopt(FI_OPT_CUDA_API_PERMITTED, false)',
+      'fi_av_insert of every PE\'s two names into both AVs, one at a time',
+      'put (fi_write with the MR descriptor) + quiet on the counter',
+      'P (fi_write, NULL descriptor, context returned to the pool)',
+      'get (fi_read) returns the put\'s bytes',
+      'fetching AMO: the peer\'s proxy ACKs the old value (500) over fi_send',
+      'progress sees fi_cntr_readerr > 0, fi_cq_readerr gives REMOTE_ERROR_BAD_ADDRESS (7)',
+      'target: 100 x add 5 + fetch-add 1 = 501 by the proxy\'s read-modify-write',
+      'finalize closes endpoints, CQs, counters, AVs, domain, fabric in the transport\'s order',
+    ]);
+  });
+
+  it('NVSHMEM-shaped: DeepEP\'s combine flags over the proxy from both PEs at once (fence, staged add, per expert; 4 rounds of 144), reordering on', () => {
+    const r = run('efaemu_nvshmem_shaped', ['--burst', '144', '4'], { EFAEMU_HMEM: 'on', EFAEMU_REORDER: '8' });
+    passed(r, ['4 rounds of 144 fenced staged adds in both directions at once: every flag arrived']);
+    expect(r.lines.filter((l) => l.endsWith('every flag arrived'))).toHaveLength(2); // both PEs
+  });
+
+  // efa-direct and the GDA ops, driven by the GDA device code itself (compiled as host C++, threads as warps).
+  const gda = (scenario: string, checks: string[], extra: Record<string, string> = {}, lib?: string) =>
+    passed(runner(dir, lib)('efaemu_gda_test', [scenario], extra), checks);
+
+  it('GDA ops between two processes: put, put-with-immediate + rx_poll, get, quiet, warp batch, credits, byte-exact, reordering on', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-'));
+    gda('ops', [
+      'puts, gets and puts with immediate across region ends post',
+      '4 warps post 600 puts concurrently (single and warp-batch)',
+      'refused posts (a bad PE, a source outside every region) are reported and fill the slots they reserved',
+      'quiet returns no error',
+      'every WQE completed exactly once (retired prefix = reserved = CQEs consumed)',
+      'the CQEs carried every request id once',
+      'get across a local region end returned PE 1\'s bytes, byte-exact',
+      'every put landed byte-exact, across region ends and max-RDMA-size pieces',
+      'the 600 concurrent puts landed byte-exact',
+      'bytes next to the written ranges are untouched',
+      'both immediates arrived from PE 0 with their lengths (write with immediate -> RX CQE)',
+      '150 immediates taken in order, no RX CQ overrun',
+      'credits were refreshed with RDMA reads of the receiver\'s count',
+      '40 x (1.5 MiB put, quiet): the data was at the target every time quiet returned',
+      'a state dump (SIGUSR1) shows the queue pair: doorbell, WQEs fetched, none pending, every CQE written',
+    ], { EFAEMU_REORDER: '8', EFAEMU_STATS: stats, EFAEMU_DUMP_SIGNAL: '1' });
+    const docs = readdirSync(stats).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const a = docs.find((d) => d.paths.gda.write.ops > 0);
+    const b = docs.find((d) => d.paths.gda.remote_write.ops > 0);
+    expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);
+    expect(a.config.gda_order).toBe('random');
+    expect(b.paths.gda.remote_write.bytes).toBe(a.paths.gda.write.bytes);
+    // PE 0's reads: the get and credit refreshes served by PE 1, and the two refused posts' fillers (0-byte reads
+    // of its own credit words, served by itself).
+    expect(a.paths.gda.remote_read.ops, 'refused posts filled with 0-byte reads on the own QP').toBe(2);
+    expect(b.paths.gda.remote_read.ops + a.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
+    for (const d of docs) for (const k of Object.keys(d.paths.rdm)) expect(d.paths.rdm[k].ops, `rdm ${k}`).toBe(0);
+  });
+
+  it('GDA ops with softefa\'s other completion orders (EFAEMU_GDA_ORDER large:64K:8 and reverse) and in order', () => {
+    for (const order of ['large:65536:8', 'reverse', 'inorder'])
+      gda('ops', ['quiet returns no error', 'every put landed byte-exact, across region ends and max-RDMA-size pieces'], { EFAEMU_GDA_ORDER: order });
+    const r = run('efaemu_gda_test', ['ops'], { EFAEMU_GDA_ORDER: 'sideways' });
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain('EFAEMU_GDA_ORDER: reorder mode \'sideways\'');
+  });
+
+  it('GDA errors: UNKNOWN_PEER, wrong rkey, a malformed WQE (QP_INTERNAL_ERROR, then FLUSHED) reported as a protocol violation', () => {
+    const r = runner(dir)('efaemu_gda_test', ['errors']);
+    passed(r, [
+      'put to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14) through quiet',
+      'put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)',
+      'a put after the errors still works (errors do not break the QP)',
+      'a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2)',
+      'after it, the QP is in error: FLUSHED (1)',
+      'failed and flushed WQEs left the target\'s memory untouched',
+      'the good put landed',
+    ]);
+    expect(r.out).toMatch(/efaemu: GDA protocol violation on QP \d+ \(\d+\): slot \d+: phase 1 but slot \d+ needs phase 0/);
+  });
+
+  it('GDA fault injection: EFAEMU_FAIL_EVERY fails device-posted WQEs too, and quiet reports it; EFAEMU_FAIL_PATH picks the path', () => {
+    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4' });
+    gda('fail-every', ['EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions'], { EFAEMU_FAIL_EVERY: '4', EFAEMU_FAIL_PATH: 'gda' });
+    // Counting only RDM operations, none of the 8 device-posted WQEs fails.
+    const r = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_EVERY: '4', EFAEMU_FAIL_PATH: 'rdm' });
+    expect(r.out).toMatch(/A: FAIL EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: .*: post 0 quiet 0 failed 0/);
+    const bad = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_PATH: 'sideways' });
+    expect(bad.out).toContain('EFAEMU_FAIL_PATH=sideways: expected rdm, gda or all');
+  });
+
+  it('GDA with CQs in (stand-in) GPU memory over dma-buf fds and the SQ registered IOMEMORY, through the interposer', () =>
+    gda('gpu-cq', [
+      'cq_open_ext over dma-buf fds of GPU memory (address from the interposer)',
+      'query_cq reports the GPU ring, 32-byte entries, the requested depth',
+      'the SQ ring and doorbell pages pass cuMemHostRegister(IOMEMORY|DEVICEMAP) (emulator pages)',
+      'an ordinary page is still refused IOMEMORY (the driver\'s rule)',
+      'TX CQE written into GPU memory: phase 1, status OK, req_id, this QP, send queue',
+      'RX CQE of the write with immediate in GPU memory: imm, length, sender\'s QP and AH as query_addr gave them',
+      'its data landed before the RX CQE',
+      'the engine wrote the GPU CQE with CUDA copies on its private non-blocking stream, none on the legacy stream',
+    ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
+
+  const hostTest = path.join(dir, 'efaemu_gda_host_test');
+  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work (needs cuda.h)', () => {
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, [
+      'GDA compiled in (against fi_ext_efa.h)',
+      'the host code starts GDA on efaemu: init 0, status active',
+      'a GPU heap region registers on every PE (FI_HMEM_CUDA, lkey, rkey exchanged)',
+      'device state: own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, the region table',
+      'a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)',
+      'its immediate arrives in the GPU RX CQ with the sender\'s AH and QP as query_addr resolved them',
+      'the 100000 bytes landed in PE 1\'s GPU heap, byte-exact',
+      'fini closes everything (endpoint before CQs, MRs and AV before the domain)',
+    ]);
+    expect(r.out).toMatch(/status: EFA GDA active: efa-direct efaemu0-rdm, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+  });
+
+  it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
+    const r = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
+      env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },
+      encoding: 'utf8',
+    });
+    const lines = r.stdout.split('\n');
+    expect(lines.filter((l) => l.startsWith('FAIL')), r.stdout + r.stderr).toEqual([]);
+    for (const c of [
+      'IOMEMORY|DEVICEMAP on an ordinary page still fails (CUDA_ERROR_INVALID_VALUE)',
+      'IOMEMORY|DEVICEMAP on an emulator-owned page: registered as DEVICEMAP',
+      'a dma-buf fd maps back to its device address and size',
+      'a closed dma-buf\'s number, reused by another file, is not trusted',
+      'dlsym(RTLD_NEXT) still resolves relative to its caller (the forward is a tail call)',
+    ])
+      expect(lines).toContain(`ok ${c}`);
+    expect(r.status).toBe(0);
+    // Diagnosis: a crash in a preloaded process reports the signal, the address and a native backtrace.
+    const crash = spawnSync('bash', ['-c', 'kill -SEGV $$'], { env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, encoding: 'utf8' });
+    expect(crash.signal ?? crash.status).not.toBe(0);
+    expect(crash.stderr).toMatch(/efaemu-cuda-interpose: fatal signal 11 \(Segmentation fault\) at address .* in pid \d+ tid \d+; backtrace:\n.*libefaemu-cuda-interpose\.so/);
+    const off = spawnSync('bash', ['-c', 'kill -SEGV $$'], { env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), EFAEMU_CRASH_REPORT: '0' }, encoding: 'utf8' });
+    expect(off.stderr).not.toContain('fatal signal');
+  });
+
+  it.skipIf(process.arch !== 'x64')('softgdr (test-only libgdrapi.so.2): NVSHMEM\'s symbols and offsets, raw-pointer loads/stores coherent with GPU memory', () => {
+    const r = spawnSync(path.join(dir, 'efaemu_softgdr_test'), [], {
+      env: { ...process.env, LD_LIBRARY_PATH: `${path.join(dir, 'softgdr')}:${path.join(dir, 'fakecuda')}` },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const lines = r.stdout.split('\n');
+    expect(lines.filter((l) => l.startsWith('FAIL')), r.stdout + r.stderr).toEqual([]);
+    for (const c of [
+      'every symbol NVSHMEM loads by name is there (gdr_get_info by that name, not only _v2)',
+      'pin, map, get_info: va aligned to the GPU page, covering the buffer',
+      'a raw read-modify-write reaches GPU memory',
+      'a GPU-side change is visible to the next raw load (no stale host copy)',
+      'an 8-byte store spanning two host pages lands whole',
+      'the ACK\'s value and flag stores reach GPU memory',
+      '200 read-modify-writes from another thread: all reach GPU memory',
+    ])
+      expect(lines).toContain(`ok ${c}`);
+    expect(r.status).toBe(0);
+  });
+
+  it.skipIf(!canUnshare || !hasFiInfo)('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu, the GPU checks say why they skip', () => {
+    const wd = mkdtempSync(path.join(os.tmpdir(), 'efaemu-selftest-'));
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
+      '--efaemu-build', dir, '--checks', 'fi_info,gda_kernel'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
+    expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
+    expect(r.stdout).toMatch(/^gda_kernel\s+SKIP\s+.*(no NVIDIA driver here|GPU).*not an nvshmem-efa work dir/m);
+    expect(r.status).toBe(0);
+  });
+
+  // The processes of the GPU checks load their kernels eagerly: the emulator's and softgdr's GPU copies are CUDA calls in
+  // the application's context, and a lazy first launch of a kernel while another kernel spins on the network would
+  // stall them (DeepEP's combine hung so on 2x H200). A stand-in pe_test records the environment each PE got.
+  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh starts every PE with CUDA_MODULE_LOADING=EAGER (a lazy first launch would stall the emulator\'s CUDA copies)', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-env-'));
+    const fake = path.join(tmp, 'pe_test');
+    writeFileSync(fake, '#!/bin/sh\nenv > "$(dirname "$0")/env.$RANK"\necho "PE$RANK FAIL stand-in"\nexit 1\n', { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'nvshmem_perf'], {
+      encoding: 'utf8', timeout: 60_000,
+      env: { ...process.env, RESULTS: path.join(tmp, 'results'), PE_TEST: fake, NVSHMEM_HOME: tmp, EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf,
+        CHECK_TIMEOUT: '20', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}` },
+    });
+    expect(r.stdout, r.stderr).toMatch(/RESULT\tnvshmem_perf\tfail/);
+    for (const rank of ['0', '1']) {
+      const env = readFileSync(path.join(tmp, `env.${rank}`), 'utf8');
+      expect(env, `PE ${rank}`).toMatch(/^CUDA_MODULE_LOADING=EAGER$/m);
+      expect(env).toMatch(/^NVSHMEM_DISABLE_NVLS=1$/m);
+    }
+  });
+
+  it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
+    const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
+    const dev = `/sys/bus/pci/devices/${pciDevice}`;
+    const r = run('efaemu_nvshmem_shaped', ['--sysfs', 'require'], { EFAEMU_HMEM: 'on' }, [ns, '--device', dev, '--']);
+    passed(r, [`NIC path resolves: /sys/class/infiniband/efaemu0/device -> ${execFileSync('readlink', ['-f', dev], { encoding: 'utf8' }).trim()}`]);
+    expect(existsSync('/sys/class/infiniband/efaemu0')).toBe(false);
+  });
+});
+
+// The GPU runs use a libfabric 2.3.0 built from the pinned source (third_party/libfabric/lock.json) with
+// --disable-efa. CI cannot download it; where it has been built (EFAEMU_LIBFABRIC_PREFIX, or the default
+// .cache/libfabric-2.3.0 of this work tree), the same programs run against it, plus libfabric's fabtests.
+const LF23 = process.env.EFAEMU_LIBFABRIC_PREFIX ?? path.join(ROOT, '.cache/libfabric-2.3.0');
+const haveLf23 = existsSync(path.join(LF23, 'include/rdma/fi_ext_efa.h')) && existsSync(path.join(LF23, 'lib/libfabric.so'));
+
+describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped where it was not built)`, () => {
+  const dir = haveLf23 ? build(path.join(ROOT, '.cache/efaemu-build-2.3.0'), LF23) : ''; // a skipped suite is still collected
+  const prov = `+${path.join(dir, 'prov/libefa-fi.so')}`;
+  const env = (extra: Record<string, string> = {}) => ({
+    ...process.env,
+    LD_LIBRARY_PATH: path.join(LF23, 'lib'),
+    FI_PROVIDER_PATH: prov,
+    FI_PROVIDER: 'efa',
+    ...extra,
+  });
+
+  it('fi_info -p efa (the preferred-provider form FI_PROVIDER_PATH=+<lib>)', () => {
+    const r = spawnSync(path.join(LF23, 'bin/fi_info'), ['-p', 'efa'], { env: env(), encoding: 'utf8' });
+    expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa-direct\n\s+domain: efaemu0-rdm\n\s+version: 2\.3/);
+    expect(r.stdout).toMatch(/provider: efa\n\s+fabric: efa\n\s+domain: efaemu0-rdm\n\s+version: 2\.3/);
+  });
+
+  it('the GDA scenarios pass against the real fi_ext_efa.h of 2.3.0', () => {
+    for (const [s, extra] of [['ops', { EFAEMU_REORDER: '8' }], ['errors', {}], ['fail-every', { EFAEMU_FAIL_EVERY: '4' }]] as const) {
+      const r = spawnSync(path.join(dir, 'efaemu_gda_test'), [s], { env: env(extra), encoding: 'utf8', timeout: 90_000 });
+      expect(r.stdout.split('\n').filter((l) => l.includes(': FAIL ')), `${s}:\n${r.stdout}${r.stderr}`).toEqual([]);
+      expect(r.status, `${s}:\n${r.stdout}${r.stderr}`).toBe(0);
+    }
+  });
+
+  it('the RDM scenarios and the NVSHMEM-shaped program pass', () => {
+    for (const s of ['info', 'av', 'sendrecv', 'rma', 'errors', 'fail-every', 'reorder']) {
+      const r = spawnSync(path.join(dir, 'efaemu_rdm_test'), [s], { env: env(), encoding: 'utf8', timeout: 90_000 });
+      expect(r.stdout.split('\n').filter((l) => l.includes(': FAIL ')), `${s}:\n${r.stdout}${r.stderr}`).toEqual([]);
+      expect(r.status, `${s}:\n${r.stdout}${r.stderr}`).toBe(0);
+    }
+    const r = spawnSync(path.join(dir, 'efaemu_nvshmem_shaped'), ['--sysfs', 'report'], { env: env({ EFAEMU_HMEM: 'on' }), encoding: 'utf8', timeout: 90_000 });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+  });
+
+  const fabtest = (bin: string, args: readonly string[]) => {
+    const exe = path.join(LF23, 'bin', bin);
+    const port = String(20000 + Math.floor(Math.random() * 20000));
+    const a = args.join(' ');
+    // Server in the background, client against 127.0.0.1, addresses exchanged out of band (-E): an EFA address
+    // is not an IP address, as on the real provider.
+    const script = `"${exe}" ${a} -E=${port} & sleep 1; "${exe}" ${a} -E=${port} 127.0.0.1; c=$?; wait $!; echo "rc client=$c server=$?"`;
+    const r = spawnSync('bash', ['-c', script], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    return `${r.stdout}${r.stderr}`;
+  };
+  const haveFabtests = existsSync(path.join(LF23, 'bin/fi_rdm_pingpong')) && existsSync(path.join(LF23, 'bin/fi_rma_bw'));
+
+  it.skipIf(!haveFabtests)('fabtests over efaemu on loopback: fi_rdm_pingpong -v and fi_rma_bw -v (write, read, writedata)', () => {
+    for (const [bin, args] of [
+      ['fi_rdm_pingpong', ['-p', 'efa', '-v']],
+      ['fi_rma_bw', ['-p', 'efa', '-v', '-o', 'write']],
+      ['fi_rma_bw', ['-p', 'efa', '-v', '-o', 'read']],
+      ['fi_rma_bw', ['-p', 'efa', '-v', '-o', 'writedata']],
+    ] as const) {
+      const out = fabtest(bin, args);
+      expect(out, `${bin} ${args.join(' ')}`).toContain('rc client=0 server=0');
+      expect(out).toMatch(/^1m\s+\d+/m);
+    }
+  });
+});

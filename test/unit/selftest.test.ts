@@ -1,0 +1,220 @@
+// `nvshmem-efa selftest` on the CPU: what it finds (GPUs, unshare, the work dir's build, torch, DeepEP), the
+// reasons it gives for every check it skips, the table, --json and the exit status; the checks themselves come
+// from a stand-in checks.sh (NVSHMEM_EFA_SELFTEST_SCRIPT). The real checks need 2 GPUs (bench/results).
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  diagnoseInitFailure,
+  parseResult,
+  renderTable,
+  SELFTEST_CHECKS,
+  selftestCommand,
+  skipReason,
+  survey,
+  type HostProbe,
+  type SelftestOptions,
+} from '../../src/commands/selftest.ts';
+import { cli } from '../helpers/cli.ts';
+
+const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'selftest-'));
+
+const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch: string | undefined; nvcc: string | undefined }> = {}): HostProbe => {
+  const h = { gpus: 2, unshare: true, torch: '2.11.0', nvcc: '/usr/local/cuda/bin/nvcc', ...over };
+  return { gpuCount: async () => h.gpus, canUnshare: async () => h.unshare, hasTorch: async () => h.torch, nvcc: async () => h.nvcc };
+};
+
+/** A work dir whose state says NVSHMEM (with the GDA device API) and DeepEP were built, with the files in place. */
+function workDir(opts: { deepep?: boolean; deviceApi?: boolean } = {}) {
+  const wd = tmp();
+  const prefix = path.join(wd, 'install', 'nvshmem');
+  const lf = path.join(wd, 'libfabric');
+  mkdirSync(path.join(prefix, 'lib'), { recursive: true });
+  mkdirSync(path.join(prefix, 'include', 'nvshmem_efa'), { recursive: true });
+  if (opts.deviceApi !== false) writeFileSync(path.join(prefix, 'include', 'nvshmem_efa', 'nvshmemx_efa_gda_device.cuh'), '');
+  mkdirSync(path.join(lf, 'include', 'rdma'), { recursive: true });
+  writeFileSync(path.join(lf, 'include', 'rdma', 'fabric.h'), '');
+  const deepep = path.join(wd, 'sources', 'deepep');
+  mkdirSync(path.join(deepep, 'tests'), { recursive: true });
+  writeFileSync(path.join(deepep, 'tests', 'test_low_latency.py'), '');
+  const steps: Record<string, unknown> = {
+    'build-nvshmem': { stamp: 'x', finishedAt: 'now', result: { prefix, cmakeArgs: [`-DLIBFABRIC_HOME=${lf}`, '-DCMAKE_CUDA_ARCHITECTURES=90'], deviceApi: { available: opts.deviceApi !== false } } },
+  };
+  if (opts.deepep !== false) steps['build-deepep'] = { stamp: 'y', finishedAt: 'now', result: { module: path.join(deepep, 'deep_ep_cpp.so') } };
+  writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps }));
+  const efaemu = path.join(wd, 'efaemu');
+  mkdirSync(path.join(efaemu, 'prov'), { recursive: true });
+  writeFileSync(path.join(efaemu, 'prov', 'libefa-fi.so'), '');
+  const peTest = path.join(wd, 'pe_test');
+  writeFileSync(peTest, '');
+  return { wd, prefix, lf, deepep, efaemu, peTest };
+}
+
+const opts = (w: ReturnType<typeof workDir>, extra: Partial<SelftestOptions> = {}): SelftestOptions => ({
+  workDir: w.wd, efaemuBuild: w.efaemu, peTest: w.peTest, json: false, ...extra,
+});
+
+/** A stand-in checks.sh that prints the given RESULT lines and records its arguments and environment. */
+function script(lines: string[]) {
+  const dir = tmp();
+  const f = path.join(dir, 'checks.sh');
+  writeFileSync(f, `#!/usr/bin/env bash\necho "$@" > "${dir}/args"\nenv > "${dir}/env"\n${lines.map((l) => `printf '${l.replace(/\t/g, '\\t')}\\n'`).join('\n')}\n`);
+  chmodSync(f, 0o755);
+  return { f, dir };
+}
+
+async function runSelftest(o: SelftestOptions, h: HostProbe, lines: string[]) {
+  const s = script(lines);
+  process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = s.f;
+  const out: string[] = [];
+  try {
+    const code = await selftestCommand(o, (x) => out.push(x), () => {}, h);
+    return { code, out: out.join('\n'), dir: s.dir };
+  } finally {
+    delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
+  }
+}
+
+describe('selftest: what the host and the work dir offer', () => {
+  it('one GPU: every GPU check is skipped with the reason; fi_info and fabtests need none', async () => {
+    const w = workDir();
+    const s = await survey(opts(w), host({ gpus: 1 }));
+    const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
+    expect(gpuChecks.length).toBe(8);
+    for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
+    expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
+  });
+
+  it('no unshare, no driver, no torch, no DeepEP build, no device API: each says what is missing and what to do', async () => {
+    const w = workDir({ deepep: false, deviceApi: false });
+    const s = await survey(opts(w), host({ gpus: undefined, unshare: false, torch: undefined }));
+    expect(s.missing.unshare).toMatch(/unshare --mount fails \(needs root or CAP_SYS_ADMIN\)/);
+    expect(s.missing.gpus).toMatch(/no NVIDIA driver here/);
+    expect(s.missing.deepep).toMatch(/no DeepEP build in .* \(build with --deepep-src or --deepep-ref, or pass --deepep-dir\)/);
+    expect(s.missing.gda).toMatch(/has no GDA device API/);
+    const withDeepEp = await survey(opts(workDir()), host({ torch: undefined }));
+    expect(withDeepEp.missing.deepep).toMatch(/cannot import torch, which DeepEP's tests need \(set PYTHON\)/);
+  });
+
+  it('a dir that is not a work dir, or one without a finished NVSHMEM build, says how to make one', async () => {
+    const empty = tmp();
+    let s = await survey({ workDir: empty, json: false }, host());
+    expect(s.missing.nvshmem).toBe(`${empty} is not an nvshmem-efa work dir (no state.json): run nvshmem-efa build --work-dir ${empty} first`);
+    writeFileSync(path.join(empty, 'state.json'), JSON.stringify({ version: 1, steps: {} }));
+    s = await survey({ workDir: empty, json: false }, host());
+    expect(s.missing.nvshmem).toMatch(/no finished NVSHMEM build in .*: run nvshmem-efa build --work-dir/);
+    expect(s.missing.efaemu).toMatch(/no libfabric to build efaemu against .*: pass --libfabric-home/);
+  });
+
+  it('everything present: nothing is missing, the libfabric and arch come from the build', async () => {
+    const w = workDir();
+    const s = await survey(opts(w), host());
+    expect(s.missing).toEqual({ fabtests: expect.stringContaining('fi_rdm_pingpong, fi_rma_bw') });
+    expect(s.libfabricHome).toBe(w.lf);
+    expect(s.cudaArch).toBe('90');
+    expect(s.deepepDir).toBe(w.deepep);
+  });
+});
+
+describe('selftest: table, exit status, JSON', () => {
+  it('runs only the checks that can run, passes the build to checks.sh, exits 1 when one fails, shows skips with reasons', async () => {
+    const w = workDir();
+    const r = await runSelftest(opts(w), host(), [
+      'RESULT\tfi_info\tpass\tfi_info -p efa: efa-direct efaemu0-rdm',
+      'RESULT\tnvshmem_perf\tpass\tput bandwidth 1.2 GB/s',
+      'RESULT\tgda_kernel\tfail\tquiet returned 13',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/^gda_kernel\s+FAIL\s+quiet returned 13$/m);
+    expect(r.out).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm$/m);
+    expect(r.out).toMatch(/^fabtests\s+SKIP\s+libfabric's fabtests/m);
+    // Checks the script was asked for but did not report are failures, never passes.
+    expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+checks\.sh reported nothing for it/m);
+    expect(r.out).toMatch(/2 passed, \d+ failed, 1 skipped \(each says why; a skipped check proves nothing\)/);
+    const { readFileSync } = await import('node:fs');
+    const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
+    expect(args).not.toContain('fabtests');
+    expect(args).toContain('deepep_ll');
+    const env = readFileSync(path.join(r.dir, 'env'), 'utf8');
+    expect(env).toContain(`NVSHMEM_HOME=${w.prefix}`);
+    expect(env).toContain(`LIBFABRIC_HOME=${w.lf}`);
+    expect(env).toContain(`DEEPEP_DIR=${w.deepep}`);
+    expect(env).toContain(`PE_TEST=${w.peTest}`);
+  });
+
+  it('all selected checks pass: exit 0; --json gives the rows', async () => {
+    const w = workDir();
+    const r = await runSelftest(opts(w, { checks: ['fi_info', 'gda_kernel'], json: true }), host(), [
+      'RESULT\tfi_info\tpass\tok',
+      'RESULT\tgda_kernel\tpass\tstatus active on both PEs',
+    ]);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.out);
+    expect(doc.checks.map((c: { check: string; result: string }) => `${c.check}:${c.result}`)).toEqual(['fi_info:pass', 'gda_kernel:pass']);
+    expect(doc.checks[1].title).toMatch(/EFA GDA active on both PEs/);
+  });
+
+  it('the wrong-provider control passes only with our diagnosis of the failure', async () => {
+    const w = workDir();
+    const results = tmp();
+    writeFileSync(path.join(results, 'neg_wrong_provider.pe0.log'), 'libfabric.cpp:1559: non-zero status: -61 No providers matched fi_getinfo query: -61: No data available\n');
+    let r = await runSelftest(opts(w, { checks: ['neg_wrong_provider'], results }), host(), ['RESULT\tneg_wrong_provider\tpass\tinit failed on both PEs']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('Diagnosis: NVSHMEM\'s libfabric transport found no provider: FI_PROVIDER=efa_wrong restricts libfabric to \'efa_wrong\'');
+    writeFileSync(path.join(results, 'neg_wrong_provider.pe0.log'), 'something else entirely\n');
+    r = await runSelftest(opts(w, { checks: ['neg_wrong_provider'], results }), host(), ['RESULT\tneg_wrong_provider\tpass\tinit failed on both PEs']);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/neg_wrong_provider\s+FAIL\s+init failed on both PEs; but nvshmem-efa could not diagnose why/);
+  });
+
+  it('nothing can run: every check skipped with its reason, no results dir written, exit 0 (nothing failed)', async () => {
+    const empty = tmp();
+    const results = path.join(empty, 'never');
+    const r = await runSelftest({ workDir: empty, json: false, results }, host({ gpus: 0, unshare: false }), []);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/0 passed, 0 failed, 10 skipped/);
+    const { existsSync } = await import('node:fs');
+    expect(existsSync(results)).toBe(false);
+  });
+
+  it('an unknown check is a usage error (exit 2) naming the valid ones', () => {
+    const r = cli(['selftest', '--checks', 'fi_info,warp_speed', '--work-dir', tmp()]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown check: warp_speed/);
+    expect(r.stderr).toMatch(/choose from: fi_info, fabtests, nvshmem_perf/);
+    expect(cli(['selftest', '--timeout', 'soon']).code).toBe(2);
+  });
+
+  it('--help names every check and the options', () => {
+    const r = cli(['selftest', '--help']);
+    expect(r.code).toBe(0);
+    for (const c of SELFTEST_CHECKS) expect(r.stdout).toContain(c.id);
+    for (const o of ['--work-dir', '--checks', '--libfabric-home', '--efaemu-build', '--pe-test', '--deepep-dir', '--results', '--timeout', '--json'])
+      expect(r.stdout).toContain(o);
+  });
+});
+
+describe('selftest: pieces', () => {
+  it('parses checks.sh result lines and nothing else', () => {
+    expect(parseResult('RESULT\tgda_kernel\tpass\tstatus active; 12 GDA bytes')).toEqual({ check: 'gda_kernel', result: 'pass', evidence: 'status active; 12 GDA bytes' });
+    expect(parseResult('RESULT gda_kernel pass x')).toBeUndefined();
+    expect(parseResult('PE0 ok put')).toBeUndefined();
+  });
+
+  it('diagnoses the failures it knows and no others', () => {
+    expect(diagnoseInitFailure('No providers matched fi_getinfo query: -61', { FI_PROVIDER: 'tcp' })).toMatch(/FI_PROVIDER=tcp restricts libfabric to 'tcp'.*Fix: unset FI_PROVIDER or set FI_PROVIDER=efa/);
+    expect(diagnoseInitFailure('No providers matched fi_getinfo query: -61', { FI_PROVIDER: 'efa' })).toMatch(/no EFA device/);
+    expect(diagnoseInitFailure('segfault', {})).toBeUndefined();
+  });
+
+  it('renders a table with a summary that counts skips as proving nothing', () => {
+    const t = renderTable([
+      { check: 'fi_info', title: '', result: 'pass', evidence: 'e1' },
+      { check: 'deepep_ll', title: '', result: 'skip', evidence: 'no torch' },
+    ]);
+    expect(t.split('\n')[0]).toMatch(/^check\s+result\s+evidence$/);
+    expect(t).toMatch(/^deepep_ll\s+SKIP\s+no torch$/m);
+    expect(t).toContain('1 passed, 0 failed, 1 skipped (each says why; a skipped check proves nothing)');
+  });
+});

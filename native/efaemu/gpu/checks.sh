@@ -112,9 +112,10 @@ run_pair() {
 # Sum of a field over the statistics files of a run: stat NAME PATH (jq-free: python).
 estat() {
   "$PY" - "$RESULTS/stats-$1" "$2" <<'EOF'
-import glob, json, sys
+import glob, json, re, sys
 total = 0
-for f in glob.glob(sys.argv[1] + '/efaemu-*.json'):
+# At-exit files only (efaemu-<pid>.json), not snapshots (efaemu-<pid>.<label>.json).
+for f in [f for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]:
     d = json.load(open(f))
     for k in sys.argv[2].split('.'):
         d = d.get(k, 0) if isinstance(d, dict) else 0
@@ -122,7 +123,7 @@ for f in glob.glob(sys.argv[1] + '/efaemu-*.json'):
 print(total)
 EOF
 }
-nfiles() { ls "$RESULTS/stats-$1"/efaemu-*.json 2>/dev/null | wc -l; }
+nfiles() { find "$RESULTS/stats-$1" -maxdepth 1 -regex '.*/efaemu-[0-9]*\.json' 2>/dev/null | wc -l; }
 
 check_fi_info() {
   need fi_info LIBFABRIC_HOME EFAEMU_BUILD || return
@@ -206,9 +207,11 @@ check_deepep_ll() {
   deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
   local gda rdm_gpu ooo bw
   gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
+  local sig rdm_ops
+  sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
   if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
-    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda token bytes, GPU-sourced RDM write bytes $rdm_gpu; $ooo CQEs out of order; ${ELAPSED}s; $bw"
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw"
   else
     result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)"
   fi
@@ -218,12 +221,17 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   need deepep_counters DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
   deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
-  local on off gda_off
-  on=$(estat deepep_ll paths.gda.write.bytes); off=$(estat deepep_counters paths.rdm.write.gpu_bytes); gda_off=$(estat deepep_counters paths.gda.write.ops)
-  if deepep_ok deepep_counters && [ "$on" -gt 0 ] && [ "$on" = "$off" ] && [ "$gda_off" = 0 ]; then
-    result deepep_counters pass "GDA off: passed; the RDM path carried $off GPU-sourced write bytes = the $on the GDA path carried with GDA on; 0 GDA ops"
+  # Payload = writes of more than 8 bytes: with GDA on the shim's signals (and credit returns) are GDA writes of
+  # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable.
+  local on on_small off off_small gda_off
+  on=$(estat deepep_ll paths.gda.write.bytes); on_small=$(estat deepep_ll paths.gda.write.small_bytes)
+  off=$(estat deepep_counters paths.rdm.write.gpu_bytes); off_small=$(estat deepep_counters paths.rdm.write.small_gpu_bytes)
+  gda_off=$(estat deepep_counters paths.gda.write.ops)
+  local on_payload=$((on - on_small)) off_payload=$((off - off_small))
+  if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops"
   else
-    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA bytes $on vs GDA-off RDM GPU write bytes $off, GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
   fi
 }
 

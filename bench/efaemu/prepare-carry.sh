@@ -25,7 +25,7 @@ nvcc -O2 -std=c++17 -rdc=true -gencode arch=compute_90,code=sm_90 -DPE_TEST_GDA 
   -Xlinker=-rpath,"$wd/install/nvshmem/lib"
 tar cJf "$out/pre.tar.xz" -C "$b" efaemu/prov efaemu/interpose efaemu/softgdr pe_test
 tar cJf "$out/deepep.tar.xz" -C "$(dirname "$deepep")" --transform "s,^$(basename "$deepep"),DeepEP," "$(basename "$deepep")"
-tar cJf "$out/g.tar.xz" -C "$root/native/efaemu" --transform 's,^,g/,' gpu/checks.sh scripts/sysfs-ns.sh
+tar cJf "$out/g.tar.xz" -C "$root/native/efaemu" --transform 's,^,g/,' gpu/checks.sh gpu/warmup scripts/sysfs-ns.sh
 cp "$root/bench/efaemu/gpu-run.sh" "$out/run.sh"
 cp "$root/bench/efaemu/gpu-checks.sh" "$out/checks-run.sh"
 du -sh "$out"/*

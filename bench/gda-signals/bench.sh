@@ -80,7 +80,9 @@ pe_env() {
   if [ "$FABRIC" = efaemu ]; then
     local prov=+$EFAEMU_BUILD/prov/libefa-fi.so
     grep -qE '#define FI_MAJOR_VERSION[[:space:]]+1$' "$LIBFABRIC_HOME/include/rdma/fabric.h" 2>/dev/null && prov=$EFAEMU_BUILD/prov
-    echo FI_PROVIDER_PATH=$prov EFAEMU_REORDER=${REORDER:-8} \
+    # EAGER: the emulator's GPU copies are CUDA calls in the application's context, which a lazily loaded kernel's
+    # first launch holds while another kernel waits on the network (native/efaemu/gpu/checks.sh says more).
+    echo FI_PROVIDER_PATH=$prov EFAEMU_REORDER=${REORDER:-8} CUDA_MODULE_LOADING=EAGER \
       LD_LIBRARY_PATH=$EFAEMU_BUILD/softgdr:$LIBFABRIC_HOME/lib:$NVSHMEM_HOME/lib:${LD_LIBRARY_PATH:-}
   else
     echo FI_EFA_ENABLE_SHM_TRANSFER=0 LD_LIBRARY_PATH=$NVSHMEM_HOME/lib:${LD_LIBRARY_PATH:-}

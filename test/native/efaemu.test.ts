@@ -493,3 +493,25 @@ describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped w
     }
   });
 });
+
+// The cuBLAS warm-up the DeepEP checks put first on PYTHONPATH (an emulator-only deadlock, see its comment).
+describe('gpu/warmup/sitecustomize.py', () => {
+  const py = spawnSync('python3', ['--version']).status === 0 ? 'python3' : undefined;
+  it.skipIf(!py)('runs only with EFAEMU_WARMUP_CUDA=1, says why it did nothing without CUDA, and still runs the sitecustomize it shadows', () => {
+    const other = mkdtempSync(path.join(os.tmpdir(), 'site-'));
+    writeFileSync(path.join(other, 'sitecustomize.py'), 'import sys\nprint("other sitecustomize ran", file=sys.stderr)\n');
+    const warm = path.join(ROOT, 'native/efaemu/gpu/warmup');
+    const run = (flag: string) => spawnSync('python3', ['-c', 'import sitecustomize, sys; print(sitecustomize.__file__)'], {
+      encoding: 'utf8',
+      // A torch that cannot be imported stands for a host without CUDA.
+      env: { ...process.env, PYTHONPATH: `${warm}:${other}`, EFAEMU_WARMUP_CUDA: flag, PYTHONNOUSERSITE: '1' },
+    });
+    const on = run('1');
+    expect(on.status).toBe(0);
+    expect(on.stderr).toMatch(/efaemu warm-up: (skipped \(.*\)|cuBLAS loaded in pid \d+ before the test)/);
+    expect(on.stderr).toContain('other sitecustomize ran');
+    const off = run('0');
+    expect(off.stderr).not.toContain('efaemu warm-up');
+    expect(off.stderr).toContain('other sitecustomize ran');
+  });
+});

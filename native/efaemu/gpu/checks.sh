@@ -195,7 +195,8 @@ check_gda_kernel() {
 deepep_pair() {
   local name=$1 extra=$2; shift 2
   local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
-  MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra PYTHONPATH=$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
+  # warmup/sitecustomize.py loads cuBLAS before the test: see its comment (an emulator-only deadlock).
+  MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
     "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
 }
 FAILURE_RE='Traceback|AssertionError|RuntimeError|CUDA error|EFA GDA .* failed|illegal|Aborted|core dumped'
@@ -237,6 +238,14 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
 
 check_deepep_shrink() {
   need deepep_shrink DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  # test_low_latency.py --shrink-test fails rank 1 at dispatch, rank 3 at combine and rank 5 at clean, and after each
+  # stage asserts that the ranks masked equal that set so far ({1}, then {1, 3}, ...); with 2 ranks the combine stage
+  # expects rank 3 in a 2-entry mask, on any transport. Seen on 2x H200: rank 0 timed out on the failed rank 1 in
+  # dispatch (DeepEP's 100 s timeout, the masking path), and the run was stopped by its bound.
+  if [ "${SHRINK_ON_2_RANKS:-0}" != 1 ]; then
+    result deepep_shrink skip "--shrink-test needs at least 6 ranks (it fails ranks 1, 3 and 5 and asserts the mask equals them); these checks run 2 (SHRINK_ON_2_RANKS=1 runs it anyway)"
+    return
+  fi
   deepep_pair deepep_shrink "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" --shrink-test ${DEEPEP_ARGS:-}
   local gda rdm_gpu
   gda=$(estat deepep_shrink paths.gda.write.bytes); rdm_gpu=$(estat deepep_shrink paths.rdm.write.gpu_bytes)

@@ -8,9 +8,10 @@ Runs DeepEP's own tests/test_low_latency.py (imported, unmodified: its checks, i
 (its bench() and bench_kineto()) is bracketed by snapshots of the emulated NIC's statistics, and what the NIC
 carried in between is printed:
 
-    WINDOW <name> rdm_ops=N rdm_send_ops=N rdm_write_bytes=N gda_write_ops=N gda_write_bytes=N
+    WINDOW <name> rdm_ops=N rdm_recv_ops=N rdm_send_ops=N rdm_write_bytes=N gda_write_ops=N gda_write_bytes=N
 
-(rdm: libfabric operations, i.e. NVSHMEM's CPU proxy; gda: GPU-posted WQEs). The snapshots need efaemu's
+(rdm: libfabric operations this process initiated, i.e. NVSHMEM's CPU proxy, and messages that arrived; gda:
+GPU-posted WQEs). The snapshots need efaemu's
 efaemu_stats_snapshot(label), which writes <EFAEMU_STATS>/efaemu-<pid>.<label>.json; without it (or not over efaemu)
 one line says so: "WINDOW unavailable <why>".
 """
@@ -22,11 +23,15 @@ import sys
 
 
 def rdm_and_gda(doc):
-    """The totals a window is judged by, from one efaemu statistics document."""
+    """The totals a window is judged by, from one efaemu statistics document. rdm_ops counts what this process
+    initiated (write, read, send: NVSHMEM's proxy at work for this rank); rdm_recv_ops the messages that arrived,
+    which a peer may have sent outside its own window (windows are per process: seen on 2x H200, rank 0's teardown
+    message arriving while rank 1 was still in its last window)."""
     paths = doc.get('paths', {})
     rdm, gda = paths.get('rdm', {}), paths.get('gda', {})
     return {
-        'rdm_ops': sum(k.get('ops', 0) for k in rdm.values()),
+        'rdm_ops': sum(rdm.get(k, {}).get('ops', 0) for k in ('write', 'read', 'send')),
+        'rdm_recv_ops': rdm.get('recv', {}).get('ops', 0),
         'rdm_send_ops': rdm.get('send', {}).get('ops', 0),
         'rdm_write_bytes': rdm.get('write', {}).get('bytes', 0),
         'gda_write_ops': gda.get('write', {}).get('ops', 0),

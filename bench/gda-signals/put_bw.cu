@@ -86,7 +86,10 @@ void bootstrap(const char *uid_file) {
     }
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
     nvshmemx_set_attr_uniqueid_args(g_rank, 2, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+    if (int rc = nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr)) {
+        say("FAIL", "PE %d: nvshmemx_init_attr failed (%d); NVSHMEM_DEBUG=INFO says why", g_rank, rc);
+        exit(1);
+    }
     if (nvshmem_n_pes() != 2) {
         say("FAIL", "NVSHMEM started %d PEs, want 2", nvshmem_n_pes());
         exit(1);
@@ -184,6 +187,12 @@ int main(int argc, char **argv) {
     const std::vector<uint64_t> sizes = parse_sizes(sizes_arg);
     uint64_t max = 0;
     for (uint64_t s : sizes) max = s > max ? s : max;
+    // NVSHMEM starts on the current CUDA device and fails without one (seen on 2x H200: init returned an error, the
+    // first nvshmem_malloc then exited). Each process sees one GPU.
+    if (cudaSetDevice(0) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+        say("FAIL", "PE %d: no usable CUDA device (cudaSetDevice(0))", g_rank);
+        return 1;
+    }
     bootstrap(uid);
 
     auto status = reinterpret_cast<const char *(*)()>(transport_symbol("nvshmemx_efa_gda_status"));

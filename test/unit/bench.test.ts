@@ -247,7 +247,7 @@ int efaemu_stats_snapshot(const char *label) {
     execFileSync(PYTHON!, ['-c', `import ctypes, sys; sys.path.insert(0, ${JSON.stringify(path.dirname(LL))}); import deepep_ll as m\n${code}`],
       { encoding: 'utf8', env: { ...process.env, ...env } });
 
-  it('prints what the NIC carried during each timed call (RDM ops, GDA write ops and bytes)', () => {
+  it('prints what the NIC carried during each timed call (RDM ops this rank initiated, messages that arrived, GDA write ops and bytes)', () => {
     const stats = mkdtempSync(path.join(d, 'stats-'));
     const out = py(`ctypes.CDLL(${JSON.stringify(lib)}, mode=ctypes.RTLD_GLOBAL)
 w = m.Windows(lambda: None)
@@ -256,8 +256,8 @@ assert f(21) == 42
 f(1)`, { EFAEMU_STATS: stats });
     // First window: snapshots 1 and 2; second: 3 and 4.
     expect(out).toBe(
-      'WINDOW bench-1 rdm_ops=10 rdm_send_ops=5 rdm_write_bytes=0 gda_write_ops=10 gda_write_bytes=640\n' +
-      'WINDOW bench-2 rdm_ops=0 rdm_send_ops=0 rdm_write_bytes=0 gda_write_ops=10 gda_write_bytes=640\n');
+      'WINDOW bench-1 rdm_ops=5 rdm_recv_ops=5 rdm_send_ops=5 rdm_write_bytes=0 gda_write_ops=10 gda_write_bytes=640\n' +
+      'WINDOW bench-2 rdm_ops=0 rdm_recv_ops=0 rdm_send_ops=0 rdm_write_bytes=0 gda_write_ops=10 gda_write_bytes=640\n');
   });
 
   it('says why there are no windows: not over efaemu, no EFAEMU_STATS, or an efaemu without the snapshot call', () => {

@@ -17,12 +17,17 @@ export interface NvshmemLayout {
 }
 
 export const LAYOUTS: Record<LayoutId, NvshmemLayout> = {
-  'single-rail': { id: 'single-rail', summary: 'single-rail (one fabric, domain and fi_info per PE; NVIDIA NVSHMEM 3.3 to 3.5)' },
+  'single-rail': { id: 'single-rail', summary: 'single-rail (one fabric, domain and fi_info per PE, as in NVIDIA NVSHMEM 3.2.5 to 3.5.x)' },
   'multi-rail': {
     id: 'multi-rail',
-    summary: 'multi-rail (per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs; NVSHMEM 3.6+, AWS devel-aws-2025-11-25)',
+    summary: "multi-rail (per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs, as in AWS's devel-aws-2025-11-25)",
   },
 };
+
+/** The line the report, the run output, `patch --dry-run` and `doctor` print. */
+export function layoutLine(layout: Pick<NvshmemLayout, 'summary'>): string {
+  return `NVSHMEM libfabric layout: ${layout.summary}`;
+}
 
 export const STATE_STRUCT = 'nvshmemt_libfabric_state_t';
 const MEM_HANDLE_STRUCT = 'nvshmemt_libfabric_mem_handle_t';

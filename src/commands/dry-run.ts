@@ -47,6 +47,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   }
   if (opts.exportDir) {
     for (const line of await exportPatches(opts.exportDir, parts)) out(line);
+    if (plan.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
     return 0;
   }
   // In the one diff shown, DeepEP's files go under deepep/ so the two trees cannot be confused.

@@ -180,7 +180,7 @@ describe('nvshmem-efa patch', () => {
     expect(report(work).fixes.filter((f) => f.file && f.id !== 'vendor-efa-io-defs').every((f) => f.status === 'already-present')).toBe(true);
   });
 
-  it('--dry-run names the layout after the diff, and --json carries it with the version', () => {
+  it('--dry-run names the layout after the diff, --json carries it with the version, --export names it', () => {
     const w = path.join(mkdtempSync(path.join(os.tmpdir(), 'w-')), '.w');
     const multi = cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--dry-run', '--work-dir', w]);
     expect(multi.code).toBe(0);
@@ -195,6 +195,8 @@ describe('nvshmem-efa patch', () => {
     const json = JSON.parse(cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--dry-run', '--json', '--work-dir', w]).stdout);
     expect(json).toMatchObject({ version: '3.5.7.0', layout: { id: 'multi-rail' } });
     expect(json.diff).toContain('nvshmemt_efa_gda_init_rails');
+    const exported = cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--export', path.join(mkdtempSync(path.join(os.tmpdir(), 'x-')), 'out'), '--work-dir', w]);
+    expect(exported.stdout).toContain('nvshmem: planned for the NVSHMEM libfabric layout: multi-rail (');
     expect(existsSync(w)).toBe(false);
   });
 

@@ -61,9 +61,9 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   const rdm = (scenario: string, checks: string[], extra: Record<string, string> = {}) =>
     passed(run('efaemu_rdm_test', [scenario], extra), checks);
 
-  it('exports only fi_prov_ini from prov/libefa-fi.so', () => {
+  it('exports only fi_prov_ini and efaemu_stats_snapshot from prov/libefa-fi.so', () => {
     const syms = execFileSync('nm', ['-D', '--defined-only', path.join(dir, 'prov/libefa-fi.so')], { encoding: 'utf8' });
-    expect(syms.trim().split('\n').map((l) => l.split(' ').pop())).toEqual(['fi_prov_ini']);
+    expect(syms.trim().split('\n').map((l) => l.split(' ').pop()).sort()).toEqual(['efaemu_stats_snapshot', 'fi_prov_ini']);
   });
 
   it.skipIf(!hasFiInfo)('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', () => {
@@ -188,17 +188,22 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     const load = (p: string | undefined) => JSON.parse(readFileSync(path.join(stats, `efaemu-${p}.json`), 'utf8'));
     const a = load(pid('A'));
     const b = load(pid('B'));
-    const t = (ops: number, bytes: number) => ({ ops, bytes, gpu_bytes: 0, errors: 0 });
-    expect(a.paths.rdm.write).toEqual(t(3, 3000));
+    const t = (ops: number, bytes: number, small = 0, smallBytes = 0) => ({ ops, bytes, gpu_bytes: 0, errors: 0, small_ops: small, small_bytes: smallBytes, small_gpu_bytes: 0 });
+    expect(a.paths.rdm.write).toEqual(t(4, 3004, 1, 4));
     expect(a.paths.rdm.read).toEqual(t(1, 500));
     expect(a.paths.rdm.send).toEqual(t(2, 20));
-    expect(b.paths.rdm.remote_write).toEqual(t(3, 3000));
+    expect(b.paths.rdm.remote_write).toEqual(t(4, 3004, 1, 4));
     expect(b.paths.rdm.remote_read).toEqual(t(1, 500));
     expect(b.paths.rdm.recv).toEqual(t(2, 20));
-    expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(3, 3000));
-    expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(3, 3000));
+    expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(4, 3004, 1, 4));
+    expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(4, 3004, 1, 4));
     for (const doc of [a, b]) for (const k of Object.keys(doc.paths.gda)) expect(doc.paths.gda[k].ops).toBe(0);
-    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('B')}.json`].sort());
+    // efaemu_stats_snapshot("mid") was taken after the writes and the read, before the sends.
+    const mid = JSON.parse(readFileSync(path.join(stats, `efaemu-${pid('A')}.mid.json`), 'utf8'));
+    expect(mid.paths.rdm.write).toEqual(t(4, 3004, 1, 4));
+    expect(mid.paths.rdm.read).toEqual(t(1, 500));
+    expect(mid.paths.rdm.send.ops).toBe(0);
+    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('A')}.mid.json`, `efaemu-${pid('B')}.json`].sort());
   });
 
   it('GPU memory (stand-in driver): moved only by CUDA copies on a private non-blocking stream, never on the caller\'s thread', () => {

@@ -99,7 +99,7 @@ run_pair() {
       if [ -z "${!v}" ] && ! kill -0 "${pids[$r]}" 2>/dev/null; then wait "${pids[$r]}"; printf -v "$v" '%s' $?; fi
     done
     if { [ -n "$RC0" ] && [ "$RC0" != 0 ] && [ -z "$RC1" ]; } || { [ -n "$RC1" ] && [ "$RC1" != 0 ] && [ -z "$RC0" ]; }; then
-      local other=$([ -z "$RC0" ] && echo 0 || echo 1)
+      local other; other=$([ -z "$RC0" ] && echo 0 || echo 1)
       for _ in $(seq 15); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
       pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
       wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
@@ -112,9 +112,10 @@ run_pair() {
 # Sum of a field over the statistics files of a run: stat NAME PATH (jq-free: python).
 estat() {
   "$PY" - "$RESULTS/stats-$1" "$2" <<'EOF'
-import glob, json, sys
+import glob, json, re, sys
 total = 0
-for f in glob.glob(sys.argv[1] + '/efaemu-*.json'):
+# At-exit files only (efaemu-<pid>.json), not snapshots (efaemu-<pid>.<label>.json).
+for f in [f for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]:
     d = json.load(open(f))
     for k in sys.argv[2].split('.'):
         d = d.get(k, 0) if isinstance(d, dict) else 0
@@ -122,10 +123,11 @@ for f in glob.glob(sys.argv[1] + '/efaemu-*.json'):
 print(total)
 EOF
 }
-nfiles() { ls "$RESULTS/stats-$1"/efaemu-*.json 2>/dev/null | wc -l; }
+nfiles() { find "$RESULTS/stats-$1" -maxdepth 1 -regex '.*/efaemu-[0-9]*\.json' 2>/dev/null | wc -l; }
 
 check_fi_info() {
   need fi_info LIBFABRIC_HOME EFAEMU_BUILD || return
+  # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
   env $(pe_env 0) "$LIBFABRIC_HOME/bin/fi_info" -p efa >"$RESULTS/fi_info.log" 2>&1
   local fabs; fabs=$(grep -A1 'fabric:' "$RESULTS/fi_info.log" | awk '/fabric:/{f=$2} /domain:/{print f" "$2}' | paste -sd, -)
   if grep -q 'fabric: efa-direct' "$RESULTS/fi_info.log" && grep -q 'fabric: efa$' "$RESULTS/fi_info.log" &&
@@ -141,15 +143,16 @@ check_fabtests() {
   local ok=1 ev="" port=$((20000 + RANDOM % 20000))
   for t in "fi_rdm_pingpong -p efa -v" "fi_rma_bw -p efa -v -o write" "fi_rma_bw -p efa -v -o read" "fi_rma_bw -p efa -v -o writedata"; do
     port=$((port + 1))
-    local log="$RESULTS/fabtests.$(echo "$t" | tr ' ' '_' | tr -d -).log"
+    local log; log="$RESULTS/fabtests.$(echo "$t" | tr ' ' '_' | tr -d -).log"
     # shellcheck disable=SC2086
+    # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
     ( env $(pe_env 0) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port & sleep 1
       env $(pe_env 1) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port 127.0.0.1; c=$?; wait $!; echo "rc client=$c server=$?" ) >"$log" 2>&1
     if grep -q 'rc client=0 server=0' "$log"; then
       ev+="${t%% -p*}$([ "${t##*-o }" != "$t" ] && echo " ${t##*-o }"): 1m $(awk '/^1m /{print $(NF-2)" MB/s "$(NF-1)" us"}' "$log" | tail -1); "
     else ok=0; ev+="$t FAILED ($(tail -1 "$log")); "; fi
   done
-  result fabtests $([ $ok = 1 ] && echo pass || echo fail) "${ev%; } (server and client processes over efaemu, -v: data verified)"
+  result fabtests "$([ "$ok" = 1 ] && echo pass || echo fail)" "${ev%; } (server and client processes over efaemu, -v: data verified)"
 }
 
 check_nvshmem_perf() {
@@ -204,9 +207,11 @@ check_deepep_ll() {
   deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
   local gda rdm_gpu ooo bw
   gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
+  local sig rdm_ops
+  sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
   if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
-    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda token bytes, GPU-sourced RDM write bytes $rdm_gpu; $ooo CQEs out of order; ${ELAPSED}s; $bw"
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw"
   else
     result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)"
   fi
@@ -216,12 +221,17 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   need deepep_counters DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
   deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
-  local on off gda_off
-  on=$(estat deepep_ll paths.gda.write.bytes); off=$(estat deepep_counters paths.rdm.write.gpu_bytes); gda_off=$(estat deepep_counters paths.gda.write.ops)
-  if deepep_ok deepep_counters && [ "$on" -gt 0 ] && [ "$on" = "$off" ] && [ "$gda_off" = 0 ]; then
-    result deepep_counters pass "GDA off: passed; the RDM path carried $off GPU-sourced write bytes = the $on the GDA path carried with GDA on; 0 GDA ops"
+  # Payload = writes of more than 8 bytes: with GDA on the shim's signals (and credit returns) are GDA writes of
+  # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable.
+  local on on_small off off_small gda_off
+  on=$(estat deepep_ll paths.gda.write.bytes); on_small=$(estat deepep_ll paths.gda.write.small_bytes)
+  off=$(estat deepep_counters paths.rdm.write.gpu_bytes); off_small=$(estat deepep_counters paths.rdm.write.small_gpu_bytes)
+  gda_off=$(estat deepep_counters paths.gda.write.ops)
+  local on_payload=$((on - on_small)) off_payload=$((off - off_small))
+  if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops"
   else
-    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA bytes $on vs GDA-off RDM GPU write bytes $off, GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
   fi
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,11 @@ void add(Tally &t, uint64_t bytes, MemKind local, uint32_t status) {
     }
     t.bytes += bytes;
     if (local == MemKind::Cuda) t.gpu_bytes += bytes;
+    if (bytes <= kSmallOp) {
+        t.small_ops++;
+        t.small_bytes += bytes;
+        if (local == MemKind::Cuda) t.small_gpu_bytes += bytes;
+    }
 }
 
 std::string quote(const std::string &s) {
@@ -42,10 +48,13 @@ void render_paths(std::string &o, const PP &pp, const char *indent) {
         o += std::string(p ? ",\n" : "\n") + indent + "  " + quote(kPathNames[p]) + ": {";
         for (int k = 0; k < (int)Kind::kCount; k++) {
             const Tally &t = pp[p].k[k];
-            char buf[160];
-            snprintf(buf, sizeof buf, "%s\"%s\": {\"ops\": %llu, \"bytes\": %llu, \"gpu_bytes\": %llu, \"errors\": %llu}",
+            char buf[320];
+            snprintf(buf, sizeof buf,
+                     "%s\"%s\": {\"ops\": %llu, \"bytes\": %llu, \"gpu_bytes\": %llu, \"errors\": %llu, "
+                     "\"small_ops\": %llu, \"small_bytes\": %llu, \"small_gpu_bytes\": %llu}",
                      k ? ", " : "", kKindNames[k], (unsigned long long)t.ops, (unsigned long long)t.bytes,
-                     (unsigned long long)t.gpu_bytes, (unsigned long long)t.errors);
+                     (unsigned long long)t.gpu_bytes, (unsigned long long)t.errors, (unsigned long long)t.small_ops,
+                     (unsigned long long)t.small_bytes, (unsigned long long)t.small_gpu_bytes);
             o += buf;
         }
         o += "}";
@@ -118,20 +127,24 @@ std::string Stats::json() const {
     return o;
 }
 
-bool Stats::write(const std::string &dir, std::string *why) const {
-    std::string path = dir + "/efaemu-" + std::to_string(getpid()) + ".json";
+bool Stats::write(const std::string &dir, std::string *why, const std::string &label) const {
+    std::string path = dir + "/efaemu-" + std::to_string(getpid()) + (label.empty() ? "" : "." + label) + ".json";
     std::string tmp = path + ".tmp";
     std::string doc = json();
     FILE *f = fopen(tmp.c_str(), "w");
     if (!f) {
-        *why = "cannot write " + tmp + ": " + strerror(errno);
+        int e = errno;
+        *why = "cannot write " + tmp + ": " + strerror(e);
+        errno = e;
         return false;
     }
     bool ok = fwrite(doc.data(), 1, doc.size(), f) == doc.size();
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        *why = "cannot write " + path + ": " + strerror(errno);
+        int e = errno ? errno : EIO;
+        *why = "cannot write " + path + ": " + strerror(e);
         unlink(tmp.c_str());
+        errno = e;
         return false;
     }
     return true;
@@ -151,3 +164,16 @@ void write_stats_at_exit() {
 }
 
 }  // namespace efaemu
+
+extern "C" __attribute__((visibility("default"))) int efaemu_stats_snapshot(const char *label) {
+    if (!label || !*label || *label == '.') return -EINVAL;
+    for (const char *c = label; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.') return -EINVAL;
+    }
+    const efaemu::Config &c = efaemu::config();
+    if (c.stats_dir.empty()) return -ENOENT;
+    std::string why;
+    errno = 0;
+    if (!efaemu::stats().write(c.stats_dir, &why, label)) return -(errno ? errno : EIO);
+    return 0;
+}

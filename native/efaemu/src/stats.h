@@ -18,8 +18,14 @@ enum class Path : uint8_t { Rdm = 0, Gda = 1 };
 // Initiator-side kinds (write/read/send) and target-side kinds (what peers did to us).
 enum class Kind : uint8_t { Write = 0, Read, Send, Recv, RemoteWrite, RemoteRead, kCount };
 
+// Operations of at most kSmallOp bytes are also counted apart: GDA signals (a 4- or 8-byte value written after
+// its payload completed) and credit returns are that small and DeepEP's token messages never are, so a test can
+// compare the payload the GDA path carried with what the RDM path carried when signals travel as atomics.
+constexpr uint64_t kSmallOp = 8;
+
 struct Tally {
     uint64_t ops = 0, bytes = 0, gpu_bytes = 0, errors = 0;
+    uint64_t small_ops = 0, small_bytes = 0, small_gpu_bytes = 0;
 };
 
 class Stats {
@@ -34,8 +40,9 @@ public:
 
     // Renders the JSON document.
     std::string json() const;
-    // Writes <dir>/efaemu-<pid>.json atomically (temp file + rename). Returns false with *why.
-    bool write(const std::string &dir, std::string *why) const;
+    // Writes <dir>/efaemu-<pid>.json (or efaemu-<pid>.<label>.json) atomically (temp file + rename). Returns
+    // false with *why and errno set.
+    bool write(const std::string &dir, std::string *why, const std::string &label = "") const;
 
 private:
     struct PerPath {
@@ -52,5 +59,15 @@ Stats &stats();
 
 // Writes the statistics once if EFAEMU_STATS is set (atexit and provider cleanup both call it).
 void write_stats_at_exit();
+
+}  // namespace efaemu
+
+// For benchmarks that need what the NIC carried during a window (bench/gda-signals/deepep_ll.py brackets DeepEP's
+// timed calls with it): writes the statistics so far to <EFAEMU_STATS>/efaemu-<pid>.<label>.json. Returns 0, or
+// -EINVAL (label empty or not made of letters, digits, '-', '_', '.'; or starting with '.'), -ENOENT (EFAEMU_STATS
+// is not set), or -errno of the failed write.
+extern "C" int efaemu_stats_snapshot(const char *label);
+
+namespace efaemu {
 
 }  // namespace efaemu

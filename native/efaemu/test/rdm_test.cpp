@@ -4,6 +4,7 @@
 // against Debian's libfabric 1.17 and a libfabric 2.3.0.
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -754,7 +755,25 @@ int delay() {
     return finish(p);
 }
 
-// Known traffic for the statistics file (checked by the caller): A writes 3 x 1000 B, reads 500 B, sends 2 x 10 B.
+// efaemu_stats_snapshot from the provider libfabric loaded into this process (found in /proc/self/maps, as
+// bench/gda-signals/deepep_ll.py finds it: FI_PROVIDER_PATH may name the file or its directory); null if absent.
+typedef int (*SnapshotFn)(const char *);
+SnapshotFn provider_snapshot() {
+    FILE *m = fopen("/proc/self/maps", "r");
+    if (!m) return nullptr;
+    char line[4096];
+    std::string lib;
+    while (lib.empty() && fgets(line, sizeof line, m)) {
+        const char *slash = strchr(line, '/');
+        if (slash && strstr(slash, "libefa-fi")) lib.assign(slash, strcspn(slash, "\n"));
+    }
+    fclose(m);
+    void *h = lib.empty() ? nullptr : dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    return h ? (SnapshotFn)dlsym(h, "efaemu_stats_snapshot") : nullptr;
+}
+
+// Known traffic for the statistics file (checked by the caller): A writes 3 x 1000 B and one 4-byte value (a
+// signal-sized write), reads 500 B, takes the snapshot "mid" (bad labels refused), then sends 2 x 10 B.
 int traffic() {
     Pair p = fork_pair();
     Fab f = open_fab(FI_MSG | FI_RMA, FI_CQ_FORMAT_MSG, 0);
@@ -771,7 +790,18 @@ int traffic() {
         std::vector<uint8_t> buf(1000, 3);
         for (int i = 0; i < 3; i++)
             expect(fi_write(f.ep, buf.data(), 1000, nullptr, 0, w.addr, w.key, nullptr) == 0 && complete_ok(f, "write"), "write");
+        uint32_t sig = 7;
+        expect(fi_write(f.ep, &sig, 4, nullptr, 0, w.addr + 2048, w.key, nullptr) == 0 && complete_ok(f, "write"), "write");
         expect(fi_read(f.ep, buf.data(), 500, nullptr, 0, w.addr, w.key, nullptr) == 0 && complete_ok(f, "read"), "read");
+        SnapshotFn snap = provider_snapshot();
+        expect(snap != nullptr, "snapshot", "efaemu_stats_snapshot is exported");
+        if (snap) {
+            int bad[3] = {snap(""), snap("../x"), snap(".hidden")};
+            expect(bad[0] == -EINVAL && bad[1] == -EINVAL && bad[2] == -EINVAL, "snapshot",
+                   fmt("bad labels refused: %d %d %d", bad[0], bad[1], bad[2]));
+            int rc = snap("mid");
+            expect(rc == (getenv("EFAEMU_STATS") ? 0 : -ENOENT), "snapshot", fmt("snapshot(mid) = %d", rc));
+        }
         sync(p);
         for (int i = 0; i < 2; i++)
             expect(fi_send(f.ep, buf.data(), 10, nullptr, 0, nullptr) == 0 && complete_ok(f, "send"), "send");

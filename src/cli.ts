@@ -101,6 +101,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--libfabric-home <dir>', 'libfabric the build would use')
     .option('--cuda-home <dir>', 'CUDA toolkit the build would use')
     .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
+    .option('--nvshmem-src <dir>', 'also check this NVSHMEM source tree: its version, its libfabric layout (single-rail or multi-rail) and whether every patch applies (nothing is written)')
     .option('--json', 'print the checks as JSON')
     .action(action('doctor', (o) => doctorCommand(o, out)));
 

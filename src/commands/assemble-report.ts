@@ -76,6 +76,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
     nvshmem: {
       ...(src ? { source: src } : {}),
       ...(pin ? { pin } : {}),
+      ...(ctx.patch?.layout ? { layout: ctx.patch.layout } : {}),
       ...(ctx.build ? { installPrefix: ctx.build.prefix } : {}),
       libraries: ctx.build?.libraries ?? [],
       cmakeArgs: ctx.build?.cmakeArgs ?? [],

@@ -2,6 +2,11 @@ import { surveyEnvironment, type Survey } from '../core/environment.ts';
 import { probe as runQuiet } from '../core/exec.ts';
 import type { ProbeCheck } from '../core/probe-schema.ts';
 import { renderChecks } from '../core/probe-schema.ts';
+import { notNvshmemReason, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
+import { planNvshmem } from '../patchers/nvshmem/index.ts';
+import { layoutLine } from '../patchers/nvshmem/layout.ts';
+import { loadTemplate } from '../patchers/nvshmem/template.ts';
+import { refusalError } from '../steps/patch-nvshmem.ts';
 
 /** Build-time CMake options: set in a job's environment they do nothing, and usually mean a mixed-up recipe. */
 const BUILD_TIME_NAMES = [
@@ -17,6 +22,8 @@ export interface DoctorInput {
   pipNvshmem?: string;
   nodeVersion: string;
   torch?: string;
+  /** The --nvshmem-src tree's check (nvshmemTreeCheck), when one was given. */
+  nvshmemTree?: ProbeCheck;
 }
 
 const BLOCKER_TITLES: Record<string, string> = {
@@ -84,8 +91,35 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   } else {
     out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'pass', 'no pip nvidia-nvshmem package, nothing in LD_LIBRARY_PATH'));
   }
+  if (d.nvshmemTree) out.push(d.nvshmemTree);
   out.push(d.torch ? check('torch', 'PyTorch (for DeepEP)', 'pass', d.torch) : check('torch', 'PyTorch (for DeepEP)', 'skip', 'python3 cannot import torch: only needed with --deepep-*'));
   return out;
+}
+
+const TREE_TITLE = 'NVSHMEM source tree (--nvshmem-src)';
+
+/** What the tree is: its version and libfabric layout, and whether `patch` would apply (planned, nothing written). */
+export interface NvshmemTreeFacts {
+  version?: string;
+  layout?: { id: string; summary: string };
+}
+
+export async function nvshmemTreeCheck(dir: string): Promise<{ check: ProbeCheck; facts: NvshmemTreeFacts }> {
+  const notTree = await notNvshmemReason(dir).catch((e: Error) => e.message);
+  if (notTree) return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${dir} is not an NVSHMEM source tree (${notTree})`, 'pass the root of an NVSHMEM 3.x source tree (the folder holding CMakeLists.txt and src/)'), facts: {} };
+  const version = await nvshmemVersion(dir);
+  const plan = await planNvshmem(dir, await loadTemplate());
+  const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
+  const facts: NvshmemTreeFacts = { ...(version ? { version } : {}), ...(layout ? { layout } : {}) };
+  const what = `NVSHMEM ${version ?? '(no version in CMakeLists.txt)'} at ${dir}`;
+  if (plan.refusals.length) {
+    const err = refusalError(plan, dir);
+    return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${what}: patch would refuse it: ${plan.refusals.map((r) => `${r.id}: ${r.detail}`).join('; ')}`, err.fix), facts };
+  }
+  const toApply = plan.fixes.filter((f) => f.status === 'applied').length;
+  const evidence = `${what}; ${layoutLine(layout!)}; ${toApply} patch(es) to apply, ${plan.fixes.length - toApply} already present`;
+  const warn = versionWarning(version);
+  return { check: warn ? check('nvshmem-tree', TREE_TITLE, 'warn', `${evidence}; ${warn.detail}`, 'build it with care, or use --nvshmem-ref v3.4.5-0') : check('nvshmem-tree', TREE_TITLE, 'pass', evidence), facts };
 }
 
 export function doctorVerdict(checks: readonly ProbeCheck[]): string {
@@ -94,14 +128,15 @@ export function doctorVerdict(checks: readonly ProbeCheck[]): string {
   return 'ready';
 }
 
-export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; json: boolean }, out: (s: string) => void): Promise<number> {
+export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; nvshmemSrc?: string; json: boolean }, out: (s: string) => void): Promise<number> {
   // NVIDIA NVSHMEM 3.x includes nvml.h, so a build stops without it: a blocker here too.
   const survey = await surveyEnvironment({ ...opts, env: process.env, requireNvml: true });
   const py = process.env.PYTHON ?? 'python3';
   const pipNvshmem = (await runQuiet(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
   const torch = (await runQuiet(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
-  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch });
+  const tree = opts.nvshmemSrc ? await nvshmemTreeCheck(opts.nvshmemSrc) : undefined;
+  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch, ...(tree ? { nvshmemTree: tree.check } : {}) });
   const verdict = doctorVerdict(checks);
-  out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict }, null, 2) : renderChecks(checks, verdict));
+  out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, verdict));
   return checks.some((c) => c.status === 'fail') ? 1 : 0;
 }

@@ -6,7 +6,9 @@ import { renderDiff } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
+import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
+import { nvshmemVersion } from '../core/nvshmem-tree.ts';
 import { cmakeArgs } from '../steps/build-nvshmem.ts';
 import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
@@ -45,12 +47,19 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   }
   if (opts.exportDir) {
     for (const line of await exportPatches(opts.exportDir, parts)) out(line);
+    if (plan.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
     return 0;
   }
   // In the one diff shown, DeepEP's files go under deepep/ so the two trees cannot be confused.
   const changes = [...plan.changes, ...deepepChanges.map((c) => ({ ...c, file: `deepep/${c.file}` }))];
-  if (opts.json) out(JSON.stringify({ tree: tree.dir, fixes: plan.fixes, diff: renderDiff(changes) }, null, 2));
-  else out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
+  const version = await nvshmemVersion(tree.dir);
+  const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
+  if (opts.json) out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: renderDiff(changes) }, null, 2));
+  else {
+    out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
+    // After the diff (stdout stays a patch from its first line): what was planned for.
+    if (layout) out(`# NVSHMEM ${version ?? '(version not named in CMakeLists.txt)'}; ${layoutLine(layout)}`);
+  }
   if (opts.command === 'build' && found.env) {
     const ctx: Ctx = { opts, paths: workPaths(opts.workDir), state: await StateStore.open(opts.workDir), signal: new AbortController().signal, envFixes: found.envFixes, source: { kind: 'local', dir: tree.dir, origin: tree.dir } };
     const fab = found.env.fabric;

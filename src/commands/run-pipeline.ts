@@ -6,6 +6,7 @@ import { StateStore } from '../core/state.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
 import { chooseRenderer, runSteps } from '../pipeline.ts';
+import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { workPaths } from '../steps/index.ts';
 import type { Ctx, Step } from '../steps/types.ts';
 import { assembleReport } from './assemble-report.ts';
@@ -64,6 +65,7 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
           out(pc.bold('fixes:'));
           for (const f of applied) out(`  ${f.status.padEnd(9)} ${f.id}${f.file ? ` (${f.file})` : ''}${f.detail ? `: ${f.detail}` : ''}`);
         }
+        if (report.nvshmem.layout) out(layoutLine(report.nvshmem.layout));
         out(`EFA GDA: ${report.gda.status}: ${report.gda.reason}`);
         if (Object.keys(report.runtimeEnv).length) {
           out(pc.bold('run-time environment:'));

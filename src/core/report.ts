@@ -22,6 +22,8 @@ export const ReportSchema = z.object({
   nvshmem: z.object({
     source: z.object({ kind: z.enum(['local', 'git']), dir: z.string(), origin: z.string(), ref: z.string().optional(), commit: z.string().optional(), version: z.string().optional() }).optional(),
     pin: z.object({ ref: z.string(), commit: z.string() }).optional(),
+    /** The libfabric transport layout the patch was made for. */
+    layout: z.object({ id: z.enum(['single-rail', 'multi-rail']), summary: z.string() }).optional(),
     installPrefix: z.string().optional(),
     libraries: z.array(z.string()),
     cmakeArgs: z.array(z.string()),
@@ -73,6 +75,7 @@ export function renderMarkdown(r: Report): string {
   if (r.error) L.push(`- error: ${r.error.message}`, `- fix: ${r.error.fix}`, ...(r.error.log ? [`- log: ${r.error.log}`] : []));
   const s = r.nvshmem.source;
   if (s) L.push(`- NVSHMEM: ${s.version ?? 'unknown version'} from ${s.origin}${s.ref ? ` (${s.ref} @ ${s.commit})` : ''}, tree ${s.dir}`);
+  if (r.nvshmem.layout) L.push(`- NVSHMEM libfabric layout: ${r.nvshmem.layout.summary}`);
   if (r.nvshmem.installPrefix) L.push(`- install prefix: ${r.nvshmem.installPrefix}`);
   if (r.deepep) {
     const d = r.deepep;

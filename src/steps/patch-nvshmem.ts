@@ -14,7 +14,7 @@ import type { Ctx, PatchResult, Step } from './types.ts';
 export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedError {
   return new PatchRefusedError(
     `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,
-    `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}; e.g. --nvshmem-ref v3.4.5-0); if the tree was patched by hand, restore it (git checkout -- .) and rerun`,
+    `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`,
     plan.refusals.map((r) => `${r.id}: ${r.detail}`),
   );
 }
@@ -49,8 +49,9 @@ export const patchNvshmemStep: Step = {
     // change then recompiles the template, not libfabric.cpp and not what a reconfigure would touch).
     await reuseTimes(ctx.treeSnapshot, plan.changes.map((c) => c.file));
     const applied = plan.fixes.filter((f) => f.status === 'applied').length;
-    io.progress(`${applied} applied, ${plan.fixes.length - applied} already present`);
+    io.progress(`${plan.layout?.id ?? 'unknown'} layout: ${applied} applied, ${plan.fixes.length - applied} already present`);
     const result: PatchResult = {
+      ...(plan.layout ? { layout: { id: plan.layout.id, summary: plan.layout.summary } } : {}),
       changedFiles: plan.changes.map((c) => c.file),
       fixes: plan.fixes,
       templateStage: t.manifest.stage,

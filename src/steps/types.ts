@@ -37,6 +37,8 @@ export interface SourceResult {
 }
 
 export interface PatchResult {
+  /** The libfabric transport layout the hooks were chosen for. */
+  layout?: { id: 'single-rail' | 'multi-rail'; summary: string };
   changedFiles: string[];
   fixes: FixRecord[];
   templateStage: string;

@@ -35,17 +35,13 @@ export function goldenCases(root = GOLDEN): GoldenCase[] {
     .map((name) => ({ name, dir: path.join(root, name), ...JSON.parse(readFileSync(path.join(root, name, 'case.json'), 'utf8')) }));
 }
 
-/** The files of a case: its base case's (materialised the same way, so bases chain), then its own over them. */
+/**
+ * The files of a case: its base case's (materialised the same way, edits included, so bases chain), then its own
+ * files over them, then its own edits.
+ */
 function layTree(gc: GoldenCase, root: string, dst: string): void {
   if (gc.base) layTree(goldenCases(root).find((x) => x.name === gc.base)!, root, dst);
   if (existsSync(path.join(gc.dir, 'tree'))) cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
-}
-
-/** A fresh temporary copy of the case's tree: its base case's tree, then its own files over it. */
-export function materialize(c: GoldenCase | string, root = GOLDEN): string {
-  const gc = typeof c === 'string' ? goldenCases(root).find((x) => x.name === c)! : c;
-  const dst = mkdtempSync(path.join(os.tmpdir(), `nvshmem-efa-${gc.name}-`));
-  layTree(gc, root, dst);
   for (const e of gc.edits ?? []) {
     const file = path.join(dst, e.file);
     const text = readFileSync(file, 'utf8');
@@ -53,6 +49,13 @@ export function materialize(c: GoldenCase | string, root = GOLDEN): string {
     if (at < 0 || text.indexOf(e.find, at + 1) >= 0) throw new Error(`golden case ${gc.name}: edit of ${e.file} must match exactly once: ${JSON.stringify(e.find.slice(0, 80))}`);
     writeFileSync(file, text.slice(0, at) + e.replace + text.slice(at + e.find.length));
   }
+}
+
+/** A fresh temporary copy of the case's tree: its base case's tree, then its own files over it. */
+export function materialize(c: GoldenCase | string, root = GOLDEN): string {
+  const gc = typeof c === 'string' ? goldenCases(root).find((x) => x.name === c)! : c;
+  const dst = mkdtempSync(path.join(os.tmpdir(), `nvshmem-efa-${gc.name}-`));
+  layTree(gc, root, dst);
   if (gc.templates) {
     for (const f of readdirSync(path.join(REPO, gc.templates.from)).filter((n) => !n.endsWith('.json'))) {
       cpSync(path.join(REPO, gc.templates.from, f), path.join(dst, gc.templates.to, f));

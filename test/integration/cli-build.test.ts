@@ -180,6 +180,50 @@ describe('nvshmem-efa patch', () => {
     expect(report(work).fixes.filter((f) => f.file && f.id !== 'vendor-efa-io-defs').every((f) => f.status === 'already-present')).toBe(true);
   });
 
+  it('--dry-run names the layout after the diff, --json carries it with the version, --export names it', () => {
+    const w = path.join(mkdtempSync(path.join(os.tmpdir(), 'w-')), '.w');
+    const multi = cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--dry-run', '--work-dir', w]);
+    expect(multi.code).toBe(0);
+    expect(multi.stdout).toMatch(/^diff --git /);
+    expect(multi.stdout).toContain('+        if (nvshmemt_efa_gda_init_rails(efa_gda_rails > 0 ? state->prov_infos.data() + 1 : NULL, efa_gda_rails,');
+    expect(multi.stdout.trimEnd().split('\n').pop()).toBe(
+      "# NVSHMEM 3.5.7.0; NVSHMEM libfabric layout: multi-rail (per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs, as in AWS's devel-aws-2025-11-25)",
+    );
+    const single = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--dry-run', '--work-dir', w]);
+    expect(single.stdout.trimEnd().split('\n').pop()).toMatch(/^# NVSHMEM 3\.4\.5\.0; NVSHMEM libfabric layout: single-rail /);
+    expect(single.stdout).not.toContain('init_rails');
+    const json = JSON.parse(cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--dry-run', '--json', '--work-dir', w]).stdout);
+    expect(json).toMatchObject({ version: '3.5.7.0', layout: { id: 'multi-rail' } });
+    expect(json.diff).toContain('nvshmemt_efa_gda_init_rails');
+    const exported = cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--export', path.join(mkdtempSync(path.join(os.tmpdir(), 'x-')), 'out'), '--work-dir', w]);
+    expect(exported.stdout).toContain('nvshmem: planned for the NVSHMEM libfabric layout: multi-rail (');
+    expect(existsSync(w)).toBe(false);
+  });
+
+  it('patches a multi-rail tree, names its layout in the output, report.json and report.md, and changes nothing the second time', () => {
+    const src = materialize('multi-rail');
+    const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
+    const first = cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work, '--offline']);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('NVSHMEM libfabric layout: multi-rail (per-PE domains vector');
+    expect(report(work).nvshmem.layout?.id).toBe('multi-rail');
+    expect(report(work).nvshmem.source?.version).toBe('3.5.7.0');
+    expect(readFileSync(path.join(work, 'report.md'), 'utf8')).toContain('- NVSHMEM libfabric layout: multi-rail (per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs');
+    const after = readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8');
+    expect(cli(['patch', '--nvshmem-src', src, '--in-place', '--work-dir', work, '--force', '--offline']).code).toBe(0);
+    expect(readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8')).toBe(after);
+    expect(report(work).fixes.filter((f) => f.file && f.id !== 'vendor-efa-io-defs').every((f) => f.status === 'already-present')).toBe(true);
+    expect(report(work).nvshmem.layout?.id).toBe('multi-rail');
+  });
+
+  it('exits 3 on a libfabric state of neither layout, naming both and what it found', () => {
+    const r = cli(['patch', '--nvshmem-src', materialize('multi-rail-host-proxy-split'), '--work-dir', mkdtempSync(path.join(os.tmpdir(), 'w-')), '--offline']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('libfabric-state-shape: nvshmemt_libfabric_state_t matches neither layout nvshmem-efa patches');
+    expect(r.stderr).toContain('num_host_domains/num_proxy_domains split');
+    expect(r.stderr).toMatch(/^fix: .*single-rail.*multi-rail/m);
+  });
+
   it('exits 3 naming the file and the function when connect_endpoints is renamed', () => {
     const src = materialize('anchor-missing');
     const w = mkdtempSync(path.join(os.tmpdir(), 'w-'));

@@ -308,6 +308,21 @@ describe('supported versions', () => {
     expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', w2, '--offline']).code).toBe(0);
     expect(report(w2).fixes.find((f) => f.id === 'nvshmem-version')).toBeUndefined();
   });
+
+  it('takes a multi-rail 3.5.7 tree from --nvshmem-src with its version and layout and no warning; a multi-rail 3.6 tree with the warning', () => {
+    const w1 = tmp();
+    expect(cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--work-dir', w1, '--offline']).code).toBe(0);
+    expect(report(w1).nvshmem.source).toMatchObject({ kind: 'local', version: '3.5.7.0' });
+    expect(report(w1).nvshmem.layout?.id).toBe('multi-rail');
+    expect(report(w1).fixes.find((f) => f.id === 'nvshmem-version')).toBeUndefined();
+    const newer = materialize('multi-rail');
+    const cm = path.join(newer, 'CMakeLists.txt');
+    writeFileSync(cm, readFileSync(cm, 'utf8').replace('VERSION 3.5.7.0', 'VERSION 3.6.5.0'));
+    const w2 = tmp();
+    expect(cli(['patch', '--nvshmem-src', newer, '--work-dir', w2, '--offline']).code).toBe(0);
+    expect(report(w2).nvshmem.layout?.id).toBe('multi-rail');
+    expect(report(w2).fixes.find((f) => f.id === 'nvshmem-version')?.detail).toContain('NVSHMEM 3.6.5.0 is outside the tested 3.2.5 to 3.5.x');
+  });
 });
 
 describe('everything checkable is checked before the long steps (item 6)', () => {

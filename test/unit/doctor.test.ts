@@ -1,5 +1,10 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { doctorChecks, doctorVerdict } from '../../src/commands/doctor.ts';
+import { doctorChecks, doctorVerdict, nvshmemTreeCheck } from '../../src/commands/doctor.ts';
+import { cli } from '../helpers/cli.ts';
+import { materialize } from '../helpers/golden.ts';
 import type { DetectedEnv } from '../../src/core/environment.ts';
 
 const detected: DetectedEnv = {
@@ -66,5 +71,51 @@ describe('doctor', () => {
     expect(failed).toEqual(['nvml', 'compiler']);
     expect(checks.find((x) => x.id === 'nvml')?.fix).toContain('libnvidia-ml-dev');
     expect(doctorVerdict(checks)).toMatch(/^not ready/);
+  });
+});
+
+describe('doctor --nvshmem-src', () => {
+  it('names a multi-rail 3.5.7 tree\'s version and layout and that every patch applies', async () => {
+    const { check, facts } = await nvshmemTreeCheck(materialize('multi-rail'));
+    expect(check).toMatchObject({ id: 'nvshmem-tree', status: 'pass' });
+    expect(check.evidence).toMatch(/^NVSHMEM 3\.5\.7\.0 at .*; NVSHMEM libfabric layout: multi-rail \(per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs/);
+    expect(check.evidence).toMatch(/; 14 patch\(es\) to apply, 0 already present$/);
+    expect(facts).toEqual({ version: '3.5.7.0', layout: { id: 'multi-rail', summary: expect.stringContaining('multi-rail') } });
+  });
+
+  it('names a single-rail 3.4.5 tree\'s layout, and counts patches already present', async () => {
+    const tree = materialize('already-patched');
+    const { check, facts } = await nvshmemTreeCheck(tree);
+    expect(check.status).toBe('pass');
+    expect(facts).toMatchObject({ version: '3.4.5.0', layout: { id: 'single-rail' } });
+    expect(check.evidence).toMatch(/NVSHMEM libfabric layout: single-rail .*; 0 patch\(es\) to apply, 14 already present$/);
+  });
+
+  it('fails a tree patch would refuse, with the refusal and the fix', async () => {
+    const { check, facts } = await nvshmemTreeCheck(materialize('multi-rail-host-proxy-split'));
+    expect(check.status).toBe('fail');
+    expect(check.evidence).toContain('patch would refuse it: libfabric-state-shape: nvshmemt_libfabric_state_t matches neither layout');
+    expect(check.fix).toMatch(/single-rail.*multi-rail/);
+    expect(facts).toEqual({ version: '3.5.7.0' });
+  });
+
+  it('warns on a version outside the tested range, and fails what is no NVSHMEM tree', async () => {
+    const tree = materialize('multi-rail');
+    const cm = path.join(tree, 'CMakeLists.txt');
+    writeFileSync(cm, readFileSync(cm, 'utf8').replace('VERSION 3.5.7.0', 'VERSION 3.7.0.0'));
+    const newer = await nvshmemTreeCheck(tree);
+    expect(newer.check.status).toBe('warn');
+    expect(newer.check.evidence).toMatch(/NVSHMEM 3\.7\.0\.0 is outside the tested/);
+    const empty = await nvshmemTreeCheck(mkdtempSync(path.join(os.tmpdir(), 'not-nvshmem-')));
+    expect(empty.check).toMatchObject({ status: 'fail', evidence: expect.stringContaining('is not an NVSHMEM source tree (it has no src/ directory)') });
+  });
+
+  it('the CLI prints the check and, with --json, the tree\'s version and layout', () => {
+    const tree = materialize('multi-rail');
+    const text = cli(['doctor', '--nvshmem-src', tree]);
+    expect(text.stdout).toMatch(/pass +NVSHMEM source tree \(--nvshmem-src\) +NVSHMEM 3\.5\.7\.0 at .*multi-rail/);
+    const doc = JSON.parse(cli(['doctor', '--nvshmem-src', tree, '--json']).stdout) as { nvshmem: unknown; checks: { id: string }[] };
+    expect(doc.nvshmem).toEqual({ dir: tree, version: '3.5.7.0', layout: { id: 'multi-rail', summary: expect.stringContaining('NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE') } });
+    expect(doc.checks.map((c) => c.id)).toContain('nvshmem-tree');
   });
 });

@@ -2,12 +2,18 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
 import { cmakeSpecs } from './cmake.ts';
+import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
 import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
 
-/** Everything the NVSHMEM patcher does, in the order the report lists it. */
-export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = []): PatchSpec[] {
-  return [...libfabricCppSpecs(t), ...cmakeSpecs(t), ...templateFileSpecs(t), ...vendored.map((v) => vendoredFileSpec(t, v))];
+/** Everything the NVSHMEM patcher does for one layout, in the order the report lists it. */
+export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout: LayoutId = 'single-rail'): PatchSpec[] {
+  return [...libfabricCppSpecs(t, layout), ...cmakeSpecs(t), ...templateFileSpecs(t), ...vendored.map((v) => vendoredFileSpec(t, v))];
+}
+
+/** The plan, and the libfabric layout it was made for (absent when the tree has none nvshmem-efa knows). */
+export interface NvshmemPlan extends PatchPlan {
+  layout?: NvshmemLayout;
 }
 
 /** Looks for the transport elsewhere, so a refusal can say "found X instead" for older layouts. */
@@ -29,8 +35,14 @@ async function findElsewhere(root: string, base: string, depth = 0): Promise<str
   return hits;
 }
 
-export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<PatchPlan> {
-  return planPatches(root, nvshmemSpecs(t, vendored), {
+/**
+ * Detects the layout from libfabric.h, then plans that layout's hook set. A tree of neither layout is planned
+ * with the single-rail set, whose state check then refuses it, naming what it found.
+ */
+export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<NvshmemPlan> {
+  const found = await treeLayout(root);
+  const layout = found && 'layout' in found ? found.layout : undefined;
+  const plan = await planPatches(root, nvshmemSpecs(t, vendored, layout?.id), {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
       const hits = await findElsewhere(root, '');
@@ -39,4 +51,5 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
         : 'no libfabric transport source anywhere in the tree: is this an NVSHMEM source tree?';
     },
   });
+  return layout ? { ...plan, layout } : plan;
 }

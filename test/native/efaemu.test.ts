@@ -61,9 +61,9 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   const rdm = (scenario: string, checks: string[], extra: Record<string, string> = {}) =>
     passed(run('efaemu_rdm_test', [scenario], extra), checks);
 
-  it('exports only fi_prov_ini from prov/libefa-fi.so', () => {
+  it('exports only fi_prov_ini and efaemu_stats_snapshot from prov/libefa-fi.so', () => {
     const syms = execFileSync('nm', ['-D', '--defined-only', path.join(dir, 'prov/libefa-fi.so')], { encoding: 'utf8' });
-    expect(syms.trim().split('\n').map((l) => l.split(' ').pop())).toEqual(['fi_prov_ini']);
+    expect(syms.trim().split('\n').map((l) => l.split(' ').pop()).sort()).toEqual(['efaemu_stats_snapshot', 'fi_prov_ini']);
   });
 
   it.skipIf(!hasFiInfo)('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', () => {
@@ -198,7 +198,34 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(3, 3000));
     expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(3, 3000));
     for (const doc of [a, b]) for (const k of Object.keys(doc.paths.gda)) expect(doc.paths.gda[k].ops).toBe(0);
+    // Per NIC of this process (the local side of each operation): one NIC here, carrying everything.
+    expect(Object.keys(a.per_nic)).toEqual(['efaemu0']);
+    expect(a.per_nic.efaemu0.rdm.write).toEqual(t(3, 3000));
+    expect(a.per_nic.efaemu0.rdm.send).toEqual(t(2, 20));
+    expect(b.per_nic.efaemu0.rdm.remote_write).toEqual(t(3, 3000));
+    expect(b.per_nic.efaemu0.rdm.recv).toEqual(t(2, 20));
     expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('B')}.json`].sort());
+  });
+
+  // The contract bench/gda-signals/deepep_ll.py relies on: efaemu_stats_snapshot(label) writes
+  // <EFAEMU_STATS>/efaemu-<pid>.<label>.json atomically and returns 0, or -errno.
+  it('efaemu_stats_snapshot(label): the statistics at that moment in efaemu-<pid>.<label>.json, 0 or -errno', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-snap-'));
+    const r = run('efaemu_rdm_test', ['snapshot'], { EFAEMU_STATS: stats });
+    passed(r, ['efaemu_stats_snapshot found in the loaded provider (maps, RTLD_NOLOAD, dlsym)', 'write 1000 B', 'write 2000 B']);
+    const rc = (label: string) => Number(r.lines.find((l) => l.startsWith(`A: snapshot rc ${label} `))!.split(' ').pop());
+    expect(rc('mid')).toBe(0);
+    expect(rc('end')).toBe(0);
+    for (const bad of ['slash', 'empty', 'null', 'dot']) expect(rc(bad), bad).toBe(-22); // -EINVAL
+    const pid = r.lines.find((l) => l.startsWith('A: ok pid '))!.split(' ').pop();
+    const load = (label: string) => JSON.parse(readFileSync(path.join(stats, `efaemu-${pid}.${label}.json`), 'utf8'));
+    expect(load('mid').paths.rdm.write).toEqual({ ops: 1, bytes: 1000, gpu_bytes: 0, errors: 0 });
+    expect(load('end').paths.rdm.write).toEqual({ ops: 2, bytes: 3000, gpu_bytes: 0, errors: 0 });
+    expect(load('end').per_nic.efaemu0.rdm.write.bytes).toBe(3000);
+    expect(readdirSync(stats).filter((f) => f.includes('.tmp'))).toEqual([]);
+    // Without EFAEMU_STATS there is nowhere to write: -ENOENT, and no file appears anywhere.
+    const none = run('efaemu_rdm_test', ['snapshot'], {});
+    expect(Number(none.lines.find((l) => l.startsWith('A: snapshot rc mid '))!.split(' ').pop())).toBe(-2);
   });
 
   it('GPU memory (stand-in driver): moved only by CUDA copies on a private non-blocking stream, never on the caller\'s thread', () => {

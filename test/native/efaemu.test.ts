@@ -346,22 +346,57 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
 
   const hostTest = path.join(dir, 'efaemu_gda_host_test');
-  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work (needs cuda.h)', () => {
-    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [], {
+  const hostRun = (mode: string, stats: string) =>
+    runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [mode], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
+      EFAEMU_NICS: '2',
+      EFAEMU_STATS: stats,
       LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
     });
-    passed(r, [
-      'GDA compiled in (against fi_ext_efa.h)',
-      'the host code starts GDA on efaemu: init 0, status active',
-      'a GPU heap region registers on every PE (FI_HMEM_CUDA, lkey, rkey exchanged)',
-      'device state: own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, the region table',
-      'a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)',
-      'its immediate arrives in the GPU RX CQ with the sender\'s AH and QP as query_addr resolved them',
-      'the 100000 bytes landed in PE 1\'s GPU heap, byte-exact',
-      'fini closes everything (endpoint before CQs, MRs and AV before the domain)',
-    ]);
-    expect(r.out).toMatch(/status: EFA GDA active: efa-direct efaemu0-rdm, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+  /** GDA bytes each NIC of each process carried (efaemu's per-NIC statistics): written (initiator) and placed (target). */
+  const perNic = (stats: string) => {
+    const docs = readdirSync(stats).filter((f) => /^efaemu-\d+\.json$/.test(f)).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const bytes = (kind: string) => (nic: string) => docs.reduce((n, d) => n + (d.per_nic?.[nic]?.gda?.[kind]?.bytes ?? 0), 0);
+    return { write: ['efaemu0', 'efaemu1'].map(bytes('write')), placed: ['efaemu0', 'efaemu1'].map(bytes('remote_write')) };
+  };
+  const hostChecks = (rails: number) => [
+    'GDA compiled in (against fi_ext_efa.h)',
+    `the host code starts GDA on efaemu: init 0, status active, ${rails} rail(s)`,
+    'a GPU heap region registers on every PE and every rail (FI_HMEM_CUDA, lkey, rkeys exchanged)',
+    'device state: per rail its own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, keys in the region table',
+    ...Array.from({ length: rails }, (_, k) => [
+      `a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP) (rail ${k})`,
+      `its immediate arrives in the GPU RX CQ with the sender's AH and QP as query_addr resolved them (rail ${k})`,
+      `the ${100000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (rail ${k})`,
+    ]).flat(),
+    'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
+  ];
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work: one rail through nvshmemt_efa_gda_init (needs cuda.h)', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host1-'));
+    const r = hostRun('1', stats);
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+    // One rail: the second NIC of the process carries nothing (what the two-rail check below must not see).
+    expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code on 2 NICs per process (EFAEMU_NICS=2): nvshmemt_efa_gda_init_rails opens both, every rail carries its own write with immediate, efaemu counts each NIC\'s bytes', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host2-'));
+    const r = hostRun('2', stats);
+    passed(r, hostChecks(2));
+    expect(r.out).toMatch(/status: EFA GDA active on 2 rails \(efaemu0, efaemu1\): efa-direct, QPs \d+\/\d+, SQ 1024 x 64 B/);
+    // Both NICs carried traffic, each its own rail's bytes, on both sides.
+    expect(perNic(stats)).toEqual({ write: [100000, 101000], placed: [100000, 101000] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host-missing-'));
+    const r = hostRun('missing', stats);
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/status: EFA GDA active on 1 of 2 rails \(efaemu0\); rail 1 \(efaemu7-rdm\) left out: no efa-direct fabric for efaemu7-rdm \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0: efa-direct, QP \d+,/);
+    expect(r.out).toMatch(/nvshmem-efa: EFA GDA on PE 0: rail 1 \(efaemu7-rdm\) left out: no efa-direct fabric/);
+    expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
   });
 
   it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {

@@ -475,6 +475,51 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     }
   });
 
+  // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,
+  // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test
+  // chooses. The check must pass only when both NICs carried GDA bytes, and say SKIP for an NVSHMEM that gave GDA one NIC.
+  const twoPci = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices').slice(0, 2) : [];
+  it.skipIf(!canUnshare || twoPci.length < 2)('gpu/checks.sh gda_rails: each PE in its own namespace (efaemu0 and efaemu1 at its GPU, its own host name), EFAEMU_NICS=2, --rails 2; PASS only with GDA bytes on both NICs', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-rails-'));
+    const fake = path.join(tmp, 'pe_test');
+    writeFileSync(fake, `#!/bin/bash
+r=$RANK; d=$(dirname "$0")
+{ echo "host=$(cat /proc/sys/kernel/hostname)"; for n in 0 1; do echo "nic$n=$(readlink -f /sys/class/infiniband/efaemu$n/device)"; done
+  echo "nics=$EFAEMU_NICS order=$CUDA_DEVICE_ORDER gda=$NVSHMEM_EFA_GDA_ENABLE args=$*"; } > "$d/rails.$r"
+rails=\${FAKE_RAILS:-2}
+if [ "$rails" = 2 ]; then echo "PE$r RESULT gda_status EFA GDA active on 2 rails (efaemu0, efaemu1): efa-direct"; echo "PE$r ok GDA runs on 2 rails (nvshmemx_efa_gda_rails)"
+else echo "PE$r RESULT gda_status EFA GDA active on 1 rail (efaemu0): efa-direct"; echo "PE$r FAIL GDA runs on 2 rails (nvshmemx_efa_gda_rails): 1 rail(s)"; fi
+echo "PE$r RESULT gda_rails $rails"
+[ "$r" = 0 ] && echo "PE$r RESULT gda_rail_wqes 520,541"
+b1=\${FAKE_NIC1_BYTES:-4096}; [ "$rails" = 2 ] || b1=0
+printf '{"per_nic": {"efaemu0": {"gda": {"write": {"ops": 3, "bytes": 8192}}}, "efaemu1": {"gda": {"write": {"ops": 1, "bytes": %s}}}}, "faults": {"gda_cqe_out_of_order": 5}}\\n' "$b1" > "$EFAEMU_STATS/efaemu-$$.json"
+[ "$rails" = 2 ]
+`, { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const devs = twoPci.map((d) => `/sys/bus/pci/devices/${d}`);
+    const check = (extra: Record<string, string>) => spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'gda_rails'], {
+      encoding: 'utf8', timeout: 90_000,
+      env: { ...process.env, RESULTS: path.join(tmp, 'results'), PE_TEST: fake, NVSHMEM_HOME: tmp, EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf,
+        CHECK_TIMEOUT: '30', NS_DEVICES: devs.join(' '), ...extra },
+    });
+    const ok = check({});
+    expect(ok.stdout, ok.stderr).toMatch(/RESULT\tgda_rails\tpass\tGDA active on 2 rails on both PEs .*WQEs per rail on PE 0 520,541; GDA bytes written per NIC: efaemu0 16384, efaemu1 8192; 10 CQEs out of order/);
+    for (const rank of [0, 1]) {
+      const seen = readFileSync(path.join(tmp, `rails.${rank}`), 'utf8');
+      const real = execFileSync('readlink', ['-f', devs[rank]!], { encoding: 'utf8' }).trim();
+      expect(seen, `PE ${rank}`).toContain(`host=efaemu-node${rank}`);
+      expect(seen).toContain(`nic0=${real}\nnic1=${real}\n`);
+      expect(seen).toMatch(new RegExp(`nics=2 order=PCI_BUS_ID gda=1 args=--rank ${rank} --uid-file \\S+ --rails 2 gda`));
+    }
+    // One NIC carried nothing: the same run fails and says so.
+    const idle = check({ FAKE_NIC1_BYTES: '0' });
+    expect(idle.stdout, idle.stderr).toMatch(/RESULT\tgda_rails\tfail\t.*GDA bytes per NIC efaemu0 16384 efaemu1 0 \(both must carry traffic\)/);
+    // An NVSHMEM that hands GDA one NIC (the single-rail transport): a skip that says why, not a pass.
+    const single = check({ FAKE_RAILS: '1' });
+    expect(single.stdout, single.stderr).toMatch(/RESULT\tgda_rails\tskip\tNVSHMEM handed GDA one NIC per PE \(rails 1\/1\): a single-rail libfabric transport/);
+  });
+
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
     const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
     const dev = `/sys/bus/pci/devices/${pciDevice}`;

@@ -23,7 +23,7 @@ xz -T0 -c "$so" >"$OUT/deep_ep_cpp.so.xz"; ls -la "$OUT/deep_ep_cpp.so.xz"
 NS=$E/bundle/native/efaemu/scripts/sysfs-ns.sh
 run1() {  # name extra-env...
   local name=$1; shift
-  EFAEMU_SYSFS_NS= "$NS" -- env CUDA_VISIBLE_DEVICES=0 FI_PROVIDER_PATH=+$E/efaemu/prov/libefa-fi.so FI_PROVIDER=efa \
+  EFAEMU_SYSFS_NS='' "$NS" -- env CUDA_VISIBLE_DEVICES=0 FI_PROVIDER_PATH=+$E/efaemu/prov/libefa-fi.so FI_PROVIDER=efa \
     NVSHMEM_REMOTE_TRANSPORT=libfabric NVSHMEM_LIBFABRIC_PROVIDER=efa NVSHMEM_DISABLE_P2P=1 NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo \
     NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 LD_LIBRARY_PATH=$E/efaemu/softgdr:$LF/lib:$WD/install/nvshmem/lib \
     LD_PRELOAD=$E/efaemu/interpose/libefaemu-cuda-interpose.so PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 NVSHMEM_DEBUG=INFO \
@@ -35,5 +35,5 @@ run1() {  # name extra-env...
 }
 stamp "1 PE, GDA on"; run1 gda_on NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=8
 stamp "1 PE, GDA off"; ARGS="--num-experts 16 --num-tokens 32" run1 gda_off NVSHMEM_EFA_GDA_ENABLE=0
-stamp done
+stamp "done"
 tar czf "$OUT/diag-logs.tgz" -C "$E" results

@@ -38,13 +38,13 @@ build=$!
 SELF=("$E/node" "$E/bundle/nvshmem-efa.mjs" selftest --work-dir "$WD" --libfabric-home "$LF" --efaemu-build "$E/efaemu" --pe-test "$E/pe_test")
 stamp "selftest, checks without DeepEP"
 if [ "${CHECKS1-x}" != "" ]; then
-  NVSHMEM_DEBUG=${NVSHMEM_DEBUG1:-INFO} timeout -k 5 $(left) "${SELF[@]}" --checks "${CHECKS1:-fi_info,fabtests,nvshmem_perf,gda_kernel,neg_wrong_provider,neg_fail_injection}" \
+  NVSHMEM_DEBUG=${NVSHMEM_DEBUG1:-INFO} timeout -k 5 "$(left)" "${SELF[@]}" --checks "${CHECKS1:-fi_info,fabtests,nvshmem_perf,gda_kernel,neg_wrong_provider,neg_fail_injection}" \
     --timeout 150 --results "$R/selftest-1" | tee "$OUT/selftest-1.txt"
 fi
 stamp "waiting for the DeepEP build"
 wait $build; tail -3 "$R/deepep-build.log"; ls "$E/DeepEP"/deep_ep_cpp*.so 2>/dev/null
 stamp "selftest, DeepEP checks"
-timeout -k 5 $(left) "${SELF[@]}" --checks "${CHECKS2:-deepep_ll,deepep_counters,deepep_shrink,deepep_pressure}" --deepep-dir "$E/DeepEP" --timeout ${DEEPEP_TIMEOUT:-200} \
+timeout -k 5 "$(left)" "${SELF[@]}" --checks "${CHECKS2:-deepep_ll,deepep_counters,deepep_shrink,deepep_pressure}" --deepep-dir "$E/DeepEP" --timeout ${DEEPEP_TIMEOUT:-200} \
   --results "$R/selftest-2" | tee "$OUT/selftest-2.txt"
 so=$(ls "$E/DeepEP"/deep_ep_cpp*.so 2>/dev/null) && [ ! -f "$C/deep_ep_cpp.so.xz" ] && xz -T0 -c "$so" >"$OUT/deep_ep_cpp.so.xz"
 if [ -z "${NO_BISECT:-}" ] && ! grep -qP '^deepep_ll\s+PASS' "$OUT/selftest-2.txt" && [ -n "$so" ] && [ "$(left)" -gt 90 ]; then
@@ -58,4 +58,4 @@ if [ -z "${NO_BISECT:-}" ] && ! grep -qP '^deepep_ll\s+PASS' "$OUT/selftest-2.tx
     grep -hE "efaemu-cuda-interpose|Fatal Python|File \"|bandwidth" "$R/bisect-${v%%:*}"/*.log 2>/dev/null | head -12 | cut -c1-200
   done
 fi
-stamp done
+stamp "done"

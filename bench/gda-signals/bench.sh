@@ -98,6 +98,7 @@ run_pair() {
   rm -rf "$st"; mkdir -p "$st"
   for r in 0 1; do
     local argv=("${@//@R@/$r}") pre
+    # shellcheck disable=SC2046,SC2086  # the words of both lists, joined by ':'
     pre=$(echo $(pe_preload) $preload | tr ' ' ':')
     # shellcheck disable=SC2046
     env $(pe_env $r) ${pre:+LD_PRELOAD=$pre} EFAEMU_STATS="$st" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$MASTER_PORT $extra \

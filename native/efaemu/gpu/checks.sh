@@ -107,7 +107,8 @@ run_pair() {
       if [ -z "${!v}" ] && ! kill -0 "${pids[$r]}" 2>/dev/null; then wait "${pids[$r]}"; printf -v "$v" '%s' $?; fi
     done
     if { [ -n "$RC0" ] && [ "$RC0" != 0 ] && [ -z "$RC1" ]; } || { [ -n "$RC1" ] && [ "$RC1" != 0 ] && [ -z "$RC0" ]; }; then
-      local other=$([ -z "$RC0" ] && echo 0 || echo 1)
+      local other
+      other=$([ -z "$RC0" ] && echo 0 || echo 1)
       for _ in $(seq 15); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
       pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
       wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
@@ -134,6 +135,7 @@ nfiles() { ls "$RESULTS/stats-$1"/efaemu-*.json 2>/dev/null | wc -l; }
 
 check_fi_info() {
   need fi_info LIBFABRIC_HOME EFAEMU_BUILD || return
+  # shellcheck disable=SC2046  # pe_env prints VAR=value words for env, split on purpose
   env $(pe_env 0) "$LIBFABRIC_HOME/bin/fi_info" -p efa >"$RESULTS/fi_info.log" 2>&1
   local fabs; fabs=$(grep -A1 'fabric:' "$RESULTS/fi_info.log" | awk '/fabric:/{f=$2} /domain:/{print f" "$2}' | paste -sd, -)
   if grep -q 'fabric: efa-direct' "$RESULTS/fi_info.log" && grep -q 'fabric: efa$' "$RESULTS/fi_info.log" &&
@@ -149,15 +151,16 @@ check_fabtests() {
   local ok=1 ev="" port=$((20000 + RANDOM % 20000))
   for t in "fi_rdm_pingpong -p efa -v" "fi_rma_bw -p efa -v -o write" "fi_rma_bw -p efa -v -o read" "fi_rma_bw -p efa -v -o writedata"; do
     port=$((port + 1))
-    local log="$RESULTS/fabtests.$(echo "$t" | tr ' ' '_' | tr -d -).log"
-    # shellcheck disable=SC2086
+    local log
+    log="$RESULTS/fabtests.$(echo "$t" | tr ' ' '_' | tr -d -).log"
+    # shellcheck disable=SC2086,SC2046
     ( env $(pe_env 0) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port & sleep 1
       env $(pe_env 1) timeout 120 "$LIBFABRIC_HOME/bin/"$t -E=$port 127.0.0.1; c=$?; wait $!; echo "rc client=$c server=$?" ) >"$log" 2>&1
     if grep -q 'rc client=0 server=0' "$log"; then
       ev+="${t%% -p*}$([ "${t##*-o }" != "$t" ] && echo " ${t##*-o }"): 1m $(awk '/^1m /{print $(NF-2)" MB/s "$(NF-1)" us"}' "$log" | tail -1); "
     else ok=0; ev+="$t FAILED ($(tail -1 "$log")); "; fi
   done
-  result fabtests $([ $ok = 1 ] && echo pass || echo fail) "${ev%; } (server and client processes over efaemu, -v: data verified)"
+  result fabtests "$([ $ok = 1 ] && echo pass || echo fail)" "${ev%; } (server and client processes over efaemu, -v: data verified)"
 }
 
 check_nvshmem_perf() {

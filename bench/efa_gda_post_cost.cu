@@ -46,7 +46,7 @@ __global__ void post_cost(nvshmemx_efa_gda_device_state_t *single_s, nvshmemx_ef
                           nvshmemx_efa_gda_device_state_t *b32, nvshmemx_efa_gda_device_state_t *b16, uint8_t *buf,
                           Samples out, int *err) {
     const unsigned lane = threadIdx.x & 31;
-    nvshmemx_efa_gda_qp_t *qp = &single_s->qp;
+    nvshmemx_efa_gda_qp_t *qp = &single_s->rail[0].qp;
     volatile uint64_t *ring = (volatile uint64_t *)qp->sq_buf;
     volatile uint32_t *db = qp->sq_db;
     uint32_t minimal_slot = 0;
@@ -123,7 +123,7 @@ constexpr int kParts = 11;
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ void fence_release_sys() { asm volatile("fence.release.sys;" ::: "memory"); }
 __global__ void breakdown(nvshmemx_efa_gda_device_state_t *s, uint8_t *buf, uint32_t *gpu_word, long long *out) {
-    nvshmemx_efa_gda_qp_t *qp = &s->qp;
+    nvshmemx_efa_gda_qp_t *qp = &s->rail[0].qp;
     volatile uint64_t *ring = (volatile uint64_t *)qp->sq_buf;
     volatile uint32_t *db = qp->sq_db;
     for (uint32_t i = 0; i < kPerRound * 4; i++) {
@@ -172,9 +172,9 @@ __global__ void breakdown(nvshmemx_efa_gda_device_state_t *s, uint8_t *buf, uint
         const uint32_t sl = efa_gda_fetch_slots(qp, 1);
         const efa_gda_sq q = efa_gda_sq_of(qp);
         const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
-        const nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&s->fast[1].addr);
+        const nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&s->rail[0].fast[1].addr);
         efa_gda_piece p;
-        const bool hot = efa_gda_hot_piece(s, 1, (uint64_t)src, (uint64_t)(src + kBuf / 2), 8, q.max_rdma, &p);
+        const bool hot = efa_gda_hot_piece(&s->rail[0], 1, (uint64_t)src, (uint64_t)(src + kBuf / 2), 8, q.max_rdma, &p);
         const bool ok = hot && n_pes == 2 && peer.qpn != 0xffff && sl < (1u << 30);
         long long t1 = clock64();
         o[4] = t1 - t + (ok ? 0 : 1000000);
@@ -251,7 +251,7 @@ int main() {
     struct {
         nvshmemx_efa_gda_regions_t head;
         nvshmemx_efa_gda_region_t row[3];
-    } table = {{1, 2}, {{(uint64_t)buf, kBuf, 0x101, 1}, {(uint64_t)buf, kBuf, 0x201, 1}, {(uint64_t)buf, kBuf, 0x202, 1}}};
+    } table = {{1, 2, 1, 0}, {{(uint64_t)buf, kBuf, 0x101, 1}, {(uint64_t)buf, kBuf, 0x201, 1}, {(uint64_t)buf, kBuf, 0x202, 1}}};
     static_assert(sizeof table == sizeof(nvshmemx_efa_gda_regions_t) + 3 * sizeof(nvshmemx_efa_gda_region_t), "inline rows");
     nvshmemx_efa_gda_regions_t *d_table;
     CK(cudaMalloc(&d_table, sizeof table));
@@ -282,15 +282,16 @@ int main() {
     // One device state per measured path, each with its own queue counters over the same ring; hot: the
     // buffer's region is in hot slot 0 (as the host makes the heap's first regions), else only in the table.
     auto make_state = [&](uint32_t max_batch, bool hot) {
-        static nvshmemx_efa_gda_device_state_t s;  // 64 KiB: not on the stack
+        static nvshmemx_efa_gda_device_state_t s;  // about 260 KiB: not on the stack
         memset(&s, 0, sizeof s);
         s.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
         s.my_pe = 0;
         s.n_pes = 2;
-        s.peers = d_peers;
+        s.n_rails = 1;
+        s.rail[0].peers = d_peers;
         s.regions = d_table;
-        s.credits = d_cred;
-        nvshmemx_efa_gda_qp_t &q = s.qp;
+        s.rail[0].credits = d_cred;
+        nvshmemx_efa_gda_qp_t &q = s.rail[0].qp;
         q.sq_buf = ring_d;
         q.sq_db = db_d;
         q.sq_entries = kSq;
@@ -303,11 +304,11 @@ int main() {
         q.qp_num = 10;
         q.max_rdma_size = 1ull << 30;
         q.slot_done = done;
-        for (int pe = 0; pe < 2; pe++) s.fast[pe].addr = peers[pe];
+        for (int pe = 0; pe < 2; pe++) s.rail[0].fast[pe].addr = peers[pe];
         if (hot) {
-            s.hot[0] = {(uint64_t)buf, kBuf, 0x101, 1, 0};
-            s.fast[0].hot[0] = {(uint64_t)buf, 0x201, 1};
-            s.fast[1].hot[0] = {(uint64_t)buf, 0x202, 1};
+            s.rail[0].hot[0] = {(uint64_t)buf, kBuf, 0x101, 1, 0};
+            s.rail[0].fast[0].hot[0] = {(uint64_t)buf, 0x201, 1};
+            s.rail[0].fast[1].hot[0] = {(uint64_t)buf, 0x202, 1};
         }
         nvshmemx_efa_gda_device_state_t *d_s;
         CK(cudaMalloc(&d_s, sizeof s));

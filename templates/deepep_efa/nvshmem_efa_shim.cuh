@@ -17,6 +17,12 @@
 // first orders the data before it: nvshmem_fence() on NVSHMEM's path, completion of the GDA WQEs on the
 // GDA path.
 //
+// Rails: with GDA on several NICs of the PE (nvshmemx_efa_gda_rails() > 1) the token puts spread over the rails
+// by the GDA device API's policy, rail = (destination PE + channel) % rails, with the channel made of the
+// calling warp, DeepEP's qp_id (the expert) and its message index (the token's slot): a warp's consecutive
+// tokens and different experts take different rails. Every completion wait of the shim (before a signal,
+// before an add through NVSHMEM, quiet) waits on every rail, whichever rails the payload took.
+//
 // Signals: with GDA active, the low-latency kernels' count and flag (the call sites the DeepEP patcher
 // turned into nvshmem_efa_shim_signal_add_zeroed_single_writer) and the shrink barrier's rma_p are RDMA
 // writes posted by the GPU once the payload they announce has completed: no CPU on the path. EFA has no NIC
@@ -151,9 +157,13 @@ inline int init_state() {
         }
     }
     s.signals_over_gda = s.gda && over_gda ? 1 : 0;
+    uint32_t rails = 0;
+    if (s.gda && cudaMemcpy(&rails, &s.gda->n_rails, sizeof rails, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
     if (say && s.gda)
-        fprintf(stderr, "nvshmem-efa shim: EFA GDA active; payload over GDA; low-latency signals %s\n",
-                over_gda ? "over GDA (RDMA write after the payload completed)"
+        fprintf(stderr, "nvshmem-efa shim: EFA GDA active on %u rail%s; payload over GDA%s; low-latency signals %s\n", rails,
+                rails == 1 ? "" : "s", rails > 1 ? " spread over the rails" : "",
+                over_gda ? (rails > 1 ? "over GDA (RDMA write after the payload completed on every rail)"
+                                      : "over GDA (RDMA write after the payload completed)")
                          : "through NVSHMEM's proxy (NVSHMEM_EFA_SHIM_SIGNALS=proxy)");
     else if (say)
         fprintf(stderr, "nvshmem-efa shim: EFA GDA not in use (%s); every remote operation goes through NVSHMEM\n",
@@ -226,8 +236,11 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
     (void)message_idx;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda) {
+        // The rail: the policy's, with the warp, the expert (qp_id) and the token's slot (message_idx) as channel.
+        const uint32_t rail = efa_gda_rail_of(gda, dst_pe, efa_gda_warp_channel() + static_cast<uint32_t>(qp_id) +
+                                                               static_cast<uint32_t>(message_idx));
         // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
-        const int err = efa_gda_put_nbi_warp(gda, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
+        const int err = efa_gda_put_nbi_warp_on(gda, rail, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
         if ((threadIdx.x & 31) == 0)
             efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
         return;
@@ -288,10 +301,11 @@ __device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda
     return st.signals_over_gda ? st.gda : nullptr;
 }
 
-// The value reaches pe only after every GDA WQE reserved before this call completed: efa_gda_quiet waits on
-// the exact retired prefix (EFA completes out of order), and the write is posted after it returns. The
-// caller's payload, posted by other warps, is covered because DeepEP orders those posts before the signal
-// (a release/acquire counter or a bar.sync, see below). Failures stop the kernel with the reason.
+// The value reaches pe only after every GDA WQE reserved before this call completed, on every rail:
+// efa_gda_quiet waits on each rail's exact retired prefix (EFA completes out of order), whichever rails the
+// tokens took, and the write is posted after it returns. The caller's payload, posted by other warps, is
+// covered because DeepEP orders those posts before the signal (a release/acquire counter or a bar.sync, see
+// below). Failures stop the kernel with the reason.
 __device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe) {
     efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
     const int err = efa_gda_write_value_nbi(gda, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
@@ -363,7 +377,7 @@ __device__ __forceinline__ void nvshmemi_ibgda_rma_p(
     nvshmem_int_p(rptr, value, dst_pe);
 }
 
-// DeepEP calls this for every (peer, qp_id) pair; our quiets cover all peers and queues at once, so only
+// DeepEP calls this for every (peer, qp_id) pair; our quiets cover all peers, queues and rails at once, so only
 // qp_id 0 does it: one quiet per peer instead of num_rc_per_pe of them. Like the IBGDA original it completes
 // what went through this layer: the GDA queue, and NVSHMEM (a proxy operation) only once something of ours
 // went through NVSHMEM.

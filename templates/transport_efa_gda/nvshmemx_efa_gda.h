@@ -9,18 +9,24 @@
  * the host changes the state only by replacing the regions pointer with a new, fully written table and by
  * filling (once) or retiring a hot region slot (see nvshmemx_efa_gda_hot_local_t).
  *
- * Layout (ABI 4): everything a post needs sits at a fixed offset from the state pointer (the queue, the
- * hot regions, the first NVSHMEMX_EFA_GDA_FAST_PES peers), so the device loads it in one round of
- * independent loads issued together with the slot reservation. The region table behind the regions pointer
- * stays the complete, authoritative list. ABI 4 added the signal scratch (signal_src, signal_lkey) in what
- * ABI 3 left reserved: no offset moved.
+ * Rails (ABI 5): a PE may reach the network through several NICs (rails; p5 has 4 EFA NICs per GPU, p5en 2).
+ * GDA opens one efa-direct endpoint per rail, and the state holds one nvshmemx_efa_gda_rail_t per rail: its
+ * send queue and completion queues, its credit block and signal scratch, every PE's address on that rail,
+ * and the keys of the hot regions as that rail's NIC registered them. Rail r of one PE talks to rail r of
+ * every other PE; every PE has the same n_rails (start-up agrees on it).
+ *
+ * Layout: everything a post needs sits at a fixed offset from the state pointer: rail r's block at
+ * rail[r], and within it the queue, the hot regions and the first NVSHMEMX_EFA_GDA_FAST_PES peers, so the
+ * device loads it in one round of independent loads issued together with the slot reservation; choosing
+ * the rail is one read of n_rails. Rail 0's queue, hot regions and signal scratch keep the offsets ABI 4
+ * had. The region table behind the regions pointer stays the complete, authoritative list.
  */
 #ifndef NVSHMEMX_EFA_GDA_H
 #define NVSHMEMX_EFA_GDA_H
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 4
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 5
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
@@ -28,6 +34,9 @@
  * looked up through the peers and regions pointers), and the number of hot region slots. */
 #define NVSHMEMX_EFA_GDA_FAST_PES 1024
 #define NVSHMEMX_EFA_GDA_HOT_REGIONS 3
+/* Rails (NICs) one PE drives at most: p5 has 4 EFA NICs per GPU. NVSHMEM may hand over more; the ones past
+ * this are left out, and nvshmemx_efa_gda_status() says so. */
+#define NVSHMEMX_EFA_GDA_MAX_RAILS 4
 
 /* Device error codes. Values 1..63 are EFA completion statuses (efa_io_comp_status) reported by the NIC;
  * the ones below are detected by the device code. */
@@ -42,6 +51,7 @@ enum {
     NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN = 0x106,         /* the NIC wrote over receive completions not yet taken */
     NVSHMEMX_EFA_GDA_ERR_NO_CREDITS = 0x107,         /* the receiver took no immediates within the timeout */
     NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL = 0x108,         /* a signal of other than 4 or 8 aligned bytes, or no scratch */
+    NVSHMEMX_EFA_GDA_ERR_BAD_RAIL = 0x109,           /* a rail named by the caller that GDA does not run on */
 };
 
 /* Operation types of a posted WQE (efa_io_send_op_type values). */
@@ -64,14 +74,17 @@ typedef struct {
 } nvshmemx_efa_gda_region_t;
 
 /* The regions GDA can address, sized from what NVSHMEM registered. The header is followed by one row per
- * region of 1 + n_pes entries: the region as this PE registered it (its lkey), then every PE's view of it
- * (its rkey), PE 0 first; at least one row is allocated (zeroed when count is 0), so a reader may load row 0
- * together with the header. Entry e of region i is ((nvshmemx_efa_gda_region_t *)(table + 1))[i * (1 +
- * n_pes) + e]. Immutable once published: a new registration publishes a new table, so a running kernel never
- * sees one half written. */
+ * region and rail of 1 + n_pes entries: the region as this PE registered it on that rail (its lkey), then every
+ * PE's view of it on that rail (its rkey), PE 0 first; at least one row per rail is allocated (zeroed when
+ * count is 0), so a reader may load rail r's row 0 together with the header. Entry e of region i on rail r is
+ * ((nvshmemx_efa_gda_region_t *)(table + 1))[(i * n_rails + r) * (1 + n_pes) + e]. A region one rail could not
+ * register is valid = 0 in that rail's rows only. Immutable once published: a new registration publishes a
+ * new table, so a running kernel never sees one half written. */
 typedef struct {
-    uint32_t count; /* regions (rows) */
-    uint32_t n_pes; /* entries per row, less the local one */
+    uint32_t count;   /* regions */
+    uint32_t n_pes;   /* entries per row, less the local one */
+    uint32_t n_rails; /* rows per region */
+    uint32_t reserved;
 } nvshmemx_efa_gda_regions_t;
 
 /* One send queue and the completion queue that absorbs its completions. The first block is written by the
@@ -127,11 +140,12 @@ typedef struct {
     uint32_t last_pe;      /* sender of the last immediate taken (lookup hint) */
 } nvshmemx_efa_gda_rx_cq_t;
 
-/* Flow control of write-with-immediate (credits). Receiver R counts in consumed[S] the immediates it took
- * from sender S (GPU memory registered for remote read). Sender S may have at most imm_window immediates
+/* Flow control of write-with-immediate (credits), one block per rail: an immediate a sender posts on rail r
+ * arrives in the receiver's rail-r RX CQ. Receiver R counts in consumed[S] the immediates it took from sender
+ * S on this rail (GPU memory registered for remote read on this rail's NIC). Sender S may have at most imm_window immediates
  * to R not yet taken: sent[R] - seen[R] < imm_window, where seen[R] is R's consumed[S] as S last read it
- * with an RDMA read (landing in landing[R]). imm_window = RX CQ entries / n_pes, so the RX CQ never
- * overruns while every sender keeps the rule. */
+ * with an RDMA read (landing in landing[R]). imm_window = this rail's RX CQ entries / n_pes, so the RX CQ
+ * never overruns while every sender keeps the rule. */
 typedef struct {
     uint64_t *consumed;                       /* [n_pes] */
     uint64_t *sent;                           /* [n_pes] */
@@ -145,8 +159,8 @@ typedef struct {
 } nvshmemx_efa_gda_credits_t;
 
 /* Hot regions: copies of up to NVSHMEMX_EFA_GDA_HOT_REGIONS regions of the table, each reachable on
- * every PE and of the same length on every PE, at fixed offsets (this PE's entry in the state, each peer's
- * in its fast entry). The host fills a slot once, when it registers the region (the peers' entries first,
+ * every PE and every rail and of the same length on every PE, at fixed offsets (this PE's entry in each
+ * rail's block with that rail's lkey, each peer's in its fast entry of each rail with that rail's rkey). The host fills a slot once, when it registers the region (the peers' entries first,
  * this PE's entry last), and retires it by clearing `present` here when it releases the region; a retired
  * slot is never filled again. Every word is zero before the host writes it, so a reader that sees any of
  * base, the key word or the peer's entry still zero uses the region table instead. */
@@ -172,39 +186,49 @@ typedef struct {
     nvshmemx_efa_gda_hot_remote_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS];
 } nvshmemx_efa_gda_fast_peer_t;
 
+/* One rail: a NIC of this PE with its own efa-direct endpoint. */
 typedef struct {
-    uint32_t abi_version;
-    int32_t my_pe;
-    int32_t n_pes;
-    uint32_t imm_window;                       /* 0: put-with-immediate is unavailable */
-    nvshmemx_efa_gda_rx_cq_t *rx_cq;           /* GPU memory */
-    nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory: every PE (fast[] repeats the first ones) */
-    nvshmemx_efa_gda_regions_t *regions;       /* GPU memory; replaced, never modified, when regions change */
-    nvshmemx_efa_gda_credits_t *credits;       /* GPU memory; required: a post whose lookup failed after it
-                                                * reserved its slot fills the slot with a 0-byte RDMA read of
-                                                * this PE's own credit counters */
-    uint64_t credit_timeout_ns;                /* a sender out of credits this long gets ERR_NO_CREDITS */
-    uint64_t reserved0;
     nvshmemx_efa_gda_qp_t qp;                  /* the send queue, in the state itself */
-    nvshmemx_efa_gda_hot_local_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS];
-    /* Signal scratch: [qp.sq_entries] 8-byte words of GPU memory registered on the GDA domain (signal_lkey),
-     * the source of signal writes (efa_gda_write_value_nbi). A signal posted in SQ slot s reads entry
+    nvshmemx_efa_gda_hot_local_t hot[NVSHMEMX_EFA_GDA_HOT_REGIONS]; /* keys: this rail's lkeys */
+    /* Signal scratch: [qp.sq_entries] 8-byte words of GPU memory registered on this rail (signal_lkey), the
+     * source of signal writes (efa_gda_write_value_nbi). A signal posted in SQ slot s reads entry
      * s % sq_entries: the entry is written only once the slot is claimed (its previous WQE completed, so the
      * NIC is done reading it) and not again before this WQE completes (its next user, slot s + sq_entries,
      * is claimed only after s retired). NULL: signals are unavailable (ERR_BAD_SIGNAL). */
     uint64_t *signal_src;
     uint32_t signal_lkey;
-    uint32_t reserved2;
-    uint64_t reserved1[2];
+    uint32_t imm_window;                       /* 0: put-with-immediate is unavailable on this rail */
+    nvshmemx_efa_gda_rx_cq_t *rx_cq;           /* GPU memory: immediates that arrived on this rail */
+    nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory: every PE's address on this rail (fast[]
+                                                * repeats the first ones) */
+    nvshmemx_efa_gda_credits_t *credits;       /* GPU memory; required: a post whose lookup failed after it
+                                                * reserved its slot fills the slot with a 0-byte RDMA read of
+                                                * this PE's own credit counters on this rail */
+    uint64_t reserved[7];
     nvshmemx_efa_gda_fast_peer_t fast[NVSHMEMX_EFA_GDA_FAST_PES]; /* PEs 0 .. FAST_PES-1 (zero past n_pes) */
+} nvshmemx_efa_gda_rail_t;
+
+typedef struct {
+    uint32_t abi_version;
+    int32_t my_pe;
+    int32_t n_pes;
+    uint32_t n_rails;                          /* 1 .. NVSHMEMX_EFA_GDA_MAX_RAILS, the same on every PE */
+    nvshmemx_efa_gda_regions_t *regions;       /* GPU memory; replaced, never modified, when regions change */
+    uint64_t credit_timeout_ns;                /* a sender out of credits this long gets ERR_NO_CREDITS */
+    uint32_t rx_next_rail;                     /* device-owned: the rail efa_gda_rx_poll looks at first */
+    uint32_t reserved0;
+    uint64_t reserved1[3];
+    nvshmemx_efa_gda_rail_t rail[NVSHMEMX_EFA_GDA_MAX_RAILS]; /* [0, n_rails) in use, the rest zero */
 } nvshmemx_efa_gda_device_state_t;
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One line: "active: ..." or why GDA is off. Never NULL. */
+/* One line: "EFA GDA active on N rail(s) (...)..." or why GDA is off. Never NULL. */
 const char *nvshmemx_efa_gda_status(void);
+/* Rails GDA runs on (the same on every PE), 0 when GDA is not active. */
+int nvshmemx_efa_gda_rails(void);
 /* 1 when the GDA path is active on this PE (and, because start-up agrees, on every PE). */
 int nvshmemx_efa_gda_is_active(void);
 /* GPU address of the device state, or NULL when GDA is not active. */

@@ -22,13 +22,26 @@
  * Signals (efa_gda_signal) are RDMA writes of a value from a per-slot scratch entry, posted once the payload
  * they announce has completed.
  *
+ * Rails (several NICs per PE, nvshmemx_efa_gda_rail_t): every rail is a queue of its own with everything
+ * above (its own retired prefix, slot marks, credits and RX CQ); a WQE is posted on one rail and only that
+ * rail's completions retire it. Which rail (the policy, efa_gda_rail_of): rail = (destination PE + channel)
+ * % n_rails, where the channel is the calling warp's global index unless the caller names one (the *_on
+ * functions take the rail itself). So the warps of a kernel spread over the rails, each warp's posts to one
+ * PE stay on one rail, and different destinations start on different rails; a message split into pieces
+ * keeps all of its pieces on its rail; a warp batch goes to the rail of its warp's channel. Completion is
+ * exact per rail, and the operations that promise "everything before me completed" wait on every rail:
+ * efa_gda_quiet and efa_gda_signal take a snapshot of every rail's reserved count and wait until each rail's
+ * retired prefix covers it, whichever rails the payload took. Receiving (efa_gda_rx_poll) polls every rail.
+ * A prepared handle (efa_gda_handle) binds one rail.
+ *
  * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
  * over in slot order). A post issues its slot's fetch-and-add together with every load it needs (all at
- * fixed offsets from the state, see nvshmemx_efa_gda.h), so the common post waits for one round trip to
- * L2 before it stores its WQE; a slot reserved for a post that then fails is filled with a WQE that moves
- * nothing. Callers that post to one peer repeatedly can resolve it once (efa_gda_handle). Write-with-immediate is flow controlled by credits (nvshmemx_efa_gda_credits_t): a
- * sender may have at most imm_window immediates a receiver has not taken, so the receiver's CQ cannot
- * overrun. */
+ * fixed offsets from the state and its rail, see nvshmemx_efa_gda.h), so the common post waits for one
+ * round trip to L2 before it stores its WQE, after one read of n_rails to choose the rail; a slot reserved
+ * for a post that then fails is filled with a WQE that moves nothing. Callers that post to one peer
+ * repeatedly can resolve it once (efa_gda_handle). Write-with-immediate is flow controlled by credits
+ * (nvshmemx_efa_gda_credits_t, per rail): a sender may have at most imm_window immediates a receiver has
+ * not taken, so the receiver's CQ cannot overrun. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_CUH
 
@@ -46,11 +59,18 @@
 #endif
 
 static_assert(offsetof(nvshmemx_efa_gda_qp_t, sq_reserved) % 16 == 0, "the poster's counters are one 16-byte load");
-static_assert(offsetof(nvshmemx_efa_gda_device_state_t, qp) % 64 == 0, "the queue sits at a fixed, aligned offset");
-static_assert(offsetof(nvshmemx_efa_gda_device_state_t, hot) % 32 == 0 && sizeof(nvshmemx_efa_gda_hot_local_t) == 32,
+static_assert(offsetof(nvshmemx_efa_gda_device_state_t, rail) % 64 == 0 && sizeof(nvshmemx_efa_gda_rail_t) % 64 == 0 &&
+                  offsetof(nvshmemx_efa_gda_rail_t, qp) == 0,
+              "each rail's queue sits at a fixed, aligned offset");
+static_assert(offsetof(nvshmemx_efa_gda_device_state_t, rail[0].qp) == 64 && offsetof(nvshmemx_efa_gda_device_state_t, rail[0].hot) == 192 &&
+                  offsetof(nvshmemx_efa_gda_device_state_t, rail[0].signal_src) == 288,
+              "rail 0's queue, hot regions and signal scratch keep ABI 4's offsets");
+static_assert(offsetof(nvshmemx_efa_gda_rail_t, hot) % 32 == 0 && sizeof(nvshmemx_efa_gda_hot_local_t) == 32,
               "hot entries are read with 16-byte loads");
-static_assert(offsetof(nvshmemx_efa_gda_device_state_t, fast) % 64 == 0 && sizeof(nvshmemx_efa_gda_fast_peer_t) == 64,
+static_assert(offsetof(nvshmemx_efa_gda_rail_t, fast) % 64 == 0 && sizeof(nvshmemx_efa_gda_fast_peer_t) == 64,
               "a fast peer entry is one 64-byte block");
+static_assert(sizeof(nvshmemx_efa_gda_regions_t) == 16 && sizeof(nvshmemx_efa_gda_region_t) == 24,
+              "region table header and entries");
 static_assert(offsetof(nvshmemx_efa_gda_qp_t, sq_buf) == 0 && offsetof(nvshmemx_efa_gda_qp_t, sq_entries) == 16 &&
                   offsetof(nvshmemx_efa_gda_qp_t, wqe_size) == 28 && offsetof(nvshmemx_efa_gda_qp_t, cq_entry_size) == 48 &&
                   offsetof(nvshmemx_efa_gda_qp_t, max_rdma_size) == 56,
@@ -204,6 +224,7 @@ EFA_GDA_DEV const char *efa_gda_strerror(int err) {
     case NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN: return "receive completions overwritten before they were taken";
     case NVSHMEMX_EFA_GDA_ERR_NO_CREDITS: return "the receiver took no immediates within the credit timeout";
     case NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL: return "signal not 4 or 8 aligned bytes, or the device state has no signal scratch (transport older than ABI 4)";
+    case NVSHMEMX_EFA_GDA_ERR_BAD_RAIL: return "rail out of range (nvshmemx_efa_gda_rails)";
     case EFA_IO_COMP_STATUS_FLUSHED: return "NIC: flushed (the queue pair is in error)";
     case EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR: return "NIC: QP internal error (malformed WQE)";
     case EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_AH: return "NIC: invalid address handle";
@@ -409,6 +430,25 @@ EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp) {
     return err ? err : (int)efa_gda_load(&qp->error);
 }
 
+
+/* --- rails ------------------------------------------------------------------------------------------ */
+
+/* The calling warp's global index (1-D grids): the channel of the default rail policy. */
+EFA_GDA_DEV uint32_t efa_gda_warp_channel() { return (uint32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
+
+/* The rail policy: rail = (pe + channel) % n_rails (0 with one rail). Spreads a kernel's warps over the
+ * rails (each warp's posts to one PE stay on one rail) and starts different destinations on different rails.
+ * The read of n_rails (read-only, at a fixed offset) is what choosing a rail costs. */
+EFA_GDA_DEV uint32_t efa_gda_rail_of(const nvshmemx_efa_gda_device_state_t *s, int pe, uint32_t channel) {
+    const uint32_t n = efa_gda_ro(&s->n_rails);
+    return n > 1 ? ((uint32_t)pe + channel) % n : 0u;
+}
+
+/* Whether rail (named by a caller) is one GDA runs on. */
+EFA_GDA_DEV bool efa_gda_rail_ok(const nvshmemx_efa_gda_device_state_t *s, uint32_t rail) {
+    return rail < efa_gda_ro(&s->n_rails);
+}
+
 /* --- symmetric-address API over the device state ---------------------------------------------------- */
 
 /* The current region table. fresh = false allows a copy of the pointer cached by this SM: a table is
@@ -418,41 +458,44 @@ EFA_GDA_DEV const nvshmemx_efa_gda_regions_t *efa_gda_regions(const nvshmemx_efa
     return fresh ? *(nvshmemx_efa_gda_regions_t *const volatile *)&s->regions : s->regions;
 }
 
-/* Row i of a region table (see nvshmemx_efa_gda_regions_t): [0] this PE's entry, [1 + pe] PE pe's. */
-EFA_GDA_DEV const nvshmemx_efa_gda_region_t *efa_gda_region_row(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t i) {
-    return (const nvshmemx_efa_gda_region_t *)(t + 1) + (size_t)i * (1 + n_pes);
+/* Row of region i on rail r (see nvshmemx_efa_gda_regions_t): [0] this PE's entry, [1 + pe] PE pe's. A region's
+ * base and length are the same in every rail's row; only keys and validity differ. */
+EFA_GDA_DEV const nvshmemx_efa_gda_region_t *efa_gda_region_row(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t n_rails,
+                                                                uint32_t i, uint32_t rail) {
+    return (const nvshmemx_efa_gda_region_t *)(t + 1) + ((size_t)i * n_rails + rail) * (1 + n_pes);
 }
 
 /* Index of the region holding address a, or -1. */
-EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t count, uint64_t a) {
+EFA_GDA_DEV int efa_gda_find_region(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t n_rails, uint32_t count, uint64_t a) {
     for (uint32_t i = 0; i < count; i++) {
-        const nvshmemx_efa_gda_region_t *r = efa_gda_region_row(t, n_pes, i);
+        const nvshmemx_efa_gda_region_t *r = efa_gda_region_row(t, n_pes, n_rails, i, 0);
         if (a - efa_gda_ro(&r->base) < efa_gda_ro(&r->length)) return (int)i;
     }
     return -1;
 }
 
 /* The largest piece of a transfer starting at local (this PE) and sym (a symmetric address, reached on pe)
- * that stays inside one local region, one heap region and max bytes. Row 0 is read with the header (every
- * global load costs a trip to L2 here: the system fences of a post invalidate L1), so a transfer within the
- * first region needs no more. */
+ * that stays inside one local region, one heap region and max bytes, with rail's keys. Row 0 of the rail is
+ * read with the header (every global load costs a trip to L2 here: the system fences of a post invalidate
+ * L1), so a transfer within the first region needs no more. */
 struct efa_gda_piece {
     uint64_t local, remote, len;
     uint32_t lkey, rkey;
 };
-EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, int pe, uint64_t local, uint64_t sym,
-                                 uint64_t left, uint64_t max, efa_gda_piece *p) {
+EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, uint32_t n_pes, uint32_t rail, int pe, uint64_t local,
+                                 uint64_t sym, uint64_t left, uint64_t max, efa_gda_piece *p) {
     const uint32_t count = efa_gda_ro(&t->count);
-    const nvshmemx_efa_gda_region_t *row0 = efa_gda_region_row(t, n_pes, 0);
+    const nvshmemx_efa_gda_region_t *row0 = (const nvshmemx_efa_gda_region_t *)(t + 1) + (size_t)rail * (1 + n_pes);
     nvshmemx_efa_gda_region_t L = efa_gda_ro(&row0[0]), R = efa_gda_ro(&row0[1 + pe]);
     uint64_t sbase = L.base;
     if (!count || local - L.base >= L.length || sym - L.base >= L.length) {
-        const int li = efa_gda_find_region(t, n_pes, count, local);
+        const uint32_t n_rails = efa_gda_ro(&t->n_rails);
+        const int li = efa_gda_find_region(t, n_pes, n_rails, count, local);
         if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
-        const int si = efa_gda_find_region(t, n_pes, count, sym);
+        const int si = efa_gda_find_region(t, n_pes, n_rails, count, sym);
         if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
-        L = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)li));
-        const nvshmemx_efa_gda_region_t *srow = efa_gda_region_row(t, n_pes, (uint32_t)si);
+        L = efa_gda_ro(efa_gda_region_row(t, n_pes, n_rails, (uint32_t)li, rail));
+        const nvshmemx_efa_gda_region_t *srow = efa_gda_region_row(t, n_pes, n_rails, (uint32_t)si, rail);
         sbase = efa_gda_ro(&srow->base);
         R = efa_gda_ro(&srow[1 + pe]);
     }
@@ -474,31 +517,32 @@ EFA_GDA_DEV int efa_gda_piece_at(const nvshmemx_efa_gda_regions_t *t, uint32_t n
 /* piece_at over the table as this SM last saw it (cached: read by the caller early), then, on a miss, over
  * the current one. */
 EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, const nvshmemx_efa_gda_regions_t *cached,
-                                   uint32_t n_pes, int pe, uint64_t local, uint64_t sym, uint64_t left, uint64_t max,
-                                   efa_gda_piece *p) {
-    const int err = efa_gda_piece_at(cached, n_pes, pe, local, sym, left, max, p);
-    return err ? efa_gda_piece_at(efa_gda_regions(s, true), n_pes, pe, local, sym, left, max, p) : err;
+                                   uint32_t n_pes, uint32_t rail, int pe, uint64_t local, uint64_t sym, uint64_t left,
+                                   uint64_t max, efa_gda_piece *p) {
+    const int err = efa_gda_piece_at(cached, n_pes, rail, pe, local, sym, left, max, p);
+    return err ? efa_gda_piece_at(efa_gda_regions(s, true), n_pes, rail, pe, local, sym, left, max, p) : err;
 }
-EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, int pe, uint64_t local, uint64_t sym,
+EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe, uint64_t local, uint64_t sym,
                                    uint64_t left, uint64_t max, efa_gda_piece *p) {
-    return efa_gda_find_piece(s, efa_gda_regions(s, false), efa_gda_ro((const uint32_t *)&s->n_pes), pe, local, sym, left,
-                              max, p);
+    return efa_gda_find_piece(s, efa_gda_regions(s, false), efa_gda_ro((const uint32_t *)&s->n_pes), rail, pe, local, sym,
+                              left, max, p);
 }
 
-/* The piece, from the hot regions alone (see nvshmemx_efa_gda_hot_local_t): every load's address comes from
- * s and fi (the peer's fast entry, fi < NVSHMEMX_EFA_GDA_FAST_PES), so they go out together, with the slot's
- * fetch-and-add. false: a region is not hot (or a slot is not filled yet, or retired); ask the table. The
- * remote region's length is this PE's: the host makes a region hot only where it has one length everywhere. */
-EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_device_state_t *s, uint32_t fi, uint64_t local, uint64_t sym,
-                                   uint64_t left, uint64_t max, efa_gda_piece *p) {
+/* The piece, from the hot regions of rail rl alone (see nvshmemx_efa_gda_hot_local_t): every load's address
+ * comes from rl and fi (the peer's fast entry, fi < NVSHMEMX_EFA_GDA_FAST_PES), so they go out together, with
+ * the slot's fetch-and-add. false: a region is not hot (or a slot is not filled yet, or retired); ask the
+ * table. The remote region's length is this PE's: the host makes a region hot only where it has one length
+ * everywhere. */
+EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, uint64_t local, uint64_t sym, uint64_t left,
+                                   uint64_t max, efa_gda_piece *p) {
     constexpr int K = NVSHMEMX_EFA_GDA_HOT_REGIONS;
     uint64_t base[K], len[K], key_word[K], rbase[K], rkey_word[K];
 #pragma unroll
     for (int k = 0; k < K; k++) { /* every load first, so that they go out together */
         uint64_t unused;
-        efa_gda_load2(&s->hot[k].base, &base[k], &len[k]);
-        efa_gda_load2(&s->hot[k].lkey, &key_word[k], &unused);
-        efa_gda_load2(&s->fast[fi].hot[k].base, &rbase[k], &rkey_word[k]);
+        efa_gda_load2(&rl->hot[k].base, &base[k], &len[k]);
+        efa_gda_load2(&rl->hot[k].lkey, &key_word[k], &unused);
+        efa_gda_load2(&rl->fast[fi].hot[k].base, &rbase[k], &rkey_word[k]);
     }
     /* Branch-free selection (bitwise ands, selects): a branch would let the compiler sink a load into it. */
     bool have_local = false, have_sym = false;
@@ -532,17 +576,18 @@ EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_device_state_t *s, uin
     return true;
 }
 
-/* The piece for pe (pe < n_pes, checked by the caller): hot regions first, then the region table. */
-EFA_GDA_DEV int efa_gda_lookup(const nvshmemx_efa_gda_device_state_t *s, int pe, uint64_t local, uint64_t sym, uint64_t left,
-                               uint64_t max, efa_gda_piece *p) {
-    if ((uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES && efa_gda_hot_piece(s, (uint32_t)pe, local, sym, left, max, p))
+/* The piece for pe on rail (pe < n_pes, rail < n_rails, checked by the caller): hot regions first, then the
+ * region table. */
+EFA_GDA_DEV int efa_gda_lookup(const nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe, uint64_t local, uint64_t sym,
+                               uint64_t left, uint64_t max, efa_gda_piece *p) {
+    if ((uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES && efa_gda_hot_piece(&s->rail[rail], (uint32_t)pe, local, sym, left, max, p))
         return NVSHMEMX_EFA_GDA_OK;
-    return efa_gda_find_piece(s, pe, local, sym, left, max, p);
+    return efa_gda_find_piece(s, rail, pe, local, sym, left, max, p);
 }
 
-/* A PE's address: at a fixed offset for the first NVSHMEMX_EFA_GDA_FAST_PES PEs, through peers beyond. */
-EFA_GDA_DEV nvshmemx_efa_gda_peer_t efa_gda_peer(const nvshmemx_efa_gda_device_state_t *s, int pe) {
-    return (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? efa_gda_ro(&s->fast[pe].addr) : efa_gda_ro(&efa_gda_ro(&s->peers)[pe]);
+/* A PE's address on a rail: at a fixed offset for the first NVSHMEMX_EFA_GDA_FAST_PES PEs, through peers beyond. */
+EFA_GDA_DEV nvshmemx_efa_gda_peer_t efa_gda_peer(const nvshmemx_efa_gda_rail_t *rl, int pe) {
+    return (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? efa_gda_ro(&rl->fast[pe].addr) : efa_gda_ro(&efa_gda_ro(&rl->peers)[pe]);
 }
 
 EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_peer_t peer, const efa_gda_piece &p,
@@ -563,15 +608,16 @@ EFA_GDA_DEV struct efa_gda_rdma_desc efa_gda_desc(uint8_t op, nvshmemx_efa_gda_p
     return d;
 }
 
-/* Fills a reserved slot whose post failed after the reservation (a bad PE or address found once the
- * lookup's loads arrived): later slots' doorbells wait for this one, so it must be written and rung. The
- * WQE moves nothing and completes OK: a 0-byte RDMA read on this PE's own QP (every PE inserts itself into
- * its AV) from its own credit counters (registered for remote read, the key every PE publishes) into them.
- * A state without a credit block is a host bug: trap rather than post a WQE the NIC may fail. */
-EFA_GDA_DEV void efa_gda_fill_slot(const nvshmemx_efa_gda_device_state_t *s, const efa_gda_sq &q, uint32_t slot,
-                                   efa_gda_counters c) {
+/* Fills a reserved slot of rail rl whose post failed after the reservation (a bad PE or address found once
+ * the lookup's loads arrived): later slots' doorbells wait for this one, so it must be written and rung. The
+ * WQE moves nothing and completes OK: a 0-byte RDMA read on this PE's own QP of that rail (every PE inserts
+ * itself into each rail's AV) from its own credit counters of that rail (registered for remote read, the key
+ * every PE publishes) into them. A rail without a credit block is a host bug: trap rather than post a WQE
+ * the NIC may fail. */
+EFA_GDA_DEV void efa_gda_fill_slot(const nvshmemx_efa_gda_device_state_t *s, const nvshmemx_efa_gda_rail_t *rl, const efa_gda_sq &q,
+                                   uint32_t slot, efa_gda_counters c) {
     const int me = (int)efa_gda_ro((const uint32_t *)&s->my_pe);
-    const nvshmemx_efa_gda_credits_t *cr = efa_gda_ro(&s->credits);
+    const nvshmemx_efa_gda_credits_t *cr = efa_gda_ro(&rl->credits);
     if (!cr) {
         printf("nvshmem-efa: EFA GDA device state without a credit block: cannot fill a failed post's slot\n");
         __trap();
@@ -585,15 +631,15 @@ EFA_GDA_DEV void efa_gda_fill_slot(const nvshmemx_efa_gda_device_state_t *s, con
     p.len = 0;
     efa_gda_reservation res;
     if (efa_gda_claim(q, slot, 1, c, &res)) return; /* the queue became unusable: nothing is rung any more */
-    efa_gda_write_wqe(q, slot, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(s, me), p, false, 0));
+    efa_gda_write_wqe(q, slot, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(rl, me), p, false, 0));
     efa_gda_ring(q, slot, 1, res.rung_seen);
 }
 
-/* Credits for one immediate to pe (see nvshmemx_efa_gda_credits_t). Refreshes them with an RDMA read of the
- * receiver's count when they run out; gives up with NVSHMEMX_EFA_GDA_ERR_NO_CREDITS after
+/* Credits for one immediate to pe on rail (see nvshmemx_efa_gda_credits_t). Refreshes them with an RDMA read
+ * of the receiver's count on that rail when they run out; gives up with NVSHMEMX_EFA_GDA_ERR_NO_CREDITS after
  * credit_timeout_ns without the receiver taking any. */
-EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, int pe) {
-    nvshmemx_efa_gda_credits_t *c = s->credits;
+EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, nvshmemx_efa_gda_rail_t *rl, int pe) {
+    nvshmemx_efa_gda_credits_t *c = rl->credits;
     const nvshmemx_efa_gda_region_t rc = c->peer_consumed[pe];
     if (!rc.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
     efa_gda_piece p;
@@ -603,21 +649,22 @@ EFA_GDA_DEV int efa_gda_refresh_credits(nvshmemx_efa_gda_device_state_t *s, int 
     p.rkey = rc.key;
     p.len = sizeof(uint64_t);
     uint32_t end;
-    int err = efa_gda_post_one(&s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(s, pe), p, false, 0), &end);
-    if (!err) err = efa_gda_wait_slots(&s->qp, end);
+    int err = efa_gda_post_one(&rl->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_READ, efa_gda_peer(rl, pe), p, false, 0), &end);
+    if (!err) err = efa_gda_wait_slots(&rl->qp, end);
     if (err) return err;
     atomicAdd((unsigned long long *)&c->refreshes, 1ull);
     atomicMax((unsigned long long *)&c->seen[pe], (unsigned long long)efa_gda_load64(&c->landing[pe]));
     return NVSHMEMX_EFA_GDA_OK;
 }
 
-EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) {
-    nvshmemx_efa_gda_credits_t *c = s->credits;
-    if (!c || s->imm_window == 0) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
+EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, nvshmemx_efa_gda_rail_t *rl, int pe) {
+    nvshmemx_efa_gda_credits_t *c = rl->credits;
+    const uint32_t window = rl->imm_window;
+    if (!c || window == 0) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
     uint64_t waiting_since = 0;
     for (;;) {
         const uint64_t sent = efa_gda_load64(&c->sent[pe]);
-        if (sent - efa_gda_load64(&c->seen[pe]) < s->imm_window) {
+        if (sent - efa_gda_load64(&c->seen[pe]) < window) {
             if (atomicCAS((unsigned long long *)&c->sent[pe], (unsigned long long)sent, (unsigned long long)(sent + 1)) == sent)
                 return NVSHMEMX_EFA_GDA_OK;
             continue;
@@ -626,7 +673,7 @@ EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) 
         if (!waiting_since) waiting_since = now ? now : 1;
         else if (now - waiting_since > s->credit_timeout_ns) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
         if (atomicCAS(&c->lock[pe], 0u, 1u) == 0u) {
-            const int err = efa_gda_refresh_credits(s, pe);
+            const int err = efa_gda_refresh_credits(s, rl, pe);
             __threadfence();
             atomicExch(&c->lock[pe], 0u);
             if (err) return err;
@@ -635,21 +682,21 @@ EFA_GDA_DEV int efa_gda_take_credit(nvshmemx_efa_gda_device_state_t *s, int pe) 
     }
 }
 
-/* Posts bytes [off, bytes) of an RDMA read or write, one WQE per piece (split at the max RDMA size and at
- * region ends). With has_imm, the immediate rides on the last piece, which is posted once every earlier
- * piece completed (EFA delivers pieces out of order; end: the slot after the last one posted) and once a
- * credit is held. */
-EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, const efa_gda_sq &q, uint8_t op,
+/* Posts bytes [off, bytes) of an RDMA read or write on rail, one WQE per piece (split at the max RDMA size
+ * and at region ends). With has_imm, the immediate rides on the last piece, which is posted once every
+ * earlier piece completed (EFA delivers pieces out of order; end: the slot after the last one posted; the
+ * pieces share the rail, so its retired prefix covers them) and once a credit is held. */
+EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, const efa_gda_sq &q, uint8_t op,
                                    nvshmemx_efa_gda_peer_t peer, uint64_t local, uint64_t sym, uint64_t bytes, uint64_t off,
                                    int pe, bool has_imm, uint32_t imm, uint32_t end) {
     for (;;) {
         efa_gda_piece p;
-        int err = efa_gda_lookup(s, pe, local + off, sym + off, bytes - off, q.max_rdma, &p);
+        int err = efa_gda_lookup(s, rail, pe, local + off, sym + off, bytes - off, q.max_rdma, &p);
         if (err) return err;
         const bool last = off + p.len == bytes;
         if (last && has_imm) {
             if (off) err = efa_gda_wait_slots(q.qp, end);
-            if (!err) err = efa_gda_take_credit(s, pe);
+            if (!err) err = efa_gda_take_credit(s, &s->rail[rail], pe);
             if (err) return err;
         }
         err = efa_gda_post_one(q, efa_gda_desc(op, peer, p, last && has_imm, imm), &end);
@@ -658,37 +705,39 @@ EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, const efa
     }
 }
 
-/* Posts one RDMA read or write of any size from the calling thread: one WQE per piece. Without an
- * immediate, the first slot's fetch-and-add and every load the first piece needs (queue constants and
- * counters, n_pes, the peer's fast entry, the hot regions; all at fixed offsets from s) go out in one round,
- * so a post within the hot regions costs one round trip to L2 before its WQE is stored. The slot is then
- * this post's whatever the lookup finds: when it fails (bad PE, unregistered or unreachable address), the
- * slot is filled with a WQE that moves nothing (efa_gda_fill_slot) and the error is returned. With an
- * immediate nothing is reserved before the credit is held: the credit wait may itself post (a refresh). */
-EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
-                                int pe, bool has_imm, uint32_t imm) {
-    nvshmemx_efa_gda_qp_t *qp = &s->qp;
+/* Posts one RDMA read or write of any size on rail (< n_rails: the caller checked) from the calling thread:
+ * one WQE per piece, every piece on that rail. Without an immediate, the first slot's fetch-and-add and every
+ * load the first piece needs (the rail's queue constants and counters, n_pes, the peer's fast entry and the
+ * hot regions of the rail; all at fixed offsets from s) go out in one round, so a post within the hot
+ * regions costs one round trip to L2 before its WQE is stored. The slot is then this post's whatever the
+ * lookup finds: when it fails (bad PE, unregistered or unreachable address), the slot is filled with a WQE
+ * that moves nothing (efa_gda_fill_slot) and the error is returned. With an immediate nothing is reserved
+ * before the credit is held: the credit wait may itself post (a refresh). */
+EFA_GDA_DEV int efa_gda_rma_nbi_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, uint8_t op, void *local, const void *sym,
+                                     uint64_t bytes, int pe, bool has_imm, uint32_t imm) {
+    nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    nvshmemx_efa_gda_qp_t *qp = &rl->qp;
     const uint64_t l = (uint64_t)local, y = (uint64_t)sym;
     if (has_imm) {
         if ((uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes)) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-        return efa_gda_rma_pieces(s, efa_gda_sq_of(qp), op, efa_gda_peer(s, pe), l, y, bytes, 0, pe, true, imm, 0);
+        return efa_gda_rma_pieces(s, rail, efa_gda_sq_of(qp), op, efa_gda_peer(rl, pe), l, y, bytes, 0, pe, true, imm, 0);
     }
     const efa_gda_counters c = efa_gda_load_counters(qp);
     const uint32_t slot = efa_gda_fetch_slots(qp, 1);
     const efa_gda_sq q = efa_gda_sq_of(qp);
     const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
     const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
-    nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&s->fast[fi].addr);
+    nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&rl->fast[fi].addr);
     efa_gda_piece p;
-    const bool hot = efa_gda_hot_piece(s, fi, l, y, bytes, q.max_rdma, &p);
+    const bool hot = efa_gda_hot_piece(rl, fi, l, y, bytes, q.max_rdma, &p);
     if (!hot || (uint32_t)pe >= n_pes || fi != (uint32_t)pe) {
         int err = (uint32_t)pe < n_pes ? NVSHMEMX_EFA_GDA_OK : NVSHMEMX_EFA_GDA_ERR_BAD_PE;
         if (!err) {
-            if (fi != (uint32_t)pe) peer = efa_gda_peer(s, pe);
-            err = efa_gda_find_piece(s, pe, l, y, bytes, q.max_rdma, &p);
+            if (fi != (uint32_t)pe) peer = efa_gda_peer(rl, pe);
+            err = efa_gda_find_piece(s, rail, pe, l, y, bytes, q.max_rdma, &p);
         }
         if (err) {
-            efa_gda_fill_slot(s, q, slot, c);
+            efa_gda_fill_slot(s, rl, q, slot, c);
             return err;
         }
     }
@@ -698,43 +747,96 @@ EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, 
     efa_gda_write_wqe(q, slot, efa_gda_desc(op, peer, p, false, 0));
     err = efa_gda_ring(q, slot, 1, res.rung_seen);
     if (err || p.len == bytes) return err;
-    return efa_gda_rma_pieces(s, q, op, peer, l, y, bytes, p.len, pe, false, 0, slot + 1);
+    return efa_gda_rma_pieces(s, rail, q, op, peer, l, y, bytes, p.len, pe, false, 0, slot + 1);
+}
+
+/* On a rail the caller names (NVSHMEMX_EFA_GDA_ERR_BAD_RAIL unless rail < n_rails). */
+EFA_GDA_DEV int efa_gda_rma_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, uint8_t op, void *local, const void *sym,
+                                   uint64_t bytes, int pe, bool has_imm, uint32_t imm) {
+    if (!efa_gda_rail_ok(s, rail)) return NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
+    return efa_gda_rma_nbi_rail(s, rail, op, local, sym, bytes, pe, has_imm, imm);
+}
+/* On the rail of the policy (efa_gda_rail_of with the calling warp's channel). */
+EFA_GDA_DEV int efa_gda_rma_nbi(nvshmemx_efa_gda_device_state_t *s, uint8_t op, void *local, const void *sym, uint64_t bytes,
+                                int pe, bool has_imm, uint32_t imm) {
+    return efa_gda_rma_nbi_rail(s, efa_gda_rail_of(s, pe, efa_gda_warp_channel()), op, local, sym, bytes, pe, has_imm, imm);
 }
 
 /* put: dest is a symmetric address, src a registered local buffer. */
 EFA_GDA_DEV int efa_gda_put_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes, int pe) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, false, 0);
 }
-/* put with immediate: the peer sees imm in its receive CQ once the data is in place. Blocks while the
- * peer has imm_window of our immediates not taken (see nvshmemx_efa_gda_credits_t). */
+EFA_GDA_DEV int efa_gda_put_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *dest, const void *src, uint64_t bytes,
+                                   int pe) {
+    return efa_gda_rma_nbi_on(s, rail, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, false, 0);
+}
+/* put with immediate: the peer sees imm in its receive CQ of that rail once the data is in place. Blocks
+ * while the peer has imm_window of our immediates on that rail not taken (see nvshmemx_efa_gda_credits_t). */
 EFA_GDA_DEV int efa_gda_put_imm_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes,
                                     int pe, uint32_t imm) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, true, imm);
+}
+EFA_GDA_DEV int efa_gda_put_imm_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *dest, const void *src,
+                                       uint64_t bytes, int pe, uint32_t imm) {
+    return efa_gda_rma_nbi_on(s, rail, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes, pe, true, imm);
 }
 /* get: src is a symmetric address on pe, dest a registered local buffer. */
 EFA_GDA_DEV int efa_gda_get_nbi(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes, int pe) {
     return efa_gda_rma_nbi(s, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes, pe, false, 0);
 }
-EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(&s->qp); }
+EFA_GDA_DEV int efa_gda_get_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *dest, const void *src, uint64_t bytes,
+                                   int pe) {
+    return efa_gda_rma_nbi_on(s, rail, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes, pe, false, 0);
+}
+
+/* Waits until every WQE reserved before the call on every rail (the caller's own included, whichever rails
+ * they took) completed: first a snapshot of each rail's reserved count, then each rail's retired prefix
+ * waited up to it. Returns the first error of any rail's queue (an efa_io_comp_status value or
+ * NVSHMEMX_EFA_GDA_ERR_*), or 0. */
+EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) {
+    const uint32_t n = efa_gda_ro(&s->n_rails);
+    if (n <= 1) return efa_gda_quiet_qp(&s->rail[0].qp);
+    uint32_t end[NVSHMEMX_EFA_GDA_MAX_RAILS];
+#pragma unroll
+    for (uint32_t r = 0; r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++)
+        if (r < n) end[r] = efa_gda_load(&s->rail[r].qp.sq_reserved);
+    int first = 0;
+#pragma unroll
+    for (uint32_t r = 0; r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++) {
+        if (r >= n) break;
+        nvshmemx_efa_gda_qp_t *qp = &s->rail[r].qp;
+        int err = efa_gda_wait_slots(qp, end[r]);
+        if (!err) err = (int)efa_gda_load(&qp->error);
+        if (!first) first = err;
+    }
+    return first;
+}
+/* One rail only: what an operation ordered after the posts of that rail alone may use. */
+EFA_GDA_DEV int efa_gda_quiet_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t rail) {
+    return efa_gda_rail_ok(s, rail) ? efa_gda_quiet_qp(&s->rail[rail].qp) : (int)NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
+}
 
 /* --- signals ---------------------------------------------------------------------------------------------
  * A signal is an RDMA write of a 4- or 8-byte value that a receiver polls for (a count, a flag), so it must
  * never land before the data it announces. EFA completes and places out of order; what orders the signal
  * after its payload is the payload's completion: efa_gda_signal waits until every WQE reserved before it
- * completed (the exact retired prefix, efa_gda_quiet) and only then posts the write.
+ * completed, on every rail (the exact retired prefix of each, efa_gda_quiet), and only then posts the write,
+ * on any rail.
  *
  * The value needs registered local memory (the NIC reads it by lkey) that stays unchanged until the write
- * completes: each signal takes the scratch entry of its own SQ slot (signal_src[slot % sq_entries], see
- * nvshmemx_efa_gda_device_state_t), written after the slot is claimed. A write replaces the target; it
- * stands for an add only where the target is known to hold 0 and nothing else writes it before the
+ * completes: each signal takes the scratch entry of its own SQ slot on its rail (signal_src[slot %
+ * sq_entries], see nvshmemx_efa_gda_rail_t), written after the slot is claimed. A write replaces the target;
+ * it stands for an add only where the target is known to hold 0 and nothing else writes it before the
  * receiver has read it (the caller's invariant). */
 
-/* Posts the write of value (bytes: 4 or 8, sym aligned to it) to symmetric address sym on pe, with no
- * ordering against earlier posts. Like efa_gda_rma_nbi, a slot reserved for a write whose lookup then fails
- * is filled with a WQE that moves nothing. */
-EFA_GDA_DEV int efa_gda_write_value_nbi(nvshmemx_efa_gda_device_state_t *s, void *sym, uint64_t value, uint32_t bytes, int pe) {
-    nvshmemx_efa_gda_qp_t *qp = &s->qp;
-    uint64_t *const scratch = efa_gda_ro(&s->signal_src);
+/* Posts the write of value (bytes: 4 or 8, sym aligned to it) to symmetric address sym on pe, on rail (< n_rails,
+ * checked by the caller), with no ordering against earlier posts. Like efa_gda_rma_nbi, a slot reserved for a
+ * write whose lookup then fails is filled with a WQE that moves nothing. */
+EFA_GDA_DEV int efa_gda_write_value_nbi_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *sym, uint64_t value,
+                                             uint32_t bytes, int pe) {
+    nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    nvshmemx_efa_gda_qp_t *qp = &rl->qp;
+    uint64_t *const scratch = efa_gda_ro(&rl->signal_src);
     const uint64_t y = (uint64_t)sym;
     if (!scratch || (bytes != 4 && bytes != 8) || (y & (bytes - 1))) return NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL;
     const efa_gda_counters c = efa_gda_load_counters(qp);
@@ -743,17 +845,17 @@ EFA_GDA_DEV int efa_gda_write_value_nbi(nvshmemx_efa_gda_device_state_t *s, void
     efa_gda_piece p;
     /* The remote side as a put from sym to sym would see it: sym is in this PE's heap too. */
     int err = (uint32_t)pe < efa_gda_ro((const uint32_t *)&s->n_pes) ? (int)NVSHMEMX_EFA_GDA_OK : (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-    if (!err) err = efa_gda_lookup(s, pe, y, y, bytes, q.max_rdma, &p);
+    if (!err) err = efa_gda_lookup(s, rail, pe, y, y, bytes, q.max_rdma, &p);
     if (err == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION) err = NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION; /* sym was the local side */
     if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE; /* aligned: cannot happen */
     if (err) {
-        efa_gda_fill_slot(s, q, slot, c);
+        efa_gda_fill_slot(s, rl, q, slot, c);
         return err;
     }
     uint64_t *const entry = scratch + (slot & (q.entries - 1));
     p.local = (uint64_t)(uintptr_t)entry;
-    p.lkey = efa_gda_ro(&s->signal_lkey);
-    const efa_gda_wqe_words w = efa_gda_wqe_of(efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, efa_gda_peer(s, pe), p, false, 0));
+    p.lkey = efa_gda_ro(&rl->signal_lkey);
+    const efa_gda_wqe_words w = efa_gda_wqe_of(efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, efa_gda_peer(rl, pe), p, false, 0));
     efa_gda_reservation res;
     err = efa_gda_claim(q, slot, 1, c, &res);
     if (err) return err;
@@ -763,49 +865,70 @@ EFA_GDA_DEV int efa_gda_write_value_nbi(nvshmemx_efa_gda_device_state_t *s, void
     efa_gda_store_wqe(q, slot, w);
     return efa_gda_ring(q, slot, 1, res.rung_seen);
 }
+EFA_GDA_DEV int efa_gda_write_value_nbi(nvshmemx_efa_gda_device_state_t *s, void *sym, uint64_t value, uint32_t bytes, int pe) {
+    return efa_gda_write_value_nbi_rail(s, efa_gda_rail_of(s, pe, efa_gda_warp_channel()), sym, value, bytes, pe);
+}
+EFA_GDA_DEV int efa_gda_write_value_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *sym, uint64_t value,
+                                           uint32_t bytes, int pe) {
+    if (!efa_gda_rail_ok(s, rail)) return NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
+    return efa_gda_write_value_nbi_rail(s, rail, sym, value, bytes, pe);
+}
 
-/* The signal of a payload: waits until every WQE reserved before the call completed (the caller's payload,
- * and any other thread's posts reserved earlier: never fewer than the payload), then posts the write of
- * value. Payload posted by other threads is covered when their posts happened before this call (a release
- * they did after posting, acquired here, or a barrier). Returns the first error of the queue or of the post. */
+/* The signal of a payload: waits until every WQE reserved before the call completed on every rail (the
+ * caller's payload, whichever rails it took, and any other thread's posts reserved earlier: never fewer than
+ * the payload), then posts the write of value on the policy's rail. Payload posted by other threads is
+ * covered when their posts happened before this call (a release they did after posting, acquired here, or a
+ * barrier). Returns the first error of a queue or of the post. */
 EFA_GDA_DEV int efa_gda_signal(nvshmemx_efa_gda_device_state_t *s, void *sym, uint64_t value, uint32_t bytes, int pe) {
     const int err = efa_gda_quiet(s);
     return err ? err : efa_gda_write_value_nbi(s, sym, value, bytes, pe);
 }
+EFA_GDA_DEV int efa_gda_signal_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *sym, uint64_t value, uint32_t bytes,
+                                  int pe) {
+    const int err = efa_gda_quiet(s);
+    return err ? err : efa_gda_write_value_nbi_on(s, rail, sym, value, bytes, pe);
+}
 
-/* A prepared handle: a peer and a pair of regions (the one holding a symmetric address, the one holding a
- * local buffer) resolved once, kept in registers by the caller, for code that posts repeatedly to the same
- * peer. A put or get through it that fits both regions and one WQE loads nothing but the queue counters,
- * with its slot's fetch-and-add, and builds its WQE while that is in flight; anything else goes the general
- * way (efa_gda_rma_nbi). Valid while the regions stay registered; a handle whose set-up failed sends every
- * post the general way, which reports the error. */
+/* A prepared handle: a rail, a peer and a pair of regions (the one holding a symmetric address, the one
+ * holding a local buffer) resolved once, kept in registers by the caller, for code that posts repeatedly to
+ * the same peer. A put or get through it that fits both regions and one WQE loads nothing but the rail's queue
+ * counters, with its slot's fetch-and-add, and builds its WQE while that is in flight; anything else goes the
+ * general way on the handle's rail (efa_gda_rma_nbi_on). Valid while the regions stay registered; a handle
+ * whose set-up failed sends every post the general way, which reports the error. */
 struct efa_gda_handle {
     nvshmemx_efa_gda_device_state_t *s;
     efa_gda_sq q;
     nvshmemx_efa_gda_peer_t peer;
     int pe;
+    uint32_t rail;
     uint32_t lkey, rkey;
     uint64_t local_base, local_len, sym_base, sym_len, remote_base;
 };
-EFA_GDA_DEV int efa_gda_handle_init(nvshmemx_efa_gda_device_state_t *s, int pe, const void *sym, const void *local,
-                                    efa_gda_handle *h) {
+EFA_GDA_DEV int efa_gda_handle_init_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe, const void *sym, const void *local,
+                                       efa_gda_handle *h) {
     h->s = s;
-    h->q = efa_gda_sq_of(&s->qp);
     h->pe = pe;
+    h->rail = rail;
     h->lkey = h->rkey = 0;
     h->local_base = h->local_len = h->sym_base = h->sym_len = h->remote_base = 0;
+    if (!efa_gda_rail_ok(s, rail)) {
+        h->q = efa_gda_sq_of(&s->rail[0].qp); /* never used: every post goes the general way, which refuses the rail */
+        return NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
+    }
+    const nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    h->q = efa_gda_sq_of(&s->rail[rail].qp);
     const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
     if ((uint32_t)pe >= n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
-    h->peer = efa_gda_peer(s, pe);
+    h->peer = efa_gda_peer(rl, pe);
     const nvshmemx_efa_gda_regions_t *t = efa_gda_regions(s, true);
-    const uint32_t count = efa_gda_ro(&t->count);
-    const int li = efa_gda_find_region(t, n_pes, count, (uint64_t)local);
+    const uint32_t count = efa_gda_ro(&t->count), n_rails = efa_gda_ro(&t->n_rails);
+    const int li = efa_gda_find_region(t, n_pes, n_rails, count, (uint64_t)local);
     if (li < 0) return NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION;
-    const int si = efa_gda_find_region(t, n_pes, count, (uint64_t)sym);
+    const int si = efa_gda_find_region(t, n_pes, n_rails, count, (uint64_t)sym);
     if (si < 0) return NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION;
-    const nvshmemx_efa_gda_region_t L = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)li));
-    const nvshmemx_efa_gda_region_t S = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)si));
-    const nvshmemx_efa_gda_region_t R = efa_gda_ro(efa_gda_region_row(t, n_pes, (uint32_t)si) + 1 + pe);
+    const nvshmemx_efa_gda_region_t L = efa_gda_ro(efa_gda_region_row(t, n_pes, n_rails, (uint32_t)li, rail));
+    const nvshmemx_efa_gda_region_t S = efa_gda_ro(efa_gda_region_row(t, n_pes, n_rails, (uint32_t)si, rail));
+    const nvshmemx_efa_gda_region_t R = efa_gda_ro(efa_gda_region_row(t, n_pes, n_rails, (uint32_t)si, rail) + 1 + pe);
     if (!L.valid || !R.valid) return NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
     h->lkey = L.key;
     h->rkey = R.key;
@@ -816,10 +939,15 @@ EFA_GDA_DEV int efa_gda_handle_init(nvshmemx_efa_gda_device_state_t *s, int pe, 
     h->remote_base = R.base;
     return NVSHMEMX_EFA_GDA_OK;
 }
+/* On the policy's rail for pe and the calling warp. */
+EFA_GDA_DEV int efa_gda_handle_init(nvshmemx_efa_gda_device_state_t *s, int pe, const void *sym, const void *local,
+                                    efa_gda_handle *h) {
+    return efa_gda_handle_init_on(s, efa_gda_rail_of(s, pe, efa_gda_warp_channel()), pe, sym, local, h);
+}
 EFA_GDA_DEV int efa_gda_rma_nbi(const efa_gda_handle &h, uint8_t op, void *local, const void *sym, uint64_t bytes) {
     const uint64_t lo = (uint64_t)local - h.local_base, so = (uint64_t)sym - h.sym_base;
     if (lo >= h.local_len || bytes > h.local_len - lo || so >= h.sym_len || bytes > h.sym_len - so || bytes > h.q.max_rdma)
-        return efa_gda_rma_nbi(h.s, op, local, sym, bytes, h.pe, false, 0);
+        return efa_gda_rma_nbi_on(h.s, h.rail, op, local, sym, bytes, h.pe, false, 0);
     const efa_gda_counters c = efa_gda_load_counters(h.q.qp);
     const uint32_t slot = efa_gda_fetch_slots(h.q.qp, 1);
     efa_gda_piece p;
@@ -844,7 +972,7 @@ EFA_GDA_DEV int efa_gda_get_nbi(const efa_gda_handle &h, void *dest, const void 
 
 /* Stop the kernel with a message when err is set: for callers that have no way to report an error (DeepEP's
  * void IBGDA functions), so that a failed post or quiet is never silent. efa_gda_check names the operation
- * and its addresses; efa_gda_check_quiet the request that failed first. */
+ * and its addresses; efa_gda_check_quiet the rail and request that failed first. */
 EFA_GDA_DEV void efa_gda_check(int err, const char *op, const void *remote, const void *local, int pe, uint64_t bytes) {
     if (!err) return;
     printf("nvshmem-efa: EFA GDA %s failed: %s (0x%x); remote address %p on PE %d, local address %p, %llu bytes\n", op,
@@ -853,37 +981,51 @@ EFA_GDA_DEV void efa_gda_check(int err, const char *op, const void *remote, cons
 }
 EFA_GDA_DEV void efa_gda_check_quiet(const nvshmemx_efa_gda_device_state_t *s, int err, const char *op, int pe) {
     if (!err) return;
-    const nvshmemx_efa_gda_qp_t *qp = &s->qp;
+    uint32_t rail = 0;
+    for (uint32_t r = 0; r < s->n_rails && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++)
+        if (efa_gda_load(&s->rail[r].qp.error)) {
+            rail = r;
+            break;
+        }
+    const nvshmemx_efa_gda_qp_t *qp = &s->rail[rail].qp;
     printf("nvshmem-efa: EFA GDA %s (before signalling PE %d) failed: %s (0x%x); first failed request id %u, %u failed "
-           "completions on QP %u\n",
-           op, pe, efa_gda_strerror(err), err, efa_gda_load(&qp->error_req_id), efa_gda_load(&qp->error_count), qp->qp_num);
+           "completions on rail %u (QP %u)\n",
+           op, pe, efa_gda_strerror(err), err, efa_gda_load(&qp->error_req_id), efa_gda_load(&qp->error_count), rail, qp->qp_num);
     __trap();
 }
 
 /* Warp-level put with the shape of nvshmemx_putmem_nbi_warp: called by all 32 lanes with the same
- * arguments; lane 0 posts, every lane gets the result. */
+ * arguments; lane 0 posts (on the policy's rail for pe and this warp, or on rail), every lane gets the result. */
 EFA_GDA_DEV int efa_gda_put_nbi_warp(nvshmemx_efa_gda_device_state_t *s, void *dest, const void *src, uint64_t bytes,
                                      int pe) {
     int err = 0;
     if ((threadIdx.x & 31) == 0) err = efa_gda_put_nbi(s, dest, src, bytes, pe);
     return __shfl_sync(0xffffffffu, err, 0);
 }
+EFA_GDA_DEV int efa_gda_put_nbi_warp_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, void *dest, const void *src,
+                                        uint64_t bytes, int pe) {
+    int err = 0;
+    if ((threadIdx.x & 31) == 0) err = efa_gda_put_nbi_on(s, rail, dest, src, bytes, pe);
+    return __shfl_sync(0xffffffffu, err, 0);
+}
 
-/* Warp batch: every lane with want = true posts its own RDMA op, which must fit one WQE (else that lane
- * gets NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES); the lanes' WQEs go to consecutive slots, written in parallel,
- * under one doorbell per max_batch WQEs. Called by all 32 lanes. Returns this lane's result. */
-EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, bool want, uint8_t op, void *local,
-                                           const void *sym, uint64_t bytes, int pe) {
+/* Warp batch on rail (< n_rails: the caller checked): every lane with want = true posts its own RDMA op,
+ * which must fit one WQE (else that lane gets NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES); the lanes' WQEs go to
+ * consecutive slots of that rail, written in parallel, under one doorbell per max_batch WQEs. Called by all
+ * 32 lanes. Returns this lane's result. */
+EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, bool want, uint8_t op,
+                                                void *local, const void *sym, uint64_t bytes, int pe) {
     const unsigned lane = threadIdx.x & 31;
-    const efa_gda_sq q = efa_gda_sq_of(&s->qp);
+    const nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    const efa_gda_sq q = efa_gda_sq_of(&s->rail[rail].qp);
     struct efa_gda_rdma_desc d;
     int err = 0;
     if (want) {
         efa_gda_piece p;
         err = (uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes) ? (int)NVSHMEMX_EFA_GDA_ERR_BAD_PE : 0;
-        if (!err) err = efa_gda_lookup(s, pe, (uint64_t)local, (uint64_t)sym, bytes, q.max_rdma, &p);
+        if (!err) err = efa_gda_lookup(s, rail, pe, (uint64_t)local, (uint64_t)sym, bytes, q.max_rdma, &p);
         if (!err && p.len != bytes) err = NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
-        if (!err) d = efa_gda_desc(op, efa_gda_peer(s, pe), p, false, 0);
+        if (!err) d = efa_gda_desc(op, efa_gda_peer(rl, pe), p, false, 0);
     }
     const unsigned posting = __ballot_sync(0xffffffffu, want && err == 0);
     uint32_t group = q.max_batch < 32 ? q.max_batch : 32;
@@ -913,33 +1055,46 @@ EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, b
     }
     return err;
 }
+/* On the rail of the warp's channel (the lanes may post to different PEs: the batch stays on one rail). */
+EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch(nvshmemx_efa_gda_device_state_t *s, bool want, uint8_t op, void *local,
+                                           const void *sym, uint64_t bytes, int pe) {
+    return efa_gda_rma_nbi_warp_batch_rail(s, efa_gda_rail_of(s, 0, efa_gda_warp_channel()), want, op, local, sym, bytes, pe);
+}
+EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, bool want, uint8_t op,
+                                              void *local, const void *sym, uint64_t bytes, int pe) {
+    if (!efa_gda_rail_ok(s, rail)) return NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
+    return efa_gda_rma_nbi_warp_batch_rail(s, rail, want, op, local, sym, bytes, pe);
+}
 
-/* Looks up the PE that sent a receive completion: its (address handle, QP) as query_addr gave them for
- * that PE. EFA reports ah 0xffff for a sender it has no address handle for; then the QP number alone. */
-EFA_GDA_DEV int efa_gda_sender(const nvshmemx_efa_gda_device_state_t *s, nvshmemx_efa_gda_rx_cq_t *cq, uint16_t ah,
-                               uint16_t qpn) {
+/* Looks up the PE that sent a receive completion on rail rl: its (address handle, QP) as query_addr gave them
+ * for that PE on that rail. EFA reports ah 0xffff for a sender it has no address handle for; then the QP
+ * number alone. */
+EFA_GDA_DEV int efa_gda_sender(const nvshmemx_efa_gda_device_state_t *s, const nvshmemx_efa_gda_rail_t *rl,
+                               nvshmemx_efa_gda_rx_cq_t *cq, uint16_t ah, uint16_t qpn) {
     const uint32_t hint = efa_gda_load(&cq->last_pe);
-    if (hint < (uint32_t)s->n_pes && s->peers[hint].qpn == qpn && (ah == 0xffff || s->peers[hint].ah == ah)) return (int)hint;
+    const nvshmemx_efa_gda_peer_t *peers = rl->peers;
+    if (hint < (uint32_t)s->n_pes && peers[hint].qpn == qpn && (ah == 0xffff || peers[hint].ah == ah)) return (int)hint;
     for (int pe = 0; pe < s->n_pes; pe++)
-        if (s->peers[pe].qpn == qpn && (ah == 0xffff || s->peers[pe].ah == ah)) {
+        if (peers[pe].qpn == qpn && (ah == 0xffff || peers[pe].ah == ah)) {
             efa_gda_store(&cq->last_pe, (uint32_t)pe);
             return pe;
         }
     return -1;
 }
 
-/* Receive side of put-with-immediate: takes one arrived immediate, if any. Returns 1 with *imm, *bytes and
- * *src_pe set, 0 when none is waiting (or another thread is taking one), or a negative error: -status for a
- * failed receive completion, -NVSHMEMX_EFA_GDA_ERR_BAD_CQE for a completion not for this QP or from no
- * known PE, -NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN when the NIC came round the CQ past entries not yet taken.
- * Errors are sticky in rx_cq->error.
+/* Receive side of put-with-immediate on one rail: takes one arrived immediate, if any. Returns 1 with *imm,
+ * *bytes and *src_pe set, 0 when none is waiting (or another thread is taking one), or a negative error:
+ * -status for a failed receive completion, -NVSHMEMX_EFA_GDA_ERR_BAD_CQE for a completion not for this QP or
+ * from no known PE, -NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN when the NIC came round the CQ past entries not yet taken.
+ * Errors are sticky in the rail's rx_cq->error.
  *
  * Overrun detection: a taken entry is marked by writing its flags byte with no queue type (the NIC always
  * writes one), keeping this pass's phase; the host zeroes the CQ before use. So at the head, an entry with
  * the other phase is "not written yet" when it carries no queue type and "written on a later pass" (an
  * overrun) when it does. Credits keep this from happening; the check makes it loud if a sender skips them. */
-EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_device_state_t *s, uint32_t *imm, uint32_t *bytes, int *src_pe) {
-    nvshmemx_efa_gda_rx_cq_t *cq = s->rx_cq;
+EFA_GDA_DEV int efa_gda_rx_poll_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, uint32_t *imm, uint32_t *bytes, int *src_pe) {
+    const nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    nvshmemx_efa_gda_rx_cq_t *cq = rl->rx_cq;
     const uint32_t sticky = efa_gda_load(&cq->error);
     if (sticky) return -(int)sticky;
     if (atomicCAS(&cq->cq_lock, 0u, 1u) != 0u) return 0;
@@ -960,14 +1115,14 @@ EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_device_state_t *s, uint32_t *im
         if (cq->cq_entry_size >= sizeof(struct efa_io_rx_cdesc_ex))
             len |= (uint32_t)(*(const volatile uint16_t *)(cqe + offsetof(struct efa_io_rx_cdesc_ex, u))) << 16;
         *bytes = len;
-        const int pe = efa_gda_sender(s, cq, ah, src_qpn);
+        const int pe = efa_gda_sender(s, rl, cq, ah, src_qpn);
         if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, flags) != EFA_IO_RECV_QUEUE || qp_num != (uint16_t)cq->qp_num || pe < 0) {
             got = -(int)NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
         } else if (status != EFA_IO_COMP_STATUS_OK) {
             got = -(int)status;
         } else {
             *src_pe = pe;
-            nvshmemx_efa_gda_credits_t *c = s->credits;
+            nvshmemx_efa_gda_credits_t *c = rl->credits;
             if (c) efa_gda_store64(&c->consumed[pe], efa_gda_load64(&c->consumed[pe]) + 1);
             got = 1;
         }
@@ -980,6 +1135,22 @@ EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_device_state_t *s, uint32_t *im
     __threadfence();
     atomicExch(&cq->cq_lock, 0u);
     return got;
+}
+
+/* Receive side over every rail: the first rail with an immediate (or an error), starting after the rail that
+ * gave the last one, so that no rail is starved; the same results as efa_gda_rx_poll_rail. Immediates of
+ * different rails are not ordered with each other (nor are those of one rail: EFA delivers out of order). */
+EFA_GDA_DEV int efa_gda_rx_poll(nvshmemx_efa_gda_device_state_t *s, uint32_t *imm, uint32_t *bytes, int *src_pe) {
+    const uint32_t n = efa_gda_ro(&s->n_rails);
+    if (n <= 1) return efa_gda_rx_poll_rail(s, 0, imm, bytes, src_pe);
+    const uint32_t start = efa_gda_load(&s->rx_next_rail);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t r = (start + i) % n;
+        const int rc = efa_gda_rx_poll_rail(s, r, imm, bytes, src_pe);
+        if (rc == 1) efa_gda_store(&s->rx_next_rail, r + 1);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 #endif

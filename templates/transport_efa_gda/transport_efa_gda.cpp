@@ -2,28 +2,46 @@
  *
  * Host side of the EFA GPU-Direct-Async path, compiled into NVSHMEM's libfabric transport.
  *
- * GDA gets its own efa-direct fabric, domain, endpoint and AV on the NIC NVSHMEM chose: NVSHMEM 3.4 opens
- * the `efa` (RDM) fabric, whose domain refuses FI_EFA_GDA_OPS, and a QP cannot be driven by the CPU proxy
- * and the GPU at once (separate producer counters, CPU reaping of GPU completions corrupts the wr-id pool).
- * The endpoint's completion queues live in GPU memory (cq_open_ext over a dma-buf, FI_WAIT_NONE) and are
- * bound before fi_enable; its SQ ring and doorbell page are mapped into the GPU with cuMemHostRegister
- * (IOMEMORY | DEVICEMAP). Every failure turns GDA off on every PE with a one-line reason and leaves
- * NVSHMEM alone.
+ * GDA gets its own efa-direct fabric, domain, endpoint and AV on each NIC (rail) NVSHMEM chose for the PE:
+ * NVSHMEM 3.4 opens the `efa` (RDM) fabric, whose domain refuses FI_EFA_GDA_OPS, and a QP cannot be driven
+ * by the CPU proxy and the GPU at once (separate producer counters, CPU reaping of GPU completions corrupts
+ * the wr-id pool). Each endpoint's completion queues live in GPU memory (cq_open_ext over a dma-buf,
+ * FI_WAIT_NONE) and are bound before fi_enable; its SQ ring and doorbell page are mapped into the GPU with
+ * cuMemHostRegister (IOMEMORY | DEVICEMAP). A failure that turns GDA off does so on every PE with a one-line
+ * reason and leaves NVSHMEM alone.
+ *
+ * Rails: NVSHMEM 3.6+ (multi-rail libfabric transport) gives a PE several NICs and calls
+ * nvshmemt_efa_gda_init_rails with one fi_info per NIC; older NVSHMEM calls nvshmemt_efa_gda_init with one.
+ * The rule every PE applies to the same all-gathered facts, so that all agree:
+ *   - a PE opens GDA on each NIC it is given, in order, up to NVSHMEMX_EFA_GDA_MAX_RAILS (and
+ *     NVSHMEM_EFA_GDA_RAILS, when set); a NIC named twice, or one that cannot be opened, is left out with the
+ *     reason; the NICs that opened are that PE's usable rails, numbered in order;
+ *   - GDA runs on n = the smallest number of usable rails of any PE, and rail k of every PE is its k-th
+ *     usable NIC (any EFA NIC reaches any other); a PE's usable rails past n are left out, naming the PE that
+ *     has fewer; with n = 0 (some PE has none) GDA is off on every PE;
+ *   - every heap region is registered on every rail; a region some PE could not register on some rail is
+ *     unreachable on that rail only (device posts that pick that rail fail with
+ *     NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE), and is never hot.
+ * nvshmemx_efa_gda_status() names the rails GDA runs on and each rail left out with why; every left-out
+ * rail is also printed to stderr.
  *
  * Start-up is collective and never hangs on a disagreement: every PE takes part whatever its
- * NVSHMEM_EFA_GDA_ENABLE says (the switch itself is agreed in the first all-gather), an all-gather of
- * "my inserts are done" after the AV inserts is the barrier fi_efa(7) asks for (a target must know the
- * initiator before RMA), and nothing is published to the GPU before both succeeded everywhere.
+ * NVSHMEM_EFA_GDA_ENABLE says (the switch itself is agreed in the first all-gather, which also carries each
+ * PE's usable rails), an all-gather of "my inserts are done" after the AV inserts of every rail is the
+ * barrier fi_efa(7) asks for (a target must know the initiator before RMA), and nothing is published to the
+ * GPU before both succeeded everywhere.
  *
  * While kernels run, the device state changes only by replacing its regions pointer with a new, fully
  * written table (one aligned 8-byte copy on a private stream; old tables stay until finalize) and by filling
- * a hot region slot once (the peers' entries, then ours) or retiring it (clearing one word).
+ * a hot region slot once (the peers' entries, then ours, on every rail) or retiring it (clearing one word
+ * per rail).
  *
  * The CUDA driver is reached through dlopen("libcuda.so.1") so that the transport keeps loading on hosts
  * where GDA cannot run. */
 #include "transport_efa_gda.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,12 +63,14 @@
 
 #include <cuda.h>
 
+#include <string>
 #include <vector>
 
 namespace {
 
-char g_status[512] = "EFA GDA off: not requested (set " NVSHMEM_EFA_GDA_ENABLE_ENV "=1 on every PE)";
+char g_status[1024] = "EFA GDA off: not requested (set " NVSHMEM_EFA_GDA_ENABLE_ENV "=1 on every PE)";
 bool g_active = false;
+int g_rails = 0;
 
 void set_status(const char *fmt, ...) {
     va_list ap;
@@ -72,13 +92,18 @@ int nvshmemt_efa_gda_active(void) { return g_active ? 1 : 0; }
 
 extern "C" const char *nvshmemx_efa_gda_status(void) { return g_status; }
 extern "C" int nvshmemx_efa_gda_is_active(void) { return g_active ? 1 : 0; }
+extern "C" int nvshmemx_efa_gda_rails(void) { return g_active ? g_rails : 0; }
+
+int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa_gda_bootstrap_t *boot) {
+    return nvshmemt_efa_gda_init_rails(&nvshmem_info, 1, boot);
+}
 
 #if !defined(FI_EFA_GDA_OPS)
 
 /* Built against a libfabric without the GDA extension: every PE is built the same way and none exchanges
  * anything, so a PE that asks for GDA can say why not on its own without risking a hang. */
 int nvshmemt_efa_gda_enabled(void) { return env_requested() ? 1 : 0; }
-int nvshmemt_efa_gda_init(const struct fi_info *, const nvshmemt_efa_gda_bootstrap_t *) {
+int nvshmemt_efa_gda_init_rails(const struct fi_info *const *, int, const nvshmemt_efa_gda_bootstrap_t *) {
     set_status("EFA GDA off: NVSHMEM was built against libfabric headers without FI_EFA_GDA_OPS "
                "(needs libfabric >= 2.3.0; rebuild with nvshmem-efa --libfabric-home pointing at one)");
     return -1;
@@ -100,6 +125,8 @@ const size_t kCqAlign = 2u << 20;         /* GPU CQ buffers: 2 MiB aligned, whol
 const uint32_t kCqeMax = 32;              /* largest CQE: efa_io_rx_cdesc_ex */
 const uint32_t kMinImmWindow = 16;        /* immediates in flight per sender the RX CQ is sized for */
 const uint64_t kCreditTimeoutNs = 10000000000ull;
+const int kMaxRails = NVSHMEMX_EFA_GDA_MAX_RAILS;
+const char *const kRailsEnv = NVSHMEM_EFA_GDA_RAILS_ENV;
 
 /* The driver entry points GDA needs, resolved at run time. */
 struct Driver {
@@ -171,40 +198,18 @@ struct Mapping {
     CUdeviceptr dev = 0;
 };
 
-/* One heap region NVSHMEM registered, with every PE's view of it. */
-struct Region {
-    void *buf = nullptr;
-    size_t length = 0;
-    struct fid_mr *mr = nullptr;
-    nvshmemx_efa_gda_region_t local = {};
-    std::vector<nvshmemx_efa_gda_region_t> remote; /* [n_pes] */
-};
-
-/* What each PE contributes to the start-up all-gather. */
-struct PeerAddress {
-    int32_t requested;
-    int32_t ok;
-    uint32_t addrlen;
-    uint32_t credits_rkey;
-    uint64_t credits_base;
-    uint8_t addr[96];
-};
-
-struct RegionInfo {
-    uint64_t base, length;
-    uint32_t rkey, ok;
-};
-
-struct Gda {
-    Driver cu;
-    nvshmemt_efa_gda_bootstrap_t boot = {};
+/* One NIC of this PE with GDA's own efa-direct endpoint on it. */
+struct Rail {
+    std::string name;   /* the NIC (nic->device_attr->name), else the domain name */
+    bool nic_named = false; /* name is the NIC's (not a domain name) */
+    std::string why;    /* non-empty: left out, and why */
+    bool opened = false; /* local start-up succeeded */
     struct fi_info *info = nullptr;
     struct fid_fabric *fabric = nullptr;
     struct fid_domain *domain = nullptr;
     struct fid_av *av = nullptr;
     struct fid_ep *ep = nullptr;
     struct fi_efa_ops_gda *ops = nullptr;
-    CUstream stream = nullptr;
     GpuCq tx, rx;
     Mapping sq, db;
     /* query_qp_wqs fills the struct of the libfabric loaded at run time, which may be newer than the header
@@ -215,14 +220,65 @@ struct Gda {
     uint8_t sq_attr_spare[64] = {};
     struct fi_efa_wq_attr rq_attr = {};
     uint8_t rq_attr_spare[64] = {};
+    struct fid_mr *credits_mr = nullptr;
+    CUdeviceptr d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0, d_peer_consumed = 0;
+    /* What goes into the rail's block of the device state once GDA's rails are known (finish_start). */
+    struct {
+        nvshmemx_efa_gda_qp_t qp;
+        uint64_t *signal_src;
+        uint32_t signal_lkey, imm_window;
+        nvshmemx_efa_gda_rx_cq_t *rx_cq;
+        nvshmemx_efa_gda_credits_t *credits;
+    } st = {};
+};
+
+/* One heap region NVSHMEM registered, with every PE's view of it, per rail. */
+struct Region {
+    void *buf = nullptr;
+    size_t length = 0;
+    std::vector<struct fid_mr *> mr;                              /* [rail] */
+    std::vector<nvshmemx_efa_gda_region_t> local;                 /* [rail] */
+    std::vector<std::vector<nvshmemx_efa_gda_region_t>> remote;   /* [rail][pe] */
+};
+
+/* What each PE contributes to the start-up all-gather: its switch, how many rails it can use, and for each
+ * usable rail (in order) its GDA address and credit block. */
+struct RailAddress {
+    uint32_t addrlen;
+    uint32_t credits_rkey;
+    uint64_t credits_base;
+    uint8_t addr[96];
+};
+struct PeerAddress {
+    int32_t requested;
+    int32_t ok;      /* local start-up gave at least one usable rail */
+    int32_t usable;  /* usable rails */
+    int32_t offered; /* rails NVSHMEM handed over */
+    RailAddress rail[NVSHMEMX_EFA_GDA_MAX_RAILS];
+};
+
+struct RegionInfo {
+    uint64_t base, length;
+    uint32_t rkey[NVSHMEMX_EFA_GDA_MAX_RAILS];
+    uint32_t ok[NVSHMEMX_EFA_GDA_MAX_RAILS];
+};
+
+struct Gda {
+    Driver cu;
+    nvshmemt_efa_gda_bootstrap_t boot = {};
+    CUstream stream = nullptr;
+    std::vector<Rail> offered;  /* every NIC NVSHMEM handed over, in its order */
+    std::vector<int> used;      /* GDA's rails: indices into offered, rail k = offered[used[k]] */
     std::vector<Region> regions;
-    nvshmemx_efa_gda_device_state_t host_state = {}; /* what the GPU copy holds, the queue included */
+    /* What the GPU copy holds, the queues included (about 260 KiB: on the heap with Gda). */
+    nvshmemx_efa_gda_device_state_t host_state = {};
     void *hot_buf[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* the region each hot slot holds (nullptr once retired) */
     bool hot_used[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* filled once: a slot is never filled again */
-    struct fid_mr *credits_mr = nullptr;
-    CUdeviceptr d_state = 0, d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0,
-                d_peer_consumed = 0;
+    CUdeviceptr d_state = 0;
     std::vector<CUdeviceptr> tables; /* every regions table published; freed at finalize */
+
+    Rail &rail(size_t k) { return offered[(size_t)used[k]]; }
+    size_t n_rails() const { return used.size(); }
 };
 
 Gda *g = nullptr;
@@ -270,7 +326,7 @@ CUresult export_dmabuf(Gda &s, CUdeviceptr mem, size_t bytes, int *fd, bool *pci
     return s.cu.memGetHandleForAddressRange(fd, mem, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 }
 
-const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, const char *which, char *why, size_t whylen) {
+const char *open_gpu_cq(Gda &s, Rail &rl, size_t entries, GpuCq *c, const char *which, char *why, size_t whylen) {
     struct fi_cq_attr attr = {};
     attr.format = FI_CQ_FORMAT_DATA;
     attr.wait_obj = FI_WAIT_NONE;
@@ -297,13 +353,13 @@ const char *open_gpu_cq(Gda &s, size_t entries, GpuCq *c, const char *which, cha
     init.ext_mem_dmabuf.length = c->bytes;
     init.ext_mem_dmabuf.offset = 0;
     init.ext_mem_dmabuf.fd = (uint32_t)c->fd;
-    int rc = s.ops->cq_open_ext(s.domain, &attr, &init, &c->cq, NULL);
+    int rc = rl.ops->cq_open_ext(rl.domain, &attr, &init, &c->cq, NULL);
     if (rc) {
         snprintf(why, whylen, "cq_open_ext of the %s CQ over GPU memory failed (%s)%s", which, fi_strerror(-rc),
                  rc == -FI_EOPNOTSUPP ? ": the EFA device or driver lacks CQ_WITH_EXT_MEM_DMABUF (rdma-core >= 59, recent efa.ko)" : "");
         return why;
     }
-    rc = s.ops->query_cq(c->cq, &c->attr);
+    rc = rl.ops->query_cq(c->cq, &c->attr);
     if (rc) {
         snprintf(why, whylen, "query_cq failed (%s)", fi_strerror(-rc));
         return why;
@@ -330,9 +386,9 @@ void close_cq(Gda &s, GpuCq &c) {
     c.alloc = c.mem = 0;
 }
 
-/* Registers [buf, buf + len) on the GDA domain: host memory as system memory, GPU memory as CUDA memory of
+/* Registers [buf, buf + len) on a rail's domain: host memory as system memory, GPU memory as CUDA memory of
  * its device. */
-int register_mr(Gda &s, void *buf, size_t len, uint64_t access, struct fid_mr **mr) {
+int register_mr(Gda &s, Rail &rl, void *buf, size_t len, uint64_t access, struct fid_mr **mr) {
     struct iovec iov = {buf, len};
     struct fi_mr_attr attr = {};
     attr.mr_iov = &iov;
@@ -347,43 +403,52 @@ int register_mr(Gda &s, void *buf, size_t len, uint64_t access, struct fid_mr **
     } else {
         attr.iface = FI_HMEM_SYSTEM; /* host memory, registered with CUDA or not */
     }
-    return fi_mr_regattr(s.domain, &attr, 0, mr);
+    return fi_mr_regattr(rl.domain, &attr, 0, mr);
 }
 
-/* Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes; the endpoint
- * goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped writing
- * into it; MRs and the AV before the domain, the domain before the fabric. */
-void teardown(Gda &s) {
-    if (s.sq.base) s.cu.memHostUnregister(s.sq.base);
-    if (s.db.base) s.cu.memHostUnregister(s.db.base);
-    s.sq = Mapping();
-    s.db = Mapping();
-    if (s.ep) fi_close(&s.ep->fid);
-    s.ep = nullptr;
-    close_cq(s, s.tx);
-    close_cq(s, s.rx);
-    for (Region &r : s.regions)
-        if (r.mr) fi_close(&r.mr->fid);
-    s.regions.clear();
-    if (s.credits_mr) fi_close(&s.credits_mr->fid);
-    s.credits_mr = nullptr;
-    if (s.av) fi_close(&s.av->fid);
-    s.av = nullptr;
-    CUdeviceptr *dev[] = {&s.d_state, &s.d_rx, &s.d_peers, &s.d_slot_done, &s.d_credits, &s.d_credit_words, &s.d_peer_consumed};
+/* Closes one rail. Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes;
+ * the endpoint goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped
+ * writing into it; MRs and the AV before the domain, the domain before the fabric. Heap regions registered on
+ * the rail are closed by the caller first. */
+void teardown_rail(Gda &s, Rail &rl) {
+    if (rl.sq.base) s.cu.memHostUnregister(rl.sq.base);
+    if (rl.db.base) s.cu.memHostUnregister(rl.db.base);
+    rl.sq = Mapping();
+    rl.db = Mapping();
+    if (rl.ep) fi_close(&rl.ep->fid);
+    rl.ep = nullptr;
+    close_cq(s, rl.tx);
+    close_cq(s, rl.rx);
+    if (rl.credits_mr) fi_close(&rl.credits_mr->fid);
+    rl.credits_mr = nullptr;
+    if (rl.av) fi_close(&rl.av->fid);
+    rl.av = nullptr;
+    CUdeviceptr *dev[] = {&rl.d_rx, &rl.d_peers, &rl.d_slot_done, &rl.d_credits, &rl.d_credit_words, &rl.d_peer_consumed};
     for (CUdeviceptr *p : dev) {
-        if (*p) s.cu.memFree(*p);
+        if (*p && s.cu.memFree) s.cu.memFree(*p);
         *p = 0;
     }
+    if (rl.domain) fi_close(&rl.domain->fid);
+    rl.domain = nullptr;
+    if (rl.fabric) fi_close(&rl.fabric->fid);
+    rl.fabric = nullptr;
+    if (rl.info) fi_freeinfo(rl.info);
+    rl.info = nullptr;
+    rl.opened = false;
+}
+
+void teardown(Gda &s) {
+    for (Region &r : s.regions)
+        for (struct fid_mr *mr : r.mr)
+            if (mr) fi_close(&mr->fid);
+    s.regions.clear();
+    for (Rail &rl : s.offered) teardown_rail(s, rl);
+    if (s.d_state) s.cu.memFree(s.d_state);
+    s.d_state = 0;
     for (CUdeviceptr t : s.tables) s.cu.memFree(t);
     s.tables.clear();
     if (s.stream) s.cu.streamDestroy(s.stream);
     s.stream = nullptr;
-    if (s.domain) fi_close(&s.domain->fid);
-    s.domain = nullptr;
-    if (s.fabric) fi_close(&s.fabric->fid);
-    s.fabric = nullptr;
-    if (s.info) fi_freeinfo(s.info);
-    s.info = nullptr;
 }
 
 #define GDA_CU(call, what)                                                                      \
@@ -395,8 +460,26 @@ void teardown(Gda &s) {
         }                                                                                       \
     } while (0)
 
-/* Local set-up up to the point where peers are needed. Returns nullptr or the reason GDA cannot start. */
-const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress *me, char *why, size_t whylen) {
+/* Shared by every rail: the CUDA driver and the GDA stream. */
+const char *start_shared(Gda &s, char *why, size_t whylen) {
+    const char *cu_err = s.cu.load();
+    if (cu_err) return cu_err;
+    GDA_CU(s.cu.streamCreate(&s.stream, CU_STREAM_NON_BLOCKING), "creating the GDA stream");
+    return nullptr;
+}
+
+/* The NIC's name for status lines: the nic object's device name (efaemu0, rdmap16s27), else the domain. */
+std::string nic_name(const struct fi_info *info, int index) {
+    if (info && info->nic && info->nic->device_attr && info->nic->device_attr->name) return info->nic->device_attr->name;
+    if (info && info->domain_attr && info->domain_attr->name) return info->domain_attr->name;
+    return "NIC " + std::to_string(index);
+}
+
+/* One rail's local set-up up to the point where peers are needed: its efa-direct fabric, domain, AV, GPU CQs,
+ * endpoint, the SQ and doorbell mapped for the GPU, the slot marks, and its registered block of credit
+ * counters and signal scratch. The queue's constants go to rl.host (written to the GPU in finish_start).
+ * Returns nullptr or the reason the rail cannot be used. */
+const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, RailAddress *me, char *why, size_t whylen) {
     struct fi_info *hints = fi_allocinfo();
     if (!hints) return "fi_allocinfo failed";
     hints->caps = FI_MSG | FI_RMA | FI_HMEM;
@@ -411,7 +494,7 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     hints->fabric_attr->name = strdup("efa-direct");
     if (nvshmem_info && nvshmem_info->domain_attr && nvshmem_info->domain_attr->name)
         hints->domain_attr->name = strdup(nvshmem_info->domain_attr->name);
-    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &s.info);
+    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &rl.info);
     fi_freeinfo(hints);
     if (rc) {
         snprintf(why, whylen, "no efa-direct fabric for %s (fi_getinfo: %s): needs an EFA device and libfabric >= 2.3.0",
@@ -420,14 +503,18 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
                  fi_strerror(-rc));
         return why;
     }
-    const char *cu_err = s.cu.load();
-    if (cu_err) return cu_err;
-    GDA_CU(s.cu.streamCreate(&s.stream, CU_STREAM_NON_BLOCKING), "creating the GDA stream");
-    if ((rc = fi_fabric(s.info->fabric_attr, &s.fabric, NULL)) || (rc = fi_domain(s.fabric, s.info, &s.domain, NULL))) {
+    /* NVSHMEM's info named no NIC: efa-direct's may (a nic object, else its domain). */
+    if (!rl.nic_named && ((rl.info->nic && rl.info->nic->device_attr && rl.info->nic->device_attr->name) || rl.name.rfind("NIC ", 0) == 0))
+        rl.name = nic_name(rl.info, 0);
+    if (!s.stream) {
+        const char *shared = start_shared(s, why, whylen);
+        if (shared) return shared;
+    }
+    if ((rc = fi_fabric(rl.info->fabric_attr, &rl.fabric, NULL)) || (rc = fi_domain(rl.fabric, rl.info, &rl.domain, NULL))) {
         snprintf(why, whylen, "opening the efa-direct fabric/domain failed (%s)", fi_strerror(-rc));
         return why;
     }
-    rc = fi_open_ops(&s.domain->fid, FI_EFA_GDA_OPS, 0, (void **)&s.ops, NULL);
+    rc = fi_open_ops(&rl.domain->fid, FI_EFA_GDA_OPS, 0, (void **)&rl.ops, NULL);
     if (rc) {
         snprintf(why, whylen, "fi_open_ops(\"%s\") failed (%s)%s", FI_EFA_GDA_OPS, fi_strerror(-rc),
                  rc == -FI_EOPNOTSUPP ? ": the domain is not efa-direct"
@@ -436,42 +523,43 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
     }
     struct fi_av_attr av_attr = {};
     av_attr.type = FI_AV_TABLE;
-    if ((rc = fi_av_open(s.domain, &av_attr, &s.av, NULL))) {
+    if ((rc = fi_av_open(rl.domain, &av_attr, &rl.av, NULL))) {
         snprintf(why, whylen, "fi_av_open failed (%s)", fi_strerror(-rc));
         return why;
     }
     /* The RX CQ absorbs every PE's unconsumed immediates: at least kMinImmWindow per PE (credits keep each
      * sender within RX CQ entries / n_pes). */
-    const size_t rx_entries = s.info->rx_attr->size > (size_t)s.boot.n_pes * kMinImmWindow ? s.info->rx_attr->size
-                                                                                           : (size_t)s.boot.n_pes * kMinImmWindow;
-    if (open_gpu_cq(s, s.info->tx_attr->size, &s.tx, "TX", why, whylen) || open_gpu_cq(s, rx_entries, &s.rx, "RX", why, whylen))
+    const size_t rx_entries = rl.info->rx_attr->size > (size_t)s.boot.n_pes * kMinImmWindow ? rl.info->rx_attr->size
+                                                                                            : (size_t)s.boot.n_pes * kMinImmWindow;
+    if (open_gpu_cq(s, rl, rl.info->tx_attr->size, &rl.tx, "TX", why, whylen) ||
+        open_gpu_cq(s, rl, rx_entries, &rl.rx, "RX", why, whylen))
         return why;
-    if ((rc = fi_endpoint(s.domain, s.info, &s.ep, NULL)) || (rc = fi_ep_bind(s.ep, &s.av->fid, 0)) ||
-        (rc = fi_ep_bind(s.ep, &s.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(s.ep, &s.rx.cq->fid, FI_RECV)) ||
-        (rc = fi_enable(s.ep))) {
+    if ((rc = fi_endpoint(rl.domain, rl.info, &rl.ep, NULL)) || (rc = fi_ep_bind(rl.ep, &rl.av->fid, 0)) ||
+        (rc = fi_ep_bind(rl.ep, &rl.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(rl.ep, &rl.rx.cq->fid, FI_RECV)) ||
+        (rc = fi_enable(rl.ep))) {
         snprintf(why, whylen, "creating the GDA endpoint failed (%s)", fi_strerror(-rc));
         return why;
     }
-    if ((rc = s.ops->query_qp_wqs(s.ep, &s.sq_attr, &s.rq_attr))) {
+    if ((rc = rl.ops->query_qp_wqs(rl.ep, &rl.sq_attr, &rl.rq_attr))) {
         snprintf(why, whylen, "query_qp_wqs failed (%s)%s", fi_strerror(-rc),
                  rc == -FI_ENOSYS ? ": libfabric was built against an rdma-core without efadv_query_qp_wqs (needs >= 59)" : "");
         return why;
     }
-    if (s.sq_attr.entry_size != 64 && s.sq_attr.entry_size != 128) {
+    if (rl.sq_attr.entry_size != 64 && rl.sq_attr.entry_size != 128) {
         snprintf(why, whylen, "the SQ uses %u-byte WQEs; the device code writes 64-byte RDMA WQEs at a 64- or 128-byte stride",
-                 s.sq_attr.entry_size);
+                 rl.sq_attr.entry_size);
         return why;
     }
-    if (!s.sq_attr.num_entries || (s.sq_attr.num_entries & (s.sq_attr.num_entries - 1)) || s.sq_attr.num_entries > 65536 ||
-        s.tx.attr.num_entries < s.sq_attr.num_entries) {
-        snprintf(why, whylen, "SQ of %u entries with a TX CQ of %u entries cannot be driven safely", s.sq_attr.num_entries,
-                 s.tx.attr.num_entries);
+    if (!rl.sq_attr.num_entries || (rl.sq_attr.num_entries & (rl.sq_attr.num_entries - 1)) || rl.sq_attr.num_entries > 65536 ||
+        rl.tx.attr.num_entries < rl.sq_attr.num_entries) {
+        snprintf(why, whylen, "SQ of %u entries with a TX CQ of %u entries cannot be driven safely", rl.sq_attr.num_entries,
+                 rl.tx.attr.num_entries);
         return why;
     }
     CUdeviceptr sq_dev, db_dev;
     CUresult cr;
-    const char *step = map_bar(s, s.sq_attr.buffer, (size_t)s.sq_attr.entry_size * s.sq_attr.num_entries, &s.sq, &sq_dev, &cr);
-    if (!step) step = map_bar(s, s.sq_attr.doorbell, sizeof(uint32_t), &s.db, &db_dev, &cr);
+    const char *step = map_bar(s, rl.sq_attr.buffer, (size_t)rl.sq_attr.entry_size * rl.sq_attr.num_entries, &rl.sq, &sq_dev, &cr);
+    if (!step) step = map_bar(s, rl.sq_attr.doorbell, sizeof(uint32_t), &rl.db, &db_dev, &cr);
     if (step) {
         snprintf(why, whylen, "%s of the NIC's SQ/doorbell pages was refused (%s)%s", step, s.cu.name(cr),
                  cr == CUDA_ERROR_NOT_PERMITTED || cr == CUDA_ERROR_NOT_SUPPORTED || cr == CUDA_ERROR_INVALID_VALUE
@@ -480,84 +568,103 @@ const char *start_local(Gda &s, const struct fi_info *nvshmem_info, PeerAddress 
         return why;
     }
     /* Per-slot completion marks: entry i starts as the slot of the pass before (i - entries). */
-    std::vector<uint32_t> done(s.sq_attr.num_entries);
-    for (uint32_t i = 0; i < s.sq_attr.num_entries; i++) done[i] = i - s.sq_attr.num_entries;
-    GDA_CU(s.cu.memAlloc(&s.d_slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
-    GDA_CU(s.cu.memcpyHtoD(s.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
-    /* GDA's own registered block. Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock
+    std::vector<uint32_t> done(rl.sq_attr.num_entries);
+    for (uint32_t i = 0; i < rl.sq_attr.num_entries; i++) done[i] = i - rl.sq_attr.num_entries;
+    GDA_CU(s.cu.memAlloc(&rl.d_slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
+    GDA_CU(s.cu.memcpyHtoD(rl.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
+    /* The rail's own registered block. Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock
      * ([n_pes] x u32); consumed is read by peers, landing receives our reads. Then the signal scratch: one
-     * u64 per SQ slot, the source the NIC reads a signal's value from (nvshmemx_efa_gda_device_state_t). */
+     * u64 per SQ slot, the source the NIC reads a signal's value from (nvshmemx_efa_gda_rail_t). */
     const size_t n = (size_t)s.boot.n_pes;
     const size_t credit_bytes = 4 * n * sizeof(uint64_t) + n * sizeof(uint32_t);
     const size_t signal_off = (credit_bytes + 63) & ~(size_t)63;
-    const size_t block_bytes = signal_off + (size_t)s.sq_attr.num_entries * sizeof(uint64_t);
-    GDA_CU(s.cu.memAlloc(&s.d_credit_words, block_bytes), "allocating the credit counters and signal scratch");
-    GDA_CU(s.cu.memsetD8(s.d_credit_words, 0, block_bytes), "clearing the credit counters and signal scratch");
-    if ((rc = register_mr(s, (void *)(uintptr_t)s.d_credit_words, block_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, &s.credits_mr))) {
+    const size_t block_bytes = signal_off + (size_t)rl.sq_attr.num_entries * sizeof(uint64_t);
+    GDA_CU(s.cu.memAlloc(&rl.d_credit_words, block_bytes), "allocating the credit counters and signal scratch");
+    GDA_CU(s.cu.memsetD8(rl.d_credit_words, 0, block_bytes), "clearing the credit counters and signal scratch");
+    if ((rc = register_mr(s, rl, (void *)(uintptr_t)rl.d_credit_words, block_bytes, FI_READ | FI_WRITE | FI_REMOTE_READ, &rl.credits_mr))) {
         snprintf(why, whylen, "registering the credit counters and signal scratch failed (%s)", fi_strerror(-rc));
         return why;
     }
     nvshmemx_efa_gda_credits_t credits = {};
-    uint64_t *words = (uint64_t *)(uintptr_t)s.d_credit_words;
+    uint64_t *words = (uint64_t *)(uintptr_t)rl.d_credit_words;
     credits.consumed = words;
     credits.sent = words + n;
     credits.seen = words + 2 * n;
     credits.landing = words + 3 * n;
     credits.lock = (uint32_t *)(words + 4 * n);
-    credits.lkey = (uint32_t)s.ops->get_mr_lkey(s.credits_mr);
-    s.host_state.signal_src = (uint64_t *)(uintptr_t)(s.d_credit_words + signal_off);
-    s.host_state.signal_lkey = credits.lkey;
-    GDA_CU(s.cu.memAlloc(&s.d_peer_consumed, n * sizeof(nvshmemx_efa_gda_region_t)), "allocating the peer credit table");
-    credits.peer_consumed = (nvshmemx_efa_gda_region_t *)(uintptr_t)s.d_peer_consumed;
-    GDA_CU(s.cu.memAlloc(&s.d_credits, sizeof credits), "allocating the credit state");
-    GDA_CU(s.cu.memcpyHtoD(s.d_credits, &credits, sizeof credits), "initialising the credit state");
-    me->credits_base = (uint64_t)s.d_credit_words;
-    me->credits_rkey = (uint32_t)fi_mr_key(s.credits_mr);
+    credits.lkey = (uint32_t)rl.ops->get_mr_lkey(rl.credits_mr);
+    GDA_CU(s.cu.memAlloc(&rl.d_peer_consumed, n * sizeof(nvshmemx_efa_gda_region_t)), "allocating the peer credit table");
+    credits.peer_consumed = (nvshmemx_efa_gda_region_t *)(uintptr_t)rl.d_peer_consumed;
+    GDA_CU(s.cu.memAlloc(&rl.d_credits, sizeof credits), "allocating the credit state");
+    GDA_CU(s.cu.memcpyHtoD(rl.d_credits, &credits, sizeof credits), "initialising the credit state");
+    me->credits_base = (uint64_t)rl.d_credit_words;
+    me->credits_rkey = (uint32_t)fi_mr_key(rl.credits_mr);
 
-    /* The queue lives in the device state, written whole in finish_start (qp_num follows query_addr). */
-    nvshmemx_efa_gda_qp_t &q = s.host_state.qp;
+    /* The rail's part of the state (placed in its block once GDA's rails are known, see finish_start). */
+    auto &h = rl.st;
+    h.signal_src = (uint64_t *)(uintptr_t)(rl.d_credit_words + signal_off);
+    h.signal_lkey = credits.lkey;
+    h.credits = (nvshmemx_efa_gda_credits_t *)(uintptr_t)rl.d_credits;
+    nvshmemx_efa_gda_qp_t &q = h.qp;
     q = nvshmemx_efa_gda_qp_t();
     q.sq_buf = (uint8_t *)sq_dev;
     q.sq_db = (uint32_t *)db_dev;
-    q.sq_entries = s.sq_attr.num_entries;
+    q.sq_entries = rl.sq_attr.num_entries;
     q.sq_log2 = log2_of(q.sq_entries);
-    q.max_batch = s.sq_attr.max_batch ? s.sq_attr.max_batch : 1;
-    q.wqe_size = s.sq_attr.entry_size;
-    q.cq_buf = (uint8_t *)s.tx.mem;
-    q.cq_entries = s.tx.attr.num_entries;
+    q.max_batch = rl.sq_attr.max_batch ? rl.sq_attr.max_batch : 1;
+    q.wqe_size = rl.sq_attr.entry_size;
+    q.cq_buf = (uint8_t *)rl.tx.mem;
+    q.cq_entries = rl.tx.attr.num_entries;
     q.cq_log2 = log2_of(q.cq_entries);
-    q.cq_entry_size = s.tx.attr.entry_size;
-    q.slot_done = (uint32_t *)(uintptr_t)s.d_slot_done;
+    q.cq_entry_size = rl.tx.attr.entry_size;
+    q.slot_done = (uint32_t *)(uintptr_t)rl.d_slot_done;
     /* NCCL's EFA GDA path splits at 1 GiB; the endpoint's max message size is the device's RDMA limit. */
-    q.max_rdma_size = s.info->ep_attr->max_msg_size && s.info->ep_attr->max_msg_size < (1ull << 30) ? s.info->ep_attr->max_msg_size : (1ull << 30);
+    q.max_rdma_size = rl.info->ep_attr->max_msg_size && rl.info->ep_attr->max_msg_size < (1ull << 30) ? rl.info->ep_attr->max_msg_size
+                                                                                                      : (1ull << 30);
     nvshmemx_efa_gda_rx_cq_t rx = {};
-    rx.cq_buf = (uint8_t *)s.rx.mem;
-    rx.cq_entries = s.rx.attr.num_entries;
+    rx.cq_buf = (uint8_t *)rl.rx.mem;
+    rx.cq_entries = rl.rx.attr.num_entries;
     rx.cq_log2 = log2_of(rx.cq_entries);
-    rx.cq_entry_size = s.rx.attr.entry_size;
-    GDA_CU(s.cu.memAlloc(&s.d_rx, sizeof rx), "allocating the GPU receive state");
-    GDA_CU(s.cu.memcpyHtoD(s.d_rx, &rx, sizeof rx), "writing the GPU receive state");
+    rx.cq_entry_size = rl.rx.attr.entry_size;
+    GDA_CU(s.cu.memAlloc(&rl.d_rx, sizeof rx), "allocating the GPU receive state");
+    GDA_CU(s.cu.memcpyHtoD(rl.d_rx, &rx, sizeof rx), "writing the GPU receive state");
+    h.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)rl.d_rx;
+    h.imm_window = rl.rx.attr.num_entries / (uint32_t)n;
     size_t len = sizeof me->addr;
-    if ((rc = fi_getname(&s.ep->fid, me->addr, &len))) {
+    if ((rc = fi_getname(&rl.ep->fid, me->addr, &len))) {
         snprintf(why, whylen, "fi_getname failed (%s)", fi_strerror(-rc));
         return why;
     }
     me->addrlen = (uint32_t)len;
+    rl.opened = true;
     return nullptr;
 }
 
-/* Inserts every PE's address and learns its {ah, qpn, qkey}. */
-const char *insert_peers(Gda &s, const std::vector<PeerAddress> &all, std::vector<nvshmemx_efa_gda_peer_t> &peers, char *why,
-                         size_t whylen) {
+/* How many rails NVSHMEM_EFA_GDA_RAILS allows (kMaxRails when unset); -1 when it is not a number in
+ * [1, kMaxRails]. */
+int rails_allowed() {
+    const char *v = getenv(kRailsEnv);
+    if (!v || !*v) return kMaxRails;
+    char *end = nullptr;
+    const long n = strtol(v, &end, 10);
+    return *end || n < 1 || n > kMaxRails ? -1 : (int)n;
+}
+
+/* Inserts every PE's address of rail k into rail k's AV and learns its {ah, qpn, qkey} on that rail. */
+const char *insert_peers(Gda &s, size_t k, const std::vector<PeerAddress> &all, std::vector<nvshmemx_efa_gda_peer_t> &peers,
+                         char *why, size_t whylen) {
+    Rail &rl = s.rail(k);
+    char on[160] = "";
+    if (s.n_rails() > 1) snprintf(on, sizeof on, " on rail %zu (%s)", k, rl.name.c_str());
     for (int pe = 0; pe < s.boot.n_pes; pe++) {
         fi_addr_t fa;
-        if (fi_av_insert(s.av, all[pe].addr, 1, &fa, 0, NULL) != 1) {
-            snprintf(why, whylen, "fi_av_insert of PE %d's GDA address failed", pe);
+        if (fi_av_insert(rl.av, all[pe].rail[k].addr, 1, &fa, 0, NULL) != 1) {
+            snprintf(why, whylen, "fi_av_insert of PE %d's GDA address%s failed", pe, on);
             return why;
         }
-        int rc = s.ops->query_addr(s.ep, fa, &peers[pe].ah, &peers[pe].qpn, &peers[pe].qkey);
+        int rc = rl.ops->query_addr(rl.ep, fa, &peers[pe].ah, &peers[pe].qpn, &peers[pe].qkey);
         if (rc) {
-            snprintf(why, whylen, "query_addr for PE %d failed (%s)", pe, fi_strerror(-rc));
+            snprintf(why, whylen, "query_addr for PE %d%s failed (%s)", pe, on, fi_strerror(-rc));
             return why;
         }
     }
@@ -571,28 +678,35 @@ CUresult upload(Gda &s, CUdeviceptr dst, const void *src, size_t bytes) {
     return r;
 }
 
-/* Publishes the current region list: a new table (header, then one row of 1 + n_pes entries per region,
- * at least one row) written in full, then the state's regions pointer replaced with one aligned 8-byte copy.
- * A kernel sees the old table or the new one, never a mix; old tables stay allocated until finalize. */
+CUdeviceptr rail_offset(size_t k) {
+    return offsetof(nvshmemx_efa_gda_device_state_t, rail) + k * sizeof(nvshmemx_efa_gda_rail_t);
+}
+
+/* Publishes the current region list: a new table (header, then per region one row of 1 + n_pes entries per
+ * rail, at least one row per rail) written in full, then the state's regions pointer replaced with one aligned
+ * 8-byte copy. A kernel sees the old table or the new one, never a mix; old tables stay allocated until
+ * finalize. */
 const char *publish_regions(Gda &s) {
-    const uint32_t count = (uint32_t)s.regions.size(), n = (uint32_t)s.boot.n_pes;
-    const size_t rows = count ? count : 1;
+    const uint32_t count = (uint32_t)s.regions.size(), n = (uint32_t)s.boot.n_pes, rails = (uint32_t)s.n_rails();
+    const size_t rows = (size_t)(count ? count : 1) * rails;
     const size_t bytes = sizeof(nvshmemx_efa_gda_regions_t) + rows * (1 + n) * sizeof(nvshmemx_efa_gda_region_t);
     std::vector<uint8_t> buf(bytes, 0);
     CUdeviceptr t = 0;
     CUresult r = s.cu.memAlloc(&t, bytes);
     if (r != CUDA_SUCCESS) return s.cu.name(r);
     s.tables.push_back(t);
-    nvshmemx_efa_gda_regions_t head;
+    nvshmemx_efa_gda_regions_t head = {};
     head.count = count;
     head.n_pes = n;
+    head.n_rails = rails;
     memcpy(buf.data(), &head, sizeof head);
     nvshmemx_efa_gda_region_t *entry = (nvshmemx_efa_gda_region_t *)(buf.data() + sizeof head);
-    for (uint32_t i = 0; i < count; i++) {
-        nvshmemx_efa_gda_region_t *row = entry + (size_t)i * (1 + n);
-        row[0] = s.regions[i].local;
-        for (uint32_t pe = 0; pe < n; pe++) row[1 + pe] = s.regions[i].remote[pe];
-    }
+    for (uint32_t i = 0; i < count; i++)
+        for (uint32_t k = 0; k < rails; k++) {
+            nvshmemx_efa_gda_region_t *row = entry + ((size_t)i * rails + k) * (1 + n);
+            row[0] = s.regions[i].local[k];
+            for (uint32_t pe = 0; pe < n; pe++) row[1 + pe] = s.regions[i].remote[k][pe];
+        }
     r = upload(s, t, buf.data(), bytes);
     if (r == CUDA_SUCCESS) {
         const uint64_t ptr = (uint64_t)t;
@@ -602,68 +716,91 @@ const char *publish_regions(Gda &s) {
     return r == CUDA_SUCCESS ? nullptr : s.cu.name(r);
 }
 
-/* Fills a free hot slot with a region reachable on every PE and of one length everywhere (see
- * nvshmemx_efa_gda_hot_local_t): the peers' entries first, then ours, each upload finished before the next.
- * Returns nullptr (also when no slot is free or the region does not qualify) or why the upload failed. */
+/* Fills a free hot slot with a region reachable on every PE and every rail and of one length everywhere
+ * (see nvshmemx_efa_gda_hot_local_t): on each rail the peers' entries first, then ours, each upload finished
+ * before the next. Returns nullptr (also when no slot is free or the region does not qualify) or why the
+ * upload failed. */
 const char *fill_hot_slot(Gda &s, const Region &reg) {
     const uint32_t n = (uint32_t)s.boot.n_pes;
-    if (!reg.local.valid) return nullptr;
-    for (uint32_t pe = 0; pe < n; pe++)
-        if (!reg.remote[pe].valid || reg.remote[pe].length != reg.local.length) return nullptr;
-    int k = 0;
-    while (k < NVSHMEMX_EFA_GDA_HOT_REGIONS && s.hot_used[k]) k++;
-    if (k == NVSHMEMX_EFA_GDA_HOT_REGIONS) return nullptr;
-    s.hot_used[k] = true;
+    const size_t rails = s.n_rails();
+    for (size_t k = 0; k < rails; k++) {
+        if (!reg.local[k].valid) return nullptr;
+        for (uint32_t pe = 0; pe < n; pe++)
+            if (!reg.remote[k][pe].valid || reg.remote[k][pe].length != reg.local[k].length) return nullptr;
+    }
+    int slot = 0;
+    while (slot < NVSHMEMX_EFA_GDA_HOT_REGIONS && s.hot_used[slot]) slot++;
+    if (slot == NVSHMEMX_EFA_GDA_HOT_REGIONS) return nullptr;
+    s.hot_used[slot] = true;
     const uint32_t fast = n < NVSHMEMX_EFA_GDA_FAST_PES ? n : NVSHMEMX_EFA_GDA_FAST_PES;
-    for (uint32_t pe = 0; pe < fast; pe++) s.host_state.fast[pe].hot[k] = {reg.remote[pe].base, reg.remote[pe].key, 1};
-    CUresult r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, fast), s.host_state.fast,
-                        fast * sizeof(nvshmemx_efa_gda_fast_peer_t));
-    if (r != CUDA_SUCCESS) return s.cu.name(r);
-    s.host_state.hot[k] = {reg.local.base, reg.local.length, reg.local.key, 1, 0};
-    r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, hot) + k * sizeof(nvshmemx_efa_gda_hot_local_t),
-               &s.host_state.hot[k], sizeof s.host_state.hot[k]);
-    if (r != CUDA_SUCCESS) return s.cu.name(r);
-    s.hot_buf[k] = reg.buf;
+    for (size_t k = 0; k < rails; k++) {
+        nvshmemx_efa_gda_rail_t &h = s.host_state.rail[k];
+        for (uint32_t pe = 0; pe < fast; pe++) h.fast[pe].hot[slot] = {reg.remote[k][pe].base, reg.remote[k][pe].key, 1};
+        CUresult r = upload(s, s.d_state + rail_offset(k) + offsetof(nvshmemx_efa_gda_rail_t, fast), h.fast,
+                            fast * sizeof(nvshmemx_efa_gda_fast_peer_t));
+        if (r != CUDA_SUCCESS) return s.cu.name(r);
+    }
+    for (size_t k = 0; k < rails; k++) {
+        nvshmemx_efa_gda_rail_t &h = s.host_state.rail[k];
+        h.hot[slot] = {reg.local[k].base, reg.local[k].length, reg.local[k].key, 1, 0};
+        const CUresult r = upload(s, s.d_state + rail_offset(k) + offsetof(nvshmemx_efa_gda_rail_t, hot) + slot * sizeof(nvshmemx_efa_gda_hot_local_t),
+                                  &h.hot[slot], sizeof h.hot[slot]);
+        if (r != CUDA_SUCCESS) return s.cu.name(r);
+    }
+    s.hot_buf[slot] = reg.buf;
     return nullptr;
 }
 
-/* Retires the hot slot holding buf, if any: one 4-byte store of present = 0 (kernels then use the table). */
+/* Retires the hot slot holding buf, if any: one 4-byte store of present = 0 per rail (kernels then use the
+ * table). */
 const char *retire_hot_slot(Gda &s, void *buf) {
-    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
-        if (!s.hot_used[k] || s.hot_buf[k] != buf) continue;
-        s.hot_buf[k] = nullptr;
-        s.host_state.hot[k].present = 0;
-        const CUresult r = upload(s, s.d_state + offsetof(nvshmemx_efa_gda_device_state_t, hot) +
-                                         k * sizeof(nvshmemx_efa_gda_hot_local_t) + offsetof(nvshmemx_efa_gda_hot_local_t, present),
-                                  &s.host_state.hot[k].present, sizeof s.host_state.hot[k].present);
-        return r == CUDA_SUCCESS ? nullptr : s.cu.name(r);
+    for (int slot = 0; slot < NVSHMEMX_EFA_GDA_HOT_REGIONS; slot++) {
+        if (!s.hot_used[slot] || s.hot_buf[slot] != buf) continue;
+        s.hot_buf[slot] = nullptr;
+        for (size_t k = 0; k < s.n_rails(); k++) {
+            nvshmemx_efa_gda_hot_local_t &h = s.host_state.rail[k].hot[slot];
+            h.present = 0;
+            const CUresult r = upload(s, s.d_state + rail_offset(k) + offsetof(nvshmemx_efa_gda_rail_t, hot) +
+                                             slot * sizeof(nvshmemx_efa_gda_hot_local_t) + offsetof(nvshmemx_efa_gda_hot_local_t, present),
+                                      &h.present, sizeof h.present);
+            if (r != CUDA_SUCCESS) return s.cu.name(r);
+        }
+        return nullptr;
     }
     return nullptr;
 }
 
-const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std::vector<nvshmemx_efa_gda_peer_t> &peers,
+const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std::vector<std::vector<nvshmemx_efa_gda_peer_t>> &peers,
                          char *why, size_t whylen) {
     const size_t n = (size_t)s.boot.n_pes;
-    GDA_CU(s.cu.memAlloc(&s.d_peers, n * sizeof peers[0]), "allocating the peer table");
-    GDA_CU(upload(s, s.d_peers, peers.data(), n * sizeof peers[0]), "writing the peer table");
-    std::vector<nvshmemx_efa_gda_region_t> pc(n);
-    for (size_t pe = 0; pe < n; pe++) pc[pe] = {all[pe].credits_base, n * sizeof(uint64_t), all[pe].credits_rkey, 1};
-    GDA_CU(upload(s, s.d_peer_consumed, pc.data(), n * sizeof pc[0]), "writing the peer credit table");
-    /* This QP's number, as query_addr reports it for our own address: every CQE must carry it. */
-    const uint32_t qpn = peers[s.boot.my_pe].qpn;
-    s.host_state.qp.qp_num = qpn;
-    GDA_CU(upload(s, s.d_rx + offsetof(nvshmemx_efa_gda_rx_cq_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
-    GDA_CU(s.cu.memAlloc(&s.d_state, sizeof s.host_state), "allocating the device state");
     s.host_state.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
     s.host_state.my_pe = s.boot.my_pe;
     s.host_state.n_pes = s.boot.n_pes;
-    s.host_state.imm_window = s.rx.attr.num_entries / (uint32_t)n;
-    s.host_state.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)s.d_rx;
-    s.host_state.peers = (nvshmemx_efa_gda_peer_t *)(uintptr_t)s.d_peers;
-    s.host_state.credits = (nvshmemx_efa_gda_credits_t *)(uintptr_t)s.d_credits;
+    s.host_state.n_rails = (uint32_t)s.n_rails();
     s.host_state.credit_timeout_ns = kCreditTimeoutNs;
-    /* Peers at fixed offsets (the rest of the array stays zero: no hot region is reachable there). */
-    for (size_t pe = 0; pe < n && pe < NVSHMEMX_EFA_GDA_FAST_PES; pe++) s.host_state.fast[pe].addr = peers[pe];
+    for (size_t k = 0; k < s.n_rails(); k++) {
+        Rail &rl = s.rail(k);
+        GDA_CU(s.cu.memAlloc(&rl.d_peers, n * sizeof peers[k][0]), "allocating the peer table");
+        GDA_CU(upload(s, rl.d_peers, peers[k].data(), n * sizeof peers[k][0]), "writing the peer table");
+        std::vector<nvshmemx_efa_gda_region_t> pc(n);
+        for (size_t pe = 0; pe < n; pe++) pc[pe] = {all[pe].rail[k].credits_base, n * sizeof(uint64_t), all[pe].rail[k].credits_rkey, 1};
+        GDA_CU(upload(s, rl.d_peer_consumed, pc.data(), n * sizeof pc[0]), "writing the peer credit table");
+        /* This QP's number, as query_addr reports it for our own address on this rail: every CQE must carry it. */
+        const uint32_t qpn = peers[k][s.boot.my_pe].qpn;
+        rl.st.qp.qp_num = qpn;
+        GDA_CU(upload(s, rl.d_rx + offsetof(nvshmemx_efa_gda_rx_cq_t, qp_num), &qpn, sizeof qpn), "writing the QP number");
+        nvshmemx_efa_gda_rail_t &h = s.host_state.rail[k];
+        h.qp = rl.st.qp;
+        h.signal_src = rl.st.signal_src;
+        h.signal_lkey = rl.st.signal_lkey;
+        h.imm_window = rl.st.imm_window;
+        h.rx_cq = rl.st.rx_cq;
+        h.credits = rl.st.credits;
+        h.peers = (nvshmemx_efa_gda_peer_t *)(uintptr_t)rl.d_peers;
+        /* Peers at fixed offsets (the rest of the array stays zero: no hot region is reachable there). */
+        for (size_t pe = 0; pe < n && pe < NVSHMEMX_EFA_GDA_FAST_PES; pe++) h.fast[pe].addr = peers[k][pe];
+    }
+    GDA_CU(s.cu.memAlloc(&s.d_state, sizeof s.host_state), "allocating the device state");
     /* Nobody has the state's address yet: it is written whole, once. */
     GDA_CU(upload(s, s.d_state, &s.host_state, sizeof s.host_state), "writing the device state");
     const char *err = publish_regions(s);
@@ -680,17 +817,70 @@ int off_everywhere(const char *fmt, const char *detail) {
     return -1;
 }
 
+/* "rail 1 (efaemu1) left out: why; ..." for every rail NVSHMEM offered that GDA does not run on. */
+std::string left_out(const Gda &s) {
+    std::string o;
+    for (size_t i = 0; i < s.offered.size(); i++) {
+        if (s.offered[i].why.empty()) continue;
+        o += (o.empty() ? "" : "; ") + std::string("rail ") + std::to_string(i) + " (" + s.offered[i].name + ") left out: " +
+             s.offered[i].why;
+    }
+    return o;
+}
+
 }  // namespace
 
-int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa_gda_bootstrap_t *boot) {
+int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_rails, const nvshmemt_efa_gda_bootstrap_t *boot) {
     if (g) return g_active ? 0 : -1;
     g = new Gda();
     g->boot = *boot;
     char why[400] = "";
     PeerAddress me = {};
     me.requested = env_requested() ? 1 : 0;
-    const char *err = me.requested ? start_local(*g, nvshmem_info, &me, why, sizeof why) : nullptr;
-    me.ok = me.requested && err == nullptr;
+    me.offered = n_rails > 0 ? n_rails : 0;
+    const char *err = nullptr;
+    if (me.requested) {
+        const int allowed = rails_allowed();
+        if (n_rails < 1 || !rail_infos) err = "the transport handed over no NIC";
+        else if (allowed < 0) {
+            snprintf(why, sizeof why, "%s=%s is not a number of rails in [1, %d]", kRailsEnv, getenv(kRailsEnv), kMaxRails);
+            err = why;
+        }
+        if (!err) {
+            g->offered.resize((size_t)n_rails);
+            for (int i = 0; i < n_rails; i++) {
+                Rail &rl = g->offered[(size_t)i];
+                rl.name = nic_name(rail_infos[i], i);
+                rl.nic_named = rail_infos[i] && rail_infos[i]->nic && rail_infos[i]->nic->device_attr &&
+                               rail_infos[i]->nic->device_attr->name;
+                for (int j = 0; j < i && rl.why.empty(); j++)
+                    if (g->offered[(size_t)j].name == rl.name) rl.why = "the same NIC as rail " + std::to_string(j);
+                if (!rl.why.empty()) continue;
+                if ((int)g->used.size() == allowed) {
+                    rl.why = allowed < kMaxRails ? std::string(kRailsEnv) + "=" + std::to_string(allowed) + " allows " +
+                                                       std::to_string(allowed) + " rail" + (allowed == 1 ? "" : "s")
+                                                 : "the device state holds at most " + std::to_string(kMaxRails) + " rails";
+                    continue;
+                }
+                char rwhy[400] = "";
+                const char *rerr = start_rail(*g, rl, rail_infos[i], &me.rail[g->used.size()], rwhy, sizeof rwhy);
+                if (rerr) {
+                    rl.why = rerr;
+                    teardown_rail(*g, rl);
+                    me.rail[g->used.size()] = RailAddress();
+                    continue;
+                }
+                g->used.push_back(i);
+            }
+            if (g->used.empty()) {
+                if (n_rails == 1) snprintf(why, sizeof why, "%s", g->offered[0].why.c_str());
+                else snprintf(why, sizeof why, "no rail could start: %s", left_out(*g).c_str());
+                err = why;
+            }
+        }
+    }
+    me.usable = me.requested && !err ? (int32_t)g->used.size() : 0;
+    me.ok = me.usable > 0;
     /* Every PE reaches this all-gather, whatever its switch says or what happened locally. */
     std::vector<PeerAddress> all(boot->n_pes);
     if (boot->allgather(&me, all.data(), (int)sizeof me, boot->ctx) != 0)
@@ -710,17 +900,39 @@ int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa
         return -1;
     }
     if (err) return off_everywhere("EFA GDA off: %s", err);
+    /* The common rail count: the fewest usable rails of any PE. */
+    int fewest = -1;
+    for (int pe = 0; pe < boot->n_pes; pe++)
+        if (fewest < 0 || all[pe].usable < all[fewest].usable) fewest = pe;
     for (int pe = 0; pe < boot->n_pes; pe++) {
         if (!all[pe].ok) {
-            set_status("EFA GDA off: PE %d could not start GDA (its log says why)", pe);
+            if (all[pe].offered > 1)
+                set_status("EFA GDA off: PE %d could not start GDA on any of its %d rails (its log says why)", pe, all[pe].offered);
+            else
+                set_status("EFA GDA off: PE %d could not start GDA (its log says why)", pe);
             teardown(*g);
             return -1;
         }
     }
-    std::vector<nvshmemx_efa_gda_peer_t> peers(boot->n_pes);
-    err = insert_peers(*g, all, peers, why, sizeof why);
+    const size_t common = (size_t)all[fewest].usable;
+    while (g->used.size() > common) {
+        Rail &rl = g->offered[(size_t)g->used.back()];
+        char rwhy[200];
+        snprintf(rwhy, sizeof rwhy, "PE %d has only %zu usable rail%s (its log says why), and every PE runs GDA on as many rails",
+                 fewest, common, common == 1 ? "" : "s");
+        rl.why = rwhy;
+        teardown_rail(*g, rl);
+        g->used.pop_back();
+    }
+    for (Rail &rl : g->offered)
+        if (!rl.why.empty())
+            fprintf(stderr, "nvshmem-efa: EFA GDA on PE %d: rail %d (%s) left out: %s\n", boot->my_pe, (int)(&rl - g->offered.data()),
+                    rl.name.c_str(), rl.why.c_str());
+    std::vector<std::vector<nvshmemx_efa_gda_peer_t>> peers(g->n_rails(), std::vector<nvshmemx_efa_gda_peer_t>(boot->n_pes));
+    err = nullptr;
+    for (size_t k = 0; k < g->n_rails() && !err; k++) err = insert_peers(*g, k, all, peers[k], why, sizeof why);
     /* The barrier fi_efa(7) asks for: no PE goes on (and no kernel posts RMA) before every PE inserted
-     * every other; it also agrees on whether all inserts worked. */
+     * every other on every rail; it also agrees on whether all inserts worked. */
     int32_t inserted = err == nullptr, ok_all = 1;
     std::vector<int32_t> every(boot->n_pes);
     if (boot->allgather(&inserted, every.data(), (int)sizeof inserted, boot->ctx) != 0)
@@ -737,46 +949,72 @@ int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa
     err = finish_start(*g, all, peers, why, sizeof why);
     if (err) return off_everywhere("EFA GDA off: %s", err);
     g_active = true;
-    set_status("EFA GDA active: efa-direct %s, QP %u, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, RX CQ %u x %u B "
+    g_rails = (int)g->n_rails();
+    std::string names, qps;
+    for (size_t k = 0; k < g->n_rails(); k++) {
+        names += (k ? ", " : "") + g->rail(k).name;
+        qps += (k ? "/" : "") + std::to_string(peers[k][boot->my_pe].qpn);
+    }
+    const Rail &r0 = g->rail(0);
+    const std::string out = left_out(*g);
+    char rails[600];
+    if (g->offered.size() == g->n_rails())
+        snprintf(rails, sizeof rails, "on %zu rail%s (%s)", g->n_rails(), g->n_rails() == 1 ? "" : "s", names.c_str());
+    else
+        snprintf(rails, sizeof rails, "on %zu of %zu rails (%s); %s", g->n_rails(), g->offered.size(), names.c_str(), out.c_str());
+    set_status("EFA GDA active %s: efa-direct, QP%s %s, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, RX CQ %u x %u B "
                "(%u immediates in flight per sender), CQ dma-buf %s, %d PEs",
-               g->info->domain_attr->name, peers[boot->my_pe].qpn, g->sq_attr.num_entries, g->sq_attr.entry_size,
-               g->sq_attr.max_batch, g->tx.attr.num_entries, g->tx.attr.entry_size, g->rx.attr.num_entries, g->rx.attr.entry_size,
-               g->host_state.imm_window, g->tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", boot->n_pes);
+               rails, g->n_rails() == 1 ? "" : "s", qps.c_str(), r0.sq_attr.num_entries, r0.sq_attr.entry_size, r0.sq_attr.max_batch,
+               r0.tx.attr.num_entries, r0.tx.attr.entry_size, r0.rx.attr.num_entries, r0.rx.attr.entry_size,
+               g->host_state.rail[0].imm_window, r0.tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", boot->n_pes);
     return 0;
 }
 
 void nvshmemt_efa_gda_register_region(void *buf, size_t length) {
     if (!g_active) return;
     Gda &s = *g;
+    const size_t rails = s.n_rails();
     Region reg;
     reg.buf = buf;
     reg.length = length;
-    RegionInfo mine = {(uint64_t)(uintptr_t)buf, (uint64_t)length, 0, 0};
-    uint64_t lkey = FI_KEY_NOTAVAIL;
-    const int rc = register_mr(s, buf, length, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, &reg.mr);
-    if (rc == 0) {
-        lkey = s.ops->get_mr_lkey(reg.mr);
-        mine.rkey = (uint32_t)fi_mr_key(reg.mr);
-        mine.ok = lkey != FI_KEY_NOTAVAIL;
+    reg.mr.assign(rails, nullptr);
+    RegionInfo mine = {};
+    mine.base = (uint64_t)(uintptr_t)buf;
+    mine.length = (uint64_t)length;
+    std::vector<uint64_t> lkey(rails, FI_KEY_NOTAVAIL);
+    std::vector<int> rc(rails, 0);
+    for (size_t k = 0; k < rails; k++) {
+        Rail &rl = s.rail(k);
+        rc[k] = register_mr(s, rl, buf, length, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, &reg.mr[k]);
+        if (rc[k] == 0) {
+            lkey[k] = rl.ops->get_mr_lkey(reg.mr[k]);
+            mine.rkey[k] = (uint32_t)fi_mr_key(reg.mr[k]);
+            mine.ok[k] = lkey[k] != FI_KEY_NOTAVAIL;
+        }
     }
     /* Collective like the registration that called us: every PE contributes, even after a local failure. */
     std::vector<RegionInfo> all(s.boot.n_pes);
     const bool gathered = s.boot.allgather(&mine, all.data(), (int)sizeof mine, s.boot.ctx) == 0;
-    reg.local = {mine.base, mine.length, (uint32_t)lkey, mine.ok && gathered ? 1u : 0u};
-    reg.remote.resize(s.boot.n_pes);
-    int failed = -1;
-    for (int pe = 0; pe < s.boot.n_pes; pe++) {
-        reg.remote[pe] = {all[pe].base, all[pe].length, all[pe].rkey, all[pe].ok && gathered ? 1u : 0u};
-        if (!reg.remote[pe].valid) failed = pe;
-    }
-    /* The range stays in the table with valid = 0, so a kernel touching it gets
-     * NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE instead of a silent miss. */
-    if (!gathered || failed >= 0 || !reg.local.valid) {
-        set_status("EFA GDA active, but heap region %p (%zu bytes) is unreachable by GDA: %s", buf, length,
-                   !gathered ? "the all-gather of its keys failed"
-                   : !reg.local.valid ? (rc ? fi_strerror(-rc) : "no lkey for its registration")
-                                      : "another PE could not register it (its log says why)");
-        fprintf(stderr, "nvshmem-efa: %s; GDA operations on it fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE\n", g_status);
+    reg.local.resize(rails);
+    reg.remote.assign(rails, std::vector<nvshmemx_efa_gda_region_t>(s.boot.n_pes));
+    for (size_t k = 0; k < rails; k++) {
+        reg.local[k] = {mine.base, mine.length, (uint32_t)lkey[k], mine.ok[k] && gathered ? 1u : 0u};
+        int failed = -1;
+        for (int pe = 0; pe < s.boot.n_pes; pe++) {
+            reg.remote[k][pe] = {all[pe].base, all[pe].length, all[pe].rkey[k], all[pe].ok[k] && gathered ? 1u : 0u};
+            if (!reg.remote[k][pe].valid) failed = pe;
+        }
+        /* The range stays in the table with valid = 0 on this rail, so a kernel touching it there gets
+         * NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE instead of a silent miss. */
+        if (!gathered || failed >= 0 || !reg.local[k].valid) {
+            char where[128] = "";
+            if (rails > 1) snprintf(where, sizeof where, " on rail %zu (%s)", k, s.rail(k).name.c_str());
+            set_status("EFA GDA active, but heap region %p (%zu bytes) is unreachable by GDA%s: %s", buf, length, where,
+                       !gathered ? "the all-gather of its keys failed"
+                       : !reg.local[k].valid ? (rc[k] ? fi_strerror(-rc[k]) : "no lkey for its registration")
+                                             : "another PE could not register it (its log says why)");
+            fprintf(stderr, "nvshmem-efa: %s; GDA operations on it fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE\n", g_status);
+        }
     }
     s.regions.push_back(reg);
     const char *err = publish_regions(s);
@@ -794,14 +1032,15 @@ void nvshmemt_efa_gda_release_region(void *buf) {
     Gda &s = *g;
     for (size_t i = 0; i < s.regions.size(); i++) {
         if (s.regions[i].buf != buf) continue;
-        struct fid_mr *mr = s.regions[i].mr;
+        const std::vector<struct fid_mr *> mrs = s.regions[i].mr;
         s.regions.erase(s.regions.begin() + (long)i);
-        /* Kernels stop seeing the region before its registration goes. */
+        /* Kernels stop seeing the region before its registrations go. */
         const char *err = retire_hot_slot(s, buf);
         if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: retiring the hot slot of %p failed (%s)\n", buf, err);
         err = publish_regions(s);
         if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: publishing the region table after releasing %p failed (%s)\n", buf, err);
-        if (mr) fi_close(&mr->fid);
+        for (struct fid_mr *mr : mrs)
+            if (mr) fi_close(&mr->fid);
         return;
     }
 }
@@ -814,6 +1053,7 @@ void nvshmemt_efa_gda_fini(void) {
     g = nullptr;
     if (g_active) set_status("EFA GDA off: finalized");
     g_active = false;
+    g_rails = 0;
 }
 
 extern "C" nvshmemx_efa_gda_device_state_t *nvshmemx_efa_gda_get_device_state(void) {

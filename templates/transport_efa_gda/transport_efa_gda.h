@@ -11,6 +11,8 @@ struct fi_info;
 
 /* The run-time switch: GDA is attempted only when this is 1/y/yes/on/true on every PE. */
 #define NVSHMEM_EFA_GDA_ENABLE_ENV "NVSHMEM_EFA_GDA_ENABLE"
+/* Optional: at most this many rails per PE (1 .. NVSHMEMX_EFA_GDA_MAX_RAILS; default: every NIC NVSHMEM gives). */
+#define NVSHMEM_EFA_GDA_RAILS_ENV "NVSHMEM_EFA_GDA_RAILS"
 
 /* NVSHMEM's bootstrap, passed in by the patched connect_endpoints so this file needs no NVSHMEM header. */
 typedef struct {
@@ -26,12 +28,24 @@ typedef struct {
 int nvshmemt_efa_gda_enabled(void);
 
 /* Called by the patched nvshmemt_libfabric_connect_endpoints on every PE once NVSHMEM's endpoints are up,
- * only for the EFA provider. Collective: every PE calls it, and all PEs agree whether GDA is active. The
- * first all-gather carries each PE's switch and GDA address (a switch that differs between PEs turns GDA
- * off everywhere, with the reason); a second one after the AV inserts is the barrier that makes every
- * target know every initiator before RMA. nvshmem_info is NVSHMEM's fi_info: GDA opens its own efa-direct
- * fabric, domain, endpoint, AV and GPU CQs on the same NIC and never touches NVSHMEM's. Returns 0 when GDA
- * is active or no PE asked for it; otherwise -1, and nvshmemx_efa_gda_status() says why. */
+ * only for the EFA provider. Collective: every PE calls it, and all PEs agree whether GDA is active and on how
+ * many rails. rail_infos[0 .. n_rails) are NVSHMEM's fi_infos of the PE's NICs (multi-rail NVSHMEM 3.6+: one
+ * per selected domain, without repeating the first NIC's second domain): GDA opens its own efa-direct fabric,
+ * domain, endpoint, AV and GPU CQs on each of those NICs and never touches NVSHMEM's. The first all-gather
+ * carries each PE's switch, its usable rails and their GDA addresses (a switch that differs between PEs turns
+ * GDA off everywhere, with the reason); a second one after the AV inserts is the barrier that makes every
+ * target know every initiator before RMA.
+ *
+ * The rail rule (every PE applies it to the same all-gathered facts): a NIC named twice, past
+ * NVSHMEMX_EFA_GDA_MAX_RAILS or NVSHMEM_EFA_GDA_RAILS, or that cannot be opened is left out with the reason;
+ * GDA runs on as many rails as the PE with the fewest usable ones has (rail k of every PE is its k-th usable
+ * NIC), and is off everywhere when some PE has none. Every left-out rail is named with why in
+ * nvshmemx_efa_gda_status() and on stderr. Returns 0 when GDA is active or no PE asked for it; otherwise -1,
+ * and nvshmemx_efa_gda_status() says why. */
+int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_rails, const nvshmemt_efa_gda_bootstrap_t *boot);
+
+/* One rail: nvshmemt_efa_gda_init_rails(&nvshmem_info, 1, boot), for NVSHMEM's single-rail libfabric
+ * transport (3.3 .. 3.5), whose nvshmem_info is the one NIC it uses. */
 int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa_gda_bootstrap_t *boot);
 
 /* 1 once init succeeded on every PE. */
@@ -39,11 +53,12 @@ int nvshmemt_efa_gda_active(void);
 
 /* Called by the patched nvshmemt_libfabric_get_mem_handle after NVSHMEM registered a remotely accessible
  * region (a piece of the symmetric heap, at most 2 GiB each), which NVSHMEM does on every PE in the same
- * order. Registers it on the GDA domain (GPU memory as FI_HMEM_CUDA, host memory as FI_HMEM_SYSTEM),
- * exchanges base address and rkey with all PEs (one all-gather) and publishes a new region table, which
- * grows with the heap. A region some PE could not register stays in the table marked unreachable: the
- * failure is printed to stderr and kept in the status, and device operations on it fail with
- * NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE. NVSHMEM's own registration is unaffected. */
+ * order. Registers it on every GDA rail's domain (GPU memory as FI_HMEM_CUDA, host memory as
+ * FI_HMEM_SYSTEM), exchanges base address and each rail's rkey with all PEs (one all-gather) and publishes a
+ * new region table, which grows with the heap. A region some PE could not register on a rail stays in the
+ * table marked unreachable on that rail: the failure is printed to stderr and kept in the status, and device
+ * operations on it on that rail fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE. NVSHMEM's own
+ * registration is unaffected. */
 void nvshmemt_efa_gda_register_region(void *buf, size_t length);
 
 /* Called by the patched nvshmemt_libfabric_release_mem_handle. Local only. */

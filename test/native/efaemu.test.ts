@@ -198,12 +198,34 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(a.peers[`efaemu0:pid${pid('B')}`].rdm.write).toEqual(t(4, 3004, 1, 4));
     expect(b.peers[`efaemu0:pid${pid('A')}`].rdm.remote_write).toEqual(t(4, 3004, 1, 4));
     for (const doc of [a, b]) for (const k of Object.keys(doc.paths.gda)) expect(doc.paths.gda[k].ops).toBe(0);
-    // efaemu_stats_snapshot("mid") was taken after the writes and the read, before the sends.
-    const mid = JSON.parse(readFileSync(path.join(stats, `efaemu-${pid('A')}.mid.json`), 'utf8'));
-    expect(mid.paths.rdm.write).toEqual(t(4, 3004, 1, 4));
-    expect(mid.paths.rdm.read).toEqual(t(1, 500));
-    expect(mid.paths.rdm.send.ops).toBe(0);
-    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('A')}.mid.json`, `efaemu-${pid('B')}.json`].sort());
+    // Per NIC of this process (the local side of each operation): one NIC here, carrying everything.
+    expect(Object.keys(a.per_nic)).toEqual(['efaemu0']);
+    expect(a.per_nic.efaemu0.rdm.write).toEqual(t(4, 3004, 1, 4));
+    expect(a.per_nic.efaemu0.rdm.send).toEqual(t(2, 20));
+    expect(b.per_nic.efaemu0.rdm.remote_write).toEqual(t(4, 3004, 1, 4));
+    expect(b.per_nic.efaemu0.rdm.recv).toEqual(t(2, 20));
+    expect(readdirSync(stats).sort()).toEqual([`efaemu-${pid('A')}.json`, `efaemu-${pid('B')}.json`].sort());
+  });
+
+  // The contract bench/gda-signals/deepep_ll.py relies on: efaemu_stats_snapshot(label) writes
+  // <EFAEMU_STATS>/efaemu-<pid>.<label>.json atomically and returns 0, or -errno.
+  it('efaemu_stats_snapshot(label): the statistics at that moment in efaemu-<pid>.<label>.json, 0 or -errno', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-snap-'));
+    const r = run('efaemu_rdm_test', ['snapshot'], { EFAEMU_STATS: stats });
+    passed(r, ['efaemu_stats_snapshot found in the loaded provider (maps, RTLD_NOLOAD, dlsym)', 'write 1000 B', 'write 2000 B']);
+    const rc = (label: string) => Number(r.lines.find((l) => l.startsWith(`A: snapshot rc ${label} `))!.split(' ').pop());
+    expect(rc('mid')).toBe(0);
+    expect(rc('end')).toBe(0);
+    for (const bad of ['slash', 'empty', 'null', 'dot']) expect(rc(bad), bad).toBe(-22); // -EINVAL
+    const pid = r.lines.find((l) => l.startsWith('A: ok pid '))!.split(' ').pop();
+    const load = (label: string) => JSON.parse(readFileSync(path.join(stats, `efaemu-${pid}.${label}.json`), 'utf8'));
+    expect(load('mid').paths.rdm.write).toEqual({ ops: 1, bytes: 1000, gpu_bytes: 0, errors: 0 });
+    expect(load('end').paths.rdm.write).toEqual({ ops: 2, bytes: 3000, gpu_bytes: 0, errors: 0 });
+    expect(load('end').per_nic.efaemu0.rdm.write.bytes).toBe(3000);
+    expect(readdirSync(stats).filter((f) => f.includes('.tmp'))).toEqual([]);
+    // Without EFAEMU_STATS there is nowhere to write: -ENOENT, and no file appears anywhere.
+    const none = run('efaemu_rdm_test', ['snapshot'], {});
+    expect(Number(none.lines.find((l) => l.startsWith('A: snapshot rc mid '))!.split(' ').pop())).toBe(-2);
   });
 
   it('GPU memory (stand-in driver): moved only by CUDA copies on a private non-blocking stream, never on the caller\'s thread', () => {
@@ -324,22 +346,57 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
 
   const hostTest = path.join(dir, 'efaemu_gda_host_test');
-  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work (needs cuda.h)', () => {
-    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [], {
+  const hostRun = (mode: string, stats: string) =>
+    runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [mode], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
+      EFAEMU_NICS: '2',
+      EFAEMU_STATS: stats,
       LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
     });
-    passed(r, [
-      'GDA compiled in (against fi_ext_efa.h)',
-      'the host code starts GDA on efaemu: init 0, status active',
-      'a GPU heap region registers on every PE (FI_HMEM_CUDA, lkey, rkey exchanged)',
-      'device state: own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, the region table',
-      'a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)',
-      'its immediate arrives in the GPU RX CQ with the sender\'s AH and QP as query_addr resolved them',
-      'the 100000 bytes landed in PE 1\'s GPU heap, byte-exact',
-      'fini closes everything (endpoint before CQs, MRs and AV before the domain)',
-    ]);
-    expect(r.out).toMatch(/status: EFA GDA active: efa-direct efaemu0-rdm, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+  /** GDA bytes each NIC of each process carried (efaemu's per-NIC statistics): written (initiator) and placed (target). */
+  const perNic = (stats: string) => {
+    const docs = readdirSync(stats).filter((f) => /^efaemu-\d+\.json$/.test(f)).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const bytes = (kind: string) => (nic: string) => docs.reduce((n, d) => n + (d.per_nic?.[nic]?.gda?.[kind]?.bytes ?? 0), 0);
+    return { write: ['efaemu0', 'efaemu1'].map(bytes('write')), placed: ['efaemu0', 'efaemu1'].map(bytes('remote_write')) };
+  };
+  const hostChecks = (rails: number) => [
+    'GDA compiled in (against fi_ext_efa.h)',
+    `the host code starts GDA on efaemu: init 0, status active, ${rails} rail(s)`,
+    'a GPU heap region registers on every PE and every rail (FI_HMEM_CUDA, lkey, rkeys exchanged)',
+    'device state: per rail its own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, keys in the region table',
+    ...Array.from({ length: rails }, (_, k) => [
+      `a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP) (rail ${k})`,
+      `its immediate arrives in the GPU RX CQ with the sender's AH and QP as query_addr resolved them (rail ${k})`,
+      `the ${100000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (rail ${k})`,
+    ]).flat(),
+    'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
+  ];
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work: one rail through nvshmemt_efa_gda_init (needs cuda.h)', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host1-'));
+    const r = hostRun('1', stats);
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
+    // One rail: the second NIC of the process carries nothing (what the two-rail check below must not see).
+    expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code on 2 NICs per process (EFAEMU_NICS=2): nvshmemt_efa_gda_init_rails opens both, every rail carries its own write with immediate, efaemu counts each NIC\'s bytes', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host2-'));
+    const r = hostRun('2', stats);
+    passed(r, hostChecks(2));
+    expect(r.out).toMatch(/status: EFA GDA active on 2 rails \(efaemu0, efaemu1\): efa-direct, QPs \d+\/\d+, SQ 1024 x 64 B/);
+    // Both NICs carried traffic, each its own rail's bytes, on both sides.
+    expect(perNic(stats)).toEqual({ write: [100000, 101000], placed: [100000, 101000] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host-missing-'));
+    const r = hostRun('missing', stats);
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/status: EFA GDA active on 1 of 2 rails \(efaemu0\); rail 1 \(efaemu7-rdm\) left out: no efa-direct fabric for efaemu7-rdm \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0: efa-direct, QP \d+,/);
+    expect(r.out).toMatch(/nvshmem-efa: EFA GDA on PE 0: rail 1 \(efaemu7-rdm\) left out: no efa-direct fabric/);
+    expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
   });
 
   it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
@@ -416,6 +473,51 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       expect(env, `PE ${rank}`).toMatch(/^CUDA_MODULE_LOADING=EAGER$/m);
       expect(env).toMatch(/^NVSHMEM_DISABLE_NVLS=1$/m);
     }
+  });
+
+  // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,
+  // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test
+  // chooses. The check must pass only when both NICs carried GDA bytes, and say SKIP for an NVSHMEM that gave GDA one NIC.
+  const twoPci = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices').slice(0, 2) : [];
+  it.skipIf(!canUnshare || twoPci.length < 2)('gpu/checks.sh gda_rails: each PE in its own namespace (efaemu0 and efaemu1 at its GPU, its own host name), EFAEMU_NICS=2, --rails 2; PASS only with GDA bytes on both NICs', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-rails-'));
+    const fake = path.join(tmp, 'pe_test');
+    writeFileSync(fake, `#!/bin/bash
+r=$RANK; d=$(dirname "$0")
+{ echo "host=$(cat /proc/sys/kernel/hostname)"; for n in 0 1; do echo "nic$n=$(readlink -f /sys/class/infiniband/efaemu$n/device)"; done
+  echo "nics=$EFAEMU_NICS order=$CUDA_DEVICE_ORDER gda=$NVSHMEM_EFA_GDA_ENABLE args=$*"; } > "$d/rails.$r"
+rails=\${FAKE_RAILS:-2}
+if [ "$rails" = 2 ]; then echo "PE$r RESULT gda_status EFA GDA active on 2 rails (efaemu0, efaemu1): efa-direct"; echo "PE$r ok GDA runs on 2 rails (nvshmemx_efa_gda_rails)"
+else echo "PE$r RESULT gda_status EFA GDA active on 1 rail (efaemu0): efa-direct"; echo "PE$r FAIL GDA runs on 2 rails (nvshmemx_efa_gda_rails): 1 rail(s)"; fi
+echo "PE$r RESULT gda_rails $rails"
+[ "$r" = 0 ] && echo "PE$r RESULT gda_rail_wqes 520,541"
+b1=\${FAKE_NIC1_BYTES:-4096}; [ "$rails" = 2 ] || b1=0
+printf '{"per_nic": {"efaemu0": {"gda": {"write": {"ops": 3, "bytes": 8192}}}, "efaemu1": {"gda": {"write": {"ops": 1, "bytes": %s}}}}, "faults": {"gda_cqe_out_of_order": 5}}\\n' "$b1" > "$EFAEMU_STATS/efaemu-$$.json"
+[ "$rails" = 2 ]
+`, { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const devs = twoPci.map((d) => `/sys/bus/pci/devices/${d}`);
+    const check = (extra: Record<string, string>) => spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'gda_rails'], {
+      encoding: 'utf8', timeout: 90_000,
+      env: { ...process.env, RESULTS: path.join(tmp, 'results'), PE_TEST: fake, NVSHMEM_HOME: tmp, EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf,
+        CHECK_TIMEOUT: '30', NS_DEVICES: devs.join(' '), ...extra },
+    });
+    const ok = check({});
+    expect(ok.stdout, ok.stderr).toMatch(/RESULT\tgda_rails\tpass\tGDA active on 2 rails on both PEs .*WQEs per rail on PE 0 520,541; GDA bytes written per NIC: efaemu0 16384, efaemu1 8192; 10 CQEs out of order/);
+    for (const rank of [0, 1]) {
+      const seen = readFileSync(path.join(tmp, `rails.${rank}`), 'utf8');
+      const real = execFileSync('readlink', ['-f', devs[rank]!], { encoding: 'utf8' }).trim();
+      expect(seen, `PE ${rank}`).toContain(`host=efaemu-node${rank}`);
+      expect(seen).toContain(`nic0=${real}\nnic1=${real}\n`);
+      expect(seen).toMatch(new RegExp(`nics=2 order=PCI_BUS_ID gda=1 args=--rank ${rank} --uid-file \\S+ --rails 2 gda`));
+    }
+    // One NIC carried nothing: the same run fails and says so.
+    const idle = check({ FAKE_NIC1_BYTES: '0' });
+    expect(idle.stdout, idle.stderr).toMatch(/RESULT\tgda_rails\tfail\t.*GDA bytes per NIC efaemu0 16384 efaemu1 0 \(both must carry traffic\)/);
+    // An NVSHMEM that hands GDA one NIC (the single-rail transport): a skip that says why, not a pass.
+    const single = check({ FAKE_RAILS: '1' });
+    expect(single.stdout, single.stderr).toMatch(/RESULT\tgda_rails\tskip\tNVSHMEM handed GDA one NIC per PE \(rails 1\/1\): a single-rail libfabric transport/);
   });
 
   it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {

@@ -94,6 +94,18 @@ describe('software EFA (CPU)', () => {
       'signal protocol (dispatch-shaped: 3 token warps put, 2 signal warps write each expert\'s count after completion): every count seen finds its tokens in place (random:7:8)',
       'signal values come from their own SQ slot\'s scratch entry: 2000 writes through a 16-slot SQ land with their own values, while one shared source word mixes them up (negative control) (random:13:8)',
       'refused signals: a bad size, a misaligned target or no scratch refuse before reserving; a bad PE or a target outside the heap fill their slot; nothing moves',
+      // Rails: two NICs per PE, each its own software EFA. Puts spread by the policy with per-rail counts; quiet and
+      // signals wait on every rail (the first-rail quiet and the own-rail signal are caught); handles bind a rail.
+      '2 rails: a WQE on rail 1 carrying rail 0\'s key fails, its destination QP of rail 0 is unknown there (the rig\'s rails are separate NICs)',
+      '2 rails: 4 warps\' puts (4 KiB, and 1 MiB across region ends and max-RDMA pieces), gets and puts with immediate spread over both rails by (PE + warp) % 2, land byte-exact; per-rail counts; every rail\'s slots retired exactly (random:21:8 on both)',
+      '2 rails, negative control: a quiet that waits on the first rail only returns before puts on the other rail landed (large:64K:32)',
+      '2 rails: quiet covers every rail: each checker\'s own put landed whichever rail it took (2 checkers, 3 posters, large:64K:32)',
+      '2 rails: quiet covers every rail: each checker\'s own put landed whichever rail it took (4 checkers, 3 posters, large:64K:32)',
+      '2 rails, signal protocol, negative control: a count that waits only for its own rail\'s completions (quiet of that rail, then the write) is seen before tokens that took the other rail (rail 0 inorder, rail 1 large:4096:16)',
+      '2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal waits for every rail, every count seen finds its tokens in place (rail 0 random:7:8, rail 1 random:7:8)',
+      '2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal waits for every rail, every count seen finds its tokens in place (rail 0 reverse, rail 1 reverse)',
+      '2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal waits for every rail, every count seen finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)',
+      '2 rails: a prepared handle binds its rail; a rail GDA does not run on is refused before anything is reserved',
     ]) {
       expect(ok).toContain(rule);
     }
@@ -104,6 +116,11 @@ describe('software EFA (CPU)', () => {
     expect(ok).toEqual([
       // No NVSHMEM (CPU proxy) operation in the low-latency calls when signals go over GDA...
       'signals over GDA: the low-latency calls (get_p2p_ptr, put_nbi_warp, the patched count signal, quiet, rma_p) make no NVSHMEM call; every count finds its tokens in place (random:7:8)',
+      // ...on two rails too: the tokens take both, each count waits for both (a count waiting for its own rail only
+      // is caught with rail 1 holding its large tokens), with NVSHMEM_EFA_SHIM_SIGNALS=proxy as well.
+      '2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; no NVSHMEM call; every count finds its tokens in place (rail 0 random:7:8, rail 1 random:7:8)',
+      '2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; no NVSHMEM call; every count finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)',
+      '2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed on both rails (random:7:8)',
       // ...the run-time switch to the proxy baseline, GDA off, and normal mode's adds, which stay on NVSHMEM.
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
@@ -163,8 +180,8 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=2');
-      expect(out).toContain(`state: abi=4 my_pe=${me} n_pes=2 imm_window=16`);
-      // The signal scratch (ABI 4): one zeroed word per SQ slot in GDA's registered block, read by lkey.
+      expect(out).toContain(`state: abi=5 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
+      // The signal scratch (ABI 4, per rail in ABI 5): one zeroed word per SQ slot in GDA's registered block, read by lkey.
       expect(out).toContain('signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
@@ -194,13 +211,13 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe0).toContain('table after the host region: count=2 n_pes=2');
     expect(pe0).toContain('first table unchanged after the second publish: count=1');
     expect(pe0).toContain('registration gathers=2');
-    expect(pe0).toMatch(/table after releasing the GPU region: count=1 n_pes=2 at=\S+\n {2}region 0: local valid=1 key=0x1002 len=1048576/);
+    expect(pe0).toMatch(/table after releasing the GPU region: count=1 n_pes=2 n_rails=1 at=\S+\n {2}region 0: local valid=1 key=0x1002 len=1048576/);
     // Hot slots: filled once per region in registration order (ours last), retired on release, never refilled.
     expect(pe0).toMatch(/table after the GPU region: .*\n.*\n {2}hot 0: present=1 len=4194304 key=0x1001 base_is_row=1 \| pe0 present=1 key=0x1001 base_set=1 \| pe1 present=1 key=0x1001 base_set=1\n {2}hot 1: present=0 len=0 /);
     expect(pe0).toMatch(/table after the host region: (.*\n){3} {2}hot 0: present=1 (.*\n) {2}hot 1: present=1 len=1048576 key=0x1002 /);
     expect(pe0).toMatch(/table after releasing the GPU region: (.*\n){2} {2}hot 0: present=0 (.*\n) {2}hot 1: present=1 (.*\n) {2}hot 2: present=0 /);
     expect(pe0).toMatch(/table after a third region: (.*\n){3} {2}hot 0: present=0 (.*\n) {2}hot 1: present=1 (.*\n) {2}hot 2: present=1 len=1048576 key=0x1003 /);
-    const tables = [...pe0.matchAll(/table [^:]+: count=\d+ n_pes=2 at=(\S+)/g)].map((m) => m[1]);
+    const tables = [...pe0.matchAll(/table [^:]+: count=\d+ n_pes=2 n_rails=1 at=(\S+)/g)].map((m) => m[1]);
     expect(new Set(tables).size).toBe(tables.length);
   });
 
@@ -260,5 +277,74 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { pe0 } = run('no-pcie');
     expect(pe0).toContain('CQ dma-buf plain (no PCIe mapping type)');
     expect(pe0).toMatch(/flags=1 device=1\n.*flags=0 device=1/);
+  });
+
+  // Several NICs per PE (multi-rail NVSHMEM hands over one fi_info per NIC): one efa-direct endpoint per rail.
+  it('two rails: an endpoint, queues, credits and scratch per NIC, every PE\'s address and every region\'s keys per rail, the state says 2 rails', () => {
+    const { pe0, pe1, all } = run('rails2');
+    for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
+      expect(out).toContain('init=0 active=1 gathers=2 rails=2');
+      expect(out).toContain(`status: EFA GDA active on 2 rails (rdmap0s0-rdm, rdmap1s0-rdm): efa-direct, QPs ${100 + me}/${110 + me}, SQ 256 x 64 B`);
+      expect(out).toContain(`state: abi=5 my_pe=${me} n_pes=2 n_rails=2`);
+      // Each NIC opened as its own domain (the domain names NVSHMEM handed over), each rail with its own QP.
+      expect(out).toContain('getinfo domains: rdmap0s0-rdm rdmap1s0-rdm');
+      expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
+      expect(out).toContain(`rail 1 qp: qp_num=${110 + me} own_peer_qpn=${110 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${110 + me}`);
+      expect(out).toContain('rail 1 peer 1: ah=501 qpn=111 qkey=0x11110001');
+      expect(out).toContain('rail 1 signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
+      expect(out).toContain('rail 1 slot_done: first=-256 last=-1');
+      expect(out).toContain('rails apart: queues, doorbells, CQs, slot marks, credits, scratch distinct=1');
+      expect(out).toContain('rails past n_rails zero=1');
+      expect(out).toContain('fabric: av_inserts=4 enabled=1 cq_binds=4');
+      // Every region on every rail, with that rail's keys, and hot on both rails.
+      expect(out).toContain('mr ifaces: cuda cuda cuda cuda system system');
+      expect(out).toMatch(/table after the GPU region: count=1 n_pes=2 n_rails=2 at=\S+\n {2}region 0: local valid=1 key=(0x[0-9a-f]+) .*\n {2}region 0 rail 1: local valid=1 key=(?!\1)0x[0-9a-f]+ /);
+      expect(out).toMatch(/table after the GPU region: (.*\n){3} {2}hot 0: present=1 len=4194304 .*\n(.*\n){2} {2}hot 0 rail 1: present=1 len=4194304 /);
+    }
+    expect(all).toContain('all-gathers: 5'); // still one collective per registration, whatever the rails
+  });
+
+  it('a rail one PE cannot open: GDA runs on the rails every PE has, each PE says which rail was left out and why (status and stderr)', () => {
+    const { pe0, pe1, all } = run('rail1-fails-pe1');
+    for (const out of [pe0, pe1]) expect(out).toContain('init=0 active=1 gathers=2 rails=1');
+    expect(pe0).toContain('status: EFA GDA active on 1 of 2 rails (rdmap0s0-rdm); rail 1 (rdmap1s0-rdm) left out: PE 1 has only 1 usable rail (its log says why), and every PE runs GDA on as many rails: efa-direct, QP 100,');
+    expect(pe1).toMatch(/status: EFA GDA active on 1 of 2 rails \(rdmap0s0-rdm\); rail 1 \(rdmap1s0-rdm\) left out: no efa-direct fabric for rdmap1s0-rdm \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0: efa-direct, QP 101,/);
+    expect(pe0).toContain('nvshmem-efa: EFA GDA on PE 0: rail 1 (rdmap1s0-rdm) left out: PE 1 has only 1 usable rail');
+    expect(pe1).toContain('nvshmem-efa: EFA GDA on PE 1: rail 1 (rdmap1s0-rdm) left out: no efa-direct fabric for rdmap1s0-rdm');
+    // The rail left out is closed: one rail's AV inserts, one rail in the table.
+    expect(pe0).toContain('fabric: av_inserts=2 ');
+    expect(pe0).toContain('state: abi=5 my_pe=0 n_pes=2 n_rails=1');
+    expect(pe0).toContain('table after the GPU region: count=1 n_pes=2 n_rails=1');
+    expect(all).toContain('all-gathers: 5');
+  });
+
+  it('rails left out by rule: the same NIC twice, NVSHMEM_EFA_GDA_RAILS on one PE (the others follow it), a malformed NVSHMEM_EFA_GDA_RAILS turns GDA off', () => {
+    for (const out of Object.values(run('rails-dup')).slice(1))
+      expect(out).toContain('status: EFA GDA active on 1 of 2 rails (rdmap0s0-rdm); rail 1 (rdmap0s0-rdm) left out: the same NIC as rail 0:');
+    const env = run('rails-env-pe0');
+    expect(env.pe0).toContain('status: EFA GDA active on 1 of 2 rails (rdmap0s0-rdm); rail 1 (rdmap1s0-rdm) left out: NVSHMEM_EFA_GDA_RAILS=1 allows 1 rail:');
+    expect(env.pe1).toContain('status: EFA GDA active on 1 of 2 rails (rdmap0s0-rdm); rail 1 (rdmap1s0-rdm) left out: PE 0 has only 1 usable rail');
+    const bad = run('rails-env-bad');
+    expect(bad.pe0).toContain('init=-1 active=0 gathers=1');
+    expect(bad.pe0).toContain('status: EFA GDA off: NVSHMEM_EFA_GDA_RAILS=two is not a number of rails in [1, 4]');
+    expect(bad.pe1).toContain('status: EFA GDA off: PE 0 could not start GDA on any of its 2 rails (its log says why)');
+  });
+
+  it('no rail opens on one PE: off on every PE, no hang, the PE itself lists every rail with its reason', () => {
+    const { pe0, pe1, all } = run('rails-none-pe1');
+    for (const out of [pe0, pe1]) expect(out).toContain('init=-1 active=0 gathers=1 rails=0');
+    expect(pe0).toContain('status: EFA GDA off: PE 1 could not start GDA on any of its 2 rails (its log says why)');
+    expect(pe1).toMatch(/status: EFA GDA off: no rail could start: rail 0 \(rdmap0s0-rdm\) left out: no efa-direct fabric .*; rail 1 \(rdmap1s0-rdm\) left out: no efa-direct fabric /);
+    expect(all).toContain('all-gathers: 1');
+  });
+
+  it('a region one PE cannot register on one rail: unreachable on that rail only, loud, never hot', () => {
+    const { pe0, pe1 } = run('rails-region-fail-pe1');
+    for (const out of [pe0, pe1]) {
+      expect(out).toMatch(/nvshmem-efa: EFA GDA active, but heap region 0x[0-9a-f]+ \(4194304 bytes\) is unreachable by GDA on rail 1 \(rdmap1s0-rdm\): /);
+      expect(out).toMatch(/table after the GPU region: count=1 n_pes=2 n_rails=2 at=\S+\n {2}region 0: local valid=1 .* \| pe0 valid=1 .* \| pe1 valid=1 .*\n {2}region 0 rail 1: local valid=\d .* \| pe1 valid=0 /);
+      expect(out).toMatch(/table after the GPU region: (.*\n){3} {2}hot 0: present=0 /);
+    }
+    expect(pe1).toMatch(/region 0 rail 1: local valid=0 /);
   });
 });

@@ -7,7 +7,10 @@
 //               add round trips), the target checks every byte and the final counter
 //   MODE gda    nvshmemx_efa_gda_status() on both PEs, then kernels over the GDA device API: put (large, across
 //               max-RDMA pieces; 8 warps concurrently), put with immediate + rx_poll (more than the credit window),
-//               get, quiet ordering data before an NVSHMEM atomic that announces it, warp batch; byte-exact
+//               get, quiet ordering data before an NVSHMEM atomic that announces it, warp batch; byte-exact. With
+//               --rails N (ABI 5 headers): GDA must run on N rails (nvshmemx_efa_gda_rails() and the state), the
+//               warps' posts spread over every rail by the device API's policy, every rail's queue completes
+//               exactly, and the NICs efaemu0 .. efaemu<N-1> of the private sysfs sit at this PE's GPU
 //   MODE lazy   PE 0 launches a kernel for the first time while another kernel waits for PE 1's atomic add (which
 //               over efaemu needs CUDA calls of the emulator and softgdr in PE 0's process): how long the launch took
 //               and whether the add arrived meanwhile (it cannot under lazy module loading; CUDA_MODULE_LOADING=EAGER)
@@ -34,10 +37,13 @@
 #ifdef PE_TEST_GDA
 #include <nvshmem_efa/nvshmemx_efa_gda_device.cuh>
 #endif
+#include <ctype.h>
+#include <limits.h>
+#include <strings.h>
 
 namespace {
 
-int g_rank = -1, g_failures = 0;
+int g_rank = -1, g_failures = 0, g_rails = 0;  // g_rails: --rails N (0: not asked)
 
 void line(const char *kind, const std::string &what) {
     printf("PE%d %s %s\n", g_rank, kind, what.c_str());
@@ -428,10 +434,60 @@ __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, in
 // The host's spelling of a device result: an EFA status or an NVSHMEMX_EFA_GDA_ERR_* code.
 std::string gda_err(int e) { return fmt("%s0x%x", e > 0 && e < 64 ? "EFA status " : "error ", e); }
 
+// The state's queues, whichever ABI the headers are: ABI 5 has one per rail, ABI 4 (NVSHMEM built before rails)
+// one in the state itself.
+#if NVSHMEMX_EFA_GDA_ABI_VERSION >= 5
+uint32_t state_rails(const nvshmemx_efa_gda_device_state_t &s) { return s.n_rails; }
+const nvshmemx_efa_gda_qp_t &state_qp(const nvshmemx_efa_gda_device_state_t &s, uint32_t k) { return s.rail[k].qp; }
+uint32_t state_imm_window(const nvshmemx_efa_gda_device_state_t &s) { return s.rail[0].imm_window; }
+#else
+uint32_t state_rails(const nvshmemx_efa_gda_device_state_t &) { return 1; }
+const nvshmemx_efa_gda_qp_t &state_qp(const nvshmemx_efa_gda_device_state_t &s, uint32_t) { return s.qp; }
+uint32_t state_imm_window(const nvshmemx_efa_gda_device_state_t &s) { return s.imm_window; }
+#endif
+
+// How NVSHMEM finds a NIC's PCIe place: /sys/class/infiniband/<nic>/device (multi-rail NVSHMEM picks the NICs
+// nearest to the PE's GPU). Whether efaemu0 .. efaemu<n-1> all sit at this PE's GPU.
+bool nics_at_my_gpu(int n, std::string *evidence) {
+    char bus[32] = "";
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess) {
+        *evidence = "cudaDeviceGetPCIBusId failed";
+        return false;
+    }
+    for (char *c = bus; *c; c++) *c = (char)tolower(*c);
+    bool all = true;
+    *evidence = std::string("GPU ") + bus;
+    for (int k = 0; k < n; k++) {
+        const std::string link = "/sys/class/infiniband/efaemu" + std::to_string(k) + "/device";
+        char real[PATH_MAX];
+        const char *at = realpath(link.c_str(), real);
+        const std::string where = at ? std::string(real) : std::string("(does not resolve)");
+        const bool here = at && where.size() >= strlen(bus) && strcasecmp(where.c_str() + where.size() - strlen(bus), bus) == 0;
+        *evidence += "; efaemu" + std::to_string(k) + " -> " + where;
+        all &= here;
+    }
+    return all;
+}
+
 int gda() {
     const std::string st = gda_status();
     line("RESULT", "gda_status " + st);
     expect(st.rfind("EFA GDA active", 0) == 0, "nvshmemx_efa_gda_status() says active", st);
+    if (g_rails) {
+        auto rails_fn = reinterpret_cast<int (*)()>(transport_symbol("nvshmemx_efa_gda_rails"));
+        const int rails = rails_fn ? rails_fn() : -1;
+        line("RESULT", fmt("gda_rails %d", rails));
+        expect(rails == g_rails, fmt("GDA runs on %d rails (nvshmemx_efa_gda_rails)", g_rails),
+               rails < 0 ? std::string("the loaded transport has no nvshmemx_efa_gda_rails (built before rails: ABI < 5)")
+                         : fmt("%d rail(s); the status says why: %s", rails, st.c_str()));
+        std::string where;
+        expect(nics_at_my_gpu(g_rails, &where), fmt("NICs efaemu0 .. efaemu%d sit at this PE's GPU (%s)", g_rails - 1, where.c_str()), where);
+#if NVSHMEMX_EFA_GDA_ABI_VERSION < 5
+        fail("rails", fmt("pe_test was built against GDA device headers of ABI %d (no rails); rebuild it against the NVSHMEM under test",
+                          NVSHMEMX_EFA_GDA_ABI_VERSION));
+#endif
+    }
     auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
     nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
     if (!s) {
@@ -458,26 +514,42 @@ int gda() {
     line("RESULT", fmt("gda_kernel_seconds %.2f", now_s() - t0));
     // Reported before any collective: after a failure the peer may wait for data that never comes, and a barrier
     // here would hide the failure behind a hang.
-    // ABI 3: the queue sits inside the state (about 64 KiB with the fixed peer entries: on the heap).
+    // The state with its queues (ABI 5: about 260 KiB with the fixed peer entries of every rail: on the heap).
     std::unique_ptr<nvshmemx_efa_gda_device_state_t> hsp(new nvshmemx_efa_gda_device_state_t());
     const nvshmemx_efa_gda_device_state_t &hs = *hsp;
     CUDA_OK(cudaMemcpy(hsp.get(), s, sizeof hs, cudaMemcpyDeviceToHost));
-    const nvshmemx_efa_gda_qp_t &qp = hs.qp;
+    const uint32_t n_rails = state_rails(hs);
     if (g_rank == 0) {
         expect(h.put == 0, "put of 3 MiB (+12345 B) posted and quiet", gda_err(h.put));
         expect(h.warps == 0, "8 warps x 32 concurrent 4 KiB puts (put_nbi_warp)", fmt("0x%x", h.warps));
         expect(h.batch == 0, "warp batch: 32 lanes, one doorbell per max_batch", fmt("0x%x", h.batch));
-        expect(h.imm == 0, fmt("%d puts with immediate, more than the credit window of %u", kImms, hs.imm_window), gda_err(h.imm));
+        expect(h.imm == 0, fmt("%d puts with immediate, more than the credit window of %u", kImms, state_imm_window(hs)), gda_err(h.imm));
         expect(h.get == 0, "get of 1 MiB", gda_err(h.get));
         expect(h.quiet == 0, fmt("%d x (256 KiB put, quiet, NVSHMEM atomic flag)", kQuietRounds), gda_err(h.quiet));
         const uint64_t bad = bad_bytes(base + kGetDst, M, 1, kSrc + 4 * M);
         expect(bad == 0, "get returned PE 1's bytes, byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
-        uint64_t want = 0;
-        for (uint32_t i = 0; i < qp.sq_reserved; i++) want += (uint16_t)i;
-        expect(qp.sq_retired == qp.sq_reserved && qp.cq_head == qp.sq_reserved && qp.req_id_sum == want && qp.error == 0,
-               fmt("every WQE completed exactly once, no error (%u WQEs)", qp.sq_reserved),
-               fmt("reserved %u retired %u cq_head %u req_sum %llu/%llu error %u", qp.sq_reserved, qp.sq_retired, qp.cq_head,
-                   (unsigned long long)qp.req_id_sum, (unsigned long long)want, qp.error));
+        // Exact per rail: each rail's retired prefix, CQ head and request ids cover exactly its own WQEs.
+        std::string per_rail;
+        uint32_t total = 0, idle_rails = 0;
+        bool exact = true;
+        for (uint32_t k = 0; k < n_rails; k++) {
+            const nvshmemx_efa_gda_qp_t &qp = state_qp(hs, k);
+            uint64_t want = 0;
+            for (uint32_t i = 0; i < qp.sq_reserved; i++) want += (uint16_t)i;
+            exact &= qp.sq_retired == qp.sq_reserved && qp.cq_head == qp.sq_reserved && qp.req_id_sum == want && qp.error == 0;
+            per_rail += fmt("%s%u", k ? "," : "", qp.sq_reserved);
+            total += qp.sq_reserved;
+            idle_rails += qp.sq_reserved == 0;
+            if (!exact)
+                per_rail += fmt(" (rail %u: reserved %u retired %u cq_head %u req_sum %llu/%llu error %u)", k, qp.sq_reserved, qp.sq_retired,
+                                qp.cq_head, (unsigned long long)qp.req_id_sum, (unsigned long long)want, qp.error);
+        }
+        line("RESULT", fmt("gda_rail_wqes %s", per_rail.c_str()));
+        expect(exact, fmt("every WQE completed exactly once on its rail, no error (%u WQEs on %u rail%s: %s)", total, n_rails,
+                          n_rails == 1 ? "" : "s", per_rail.c_str()),
+               per_rail);
+        if (g_rails > 1)
+            expect(idle_rails == 0, fmt("the warps' posts spread over all %u rails (WQEs per rail %s)", n_rails, per_rail.c_str()), per_rail);
     } else {
         expect(h.imm == 0, fmt("%d immediates taken from PE 0 (rx_poll), each once", kImms), fmt("0x%x", h.imm));
         expect(h.flag_wait_bad == 0, "data ordered before the flag in every quiet round",
@@ -516,11 +588,12 @@ int main(int argc, char **argv) {
     const char *uid = nullptr, *mode = nullptr;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rank") && i + 1 < argc) g_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rails") && i + 1 < argc) g_rails = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--uid-file") && i + 1 < argc) uid = argv[++i];
         else mode = argv[i];
     }
     if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
-        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE perf|lazy|gda|init\n");
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] perf|lazy|gda|init\n");
         return 2;
     }
     int dev = -1;

@@ -327,7 +327,7 @@ void Engine::finish(Op *op, uint32_t status) {
         if (it != ops.end()) ops.erase(it);
     }
     static const Kind kinds[] = {Kind::Write, Kind::Read, Kind::Send};
-    stats().record(op->path, kinds[(int)op->kind], peer_key(op->dst.gid), op->len, op->mem.kind, status);
+    stats().record(op->path, kinds[(int)op->kind], gid_nic(op->src.gid), peer_key(op->dst.gid), op->len, op->mem.kind, status);
     const Config &c = config();
     uint64_t now = now_ns();
     uint64_t due = now;
@@ -481,7 +481,7 @@ bool Engine::push_read_chunk(Peer &p, Out &o) {
     o.sent += chunk;
     if (o.sent == o.req.total_len) {
         o.t->rma_done(o.req.src, false, o.req.total_len, false, 0);
-        stats().record(o.path, Kind::RemoteRead, p.key, o.req.total_len, o.mem.kind, 0);
+        stats().record(o.path, Kind::RemoteRead, gid_nic(o.self.gid), p.key, o.req.total_len, o.mem.kind, 0);
     }
     return true;
 }
@@ -585,7 +585,7 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
             if (st) {
                 if (h.offset == 0) {
                     reply(nic, h, kMsgAck, st, 0);
-                    stats().record(path, Kind::RemoteWrite, pk, h.total_len, mem.kind, st);
+                    stats().record(path, Kind::RemoteWrite, nic.index, pk, h.total_len, mem.kind, st);
                 }
                 return;
             }
@@ -597,7 +597,7 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
             }
             if (h.flags & kFlagLast) {
                 target->rma_done(h.src, true, h.total_len, h.flags & kFlagRemoteData, h.data);
-                stats().record(path, Kind::RemoteWrite, pk, h.total_len, mem.kind, 0);
+                stats().record(path, Kind::RemoteWrite, nic.index, pk, h.total_len, mem.kind, 0);
                 reply(nic, h, kMsgAck, kOk, 0);
             }
             return;
@@ -607,7 +607,7 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
             uint32_t st = target->rma_check(h.src, h.remote_addr, h.total_len, h.rkey, false, false, &mem);
             if (st) {
                 reply(nic, h, kMsgReadResp, st, kFlagLast);
-                stats().record(path, Kind::RemoteRead, pk, h.total_len, mem.kind, st);
+                stats().record(path, Kind::RemoteRead, nic.index, pk, h.total_len, mem.kind, st);
                 return;
             }
             Out o;

@@ -150,7 +150,7 @@ void deliver(Ep *ep, Incoming &in) {
     const uint64_t n = std::min<uint64_t>(in.total, in.recv.len);
     const uint64_t flags = FI_RECV | FI_MSG | (in.has_data ? FI_REMOTE_CQ_DATA : 0);
     const fi_addr_t src = av_reverse(ep->av, in.src);
-    stats().record(Path::Rdm, Kind::Recv, peer_key(in.src.gid), n, in.recv.mem.kind, in.status);
+    stats().record(Path::Rdm, Kind::Recv, ep->domain->nic, peer_key(in.src.gid), n, in.recv.mem.kind, in.status);
     if (in.status || in.total > in.recv.len) {
         CqErr e{};
         e.e.op_context = in.recv.context;

@@ -62,6 +62,14 @@ int fid_no_ops_open(struct fid *, const char *, uint64_t, void **, void *) { ret
 
 }  // namespace efaemu
 
+// The statistics at this moment, for tools that bracket a window of an application's run (bench/gda-signals/
+// deepep_ll.py finds this library in /proc/self/maps and calls it through ctypes): writes
+// <EFAEMU_STATS>/efaemu-<pid>.<label>.json atomically. Returns 0, or -EINVAL (label not one file-name component),
+// -ENOENT (EFAEMU_STATS not set), or the -errno of the write.
+extern "C" __attribute__((visibility("default"))) int efaemu_stats_snapshot(const char *label) {
+    return efaemu::stats_snapshot(label);
+}
+
 extern "C" __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void) {
     static std::once_flag once;
     std::call_once(once, [] { atexit(efaemu::at_exit); });

@@ -64,9 +64,10 @@ void render_paths(std::string &o, const PP &pp, const char *indent) {
 
 }  // namespace
 
-void Stats::record(Path p, Kind k, const std::string &peer, uint64_t bytes, MemKind local, uint32_t status) {
+void Stats::record(Path p, Kind k, int nic, const std::string &peer, uint64_t bytes, MemKind local, uint32_t status) {
     std::lock_guard<std::mutex> g(mu_);
     add(paths_[(int)p].k[(int)k], bytes, local, status);
+    add(per_nic_[nic][(int)p].k[(int)k], bytes, local, status);
     add(peers_[peer][(int)p].k[(int)k], bytes, local, status);
 }
 
@@ -110,7 +111,14 @@ std::string Stats::json() const {
              c.fail_path < 0 ? "all" : c.fail_path ? "gda" : "rdm");
     o += cfg;
     render_paths(o, paths_, "  ");
-    o += ",\n  \"peers\": {";
+    o += ",\n  \"per_nic\": {";
+    first = true;
+    for (auto &kv : per_nic_) {
+        o += std::string(first ? "\n" : ",\n") + "    " + quote("efaemu" + std::to_string(kv.first)) + ": ";
+        render_paths(o, kv.second, "    ");
+        first = false;
+    }
+    o += "\n  },\n  \"peers\": {";
     first = true;
     for (auto &kv : peers_) {
         o += std::string(first ? "\n" : ",\n") + "    " + quote(kv.first) + ": ";
@@ -127,27 +135,28 @@ std::string Stats::json() const {
     return o;
 }
 
-bool Stats::write(const std::string &dir, std::string *why, const std::string &label) const {
-    std::string path = dir + "/efaemu-" + std::to_string(getpid()) + (label.empty() ? "" : "." + label) + ".json";
-    std::string tmp = path + ".tmp";
+int Stats::write(const std::string &dir, const std::string &suffix, std::string *why) const {
+    std::string path = dir + "/efaemu-" + std::to_string(getpid()) + suffix + ".json";
+    // The temporary name is unique per writer thread: two snapshots of one label never share a half-written file.
+    static std::atomic<uint64_t> seq{0};
+    std::string tmp = path + ".tmp" + std::to_string(seq.fetch_add(1));
     std::string doc = json();
     FILE *f = fopen(tmp.c_str(), "w");
     if (!f) {
-        int e = errno;
+        const int e = errno;
         *why = "cannot write " + tmp + ": " + strerror(e);
-        errno = e;
-        return false;
+        return -e;
     }
     bool ok = fwrite(doc.data(), 1, doc.size(), f) == doc.size();
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        int e = errno ? errno : EIO;
+    int e = ok ? 0 : (errno ? errno : EIO);
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    if (!e && rename(tmp.c_str(), path.c_str()) != 0) e = errno;
+    if (e) {
         *why = "cannot write " + path + ": " + strerror(e);
         unlink(tmp.c_str());
-        errno = e;
-        return false;
+        return -e;
     }
-    return true;
+    return 0;
 }
 
 Stats &stats() {
@@ -160,20 +169,18 @@ void write_stats_at_exit() {
     const Config &c = config();
     if (c.stats_dir.empty() || done.exchange(true)) return;
     std::string why;
-    if (!stats().write(c.stats_dir, &why)) fprintf(stderr, "efaemu: EFAEMU_STATS: %s\n", why.c_str());
+    if (stats().write(c.stats_dir, "", &why)) fprintf(stderr, "efaemu: EFAEMU_STATS: %s\n", why.c_str());
+}
+
+int stats_snapshot(const char *label) {
+    // The label becomes part of a file name in EFAEMU_STATS: one path component, not "." or "..".
+    if (!label || !*label || strchr(label, '/') || !strcmp(label, ".") || !strcmp(label, "..")) return -EINVAL;
+    const Config &c = config();
+    if (c.stats_dir.empty()) return -ENOENT;
+    std::string why;
+    const int rc = stats().write(c.stats_dir, std::string(".") + label, &why);
+    if (rc) fprintf(stderr, "efaemu: efaemu_stats_snapshot(%s): %s\n", label, why.c_str());
+    return rc;
 }
 
 }  // namespace efaemu
-
-extern "C" __attribute__((visibility("default"))) int efaemu_stats_snapshot(const char *label) {
-    if (!label || !*label || *label == '.') return -EINVAL;
-    for (const char *c = label; *c; c++) {
-        if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.') return -EINVAL;
-    }
-    const efaemu::Config &c = efaemu::config();
-    if (c.stats_dir.empty()) return -ENOENT;
-    std::string why;
-    errno = 0;
-    if (!efaemu::stats().write(c.stats_dir, &why, label)) return -(errno ? errno : EIO);
-    return 0;
-}

@@ -1,7 +1,8 @@
 // What the emulated NIC carried: operations and bytes per path (RDM: libfabric calls; GDA: GPU-posted WQEs,
-// phase 2) and per peer process, split by where the local bytes lived (host or GPU), plus the faults injected.
-// Written as JSON at process exit when EFAEMU_STATS=<dir> is set, so a test can prove which path moved the
-// payload (e.g. "GPU-sourced RDM write bytes = 0 with GDA on").
+// phase 2), per NIC of this process (the local side of the operation: which rail carried it) and per peer
+// process, split by where the local bytes lived (host or GPU), plus the faults injected. Written as JSON at
+// process exit when EFAEMU_STATS=<dir> is set, and on demand by efaemu_stats_snapshot(label), so a test can
+// prove which path and which NIC moved the payload (e.g. "GPU-sourced RDM write bytes = 0 with GDA on").
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,8 @@ struct Tally {
 
 class Stats {
 public:
-    // One finished operation: `status` != 0 counts an error and no bytes.
-    void record(Path p, Kind k, const std::string &peer, uint64_t bytes, MemKind local, uint32_t status);
+    // One finished operation on local NIC `nic` (efaemu<nic>): `status` != 0 counts an error and no bytes.
+    void record(Path p, Kind k, int nic, const std::string &peer, uint64_t bytes, MemKind local, uint32_t status);
     void fault(const char *what);  // "failed", "delayed", "reordered", ...
     void note_nic(const std::string &nic);
 
@@ -40,9 +41,8 @@ public:
 
     // Renders the JSON document.
     std::string json() const;
-    // Writes <dir>/efaemu-<pid>.json (or efaemu-<pid>.<label>.json) atomically (temp file + rename). Returns
-    // false with *why and errno set.
-    bool write(const std::string &dir, std::string *why, const std::string &label = "") const;
+    // Writes <dir>/efaemu-<pid><suffix>.json atomically (temp file + rename). Returns 0 or -errno with *why.
+    int write(const std::string &dir, const std::string &suffix, std::string *why) const;
 
 private:
     struct PerPath {
@@ -51,6 +51,7 @@ private:
     mutable std::mutex mu_;
     PerPath paths_[2];
     std::map<std::string, PerPath[2]> peers_;
+    std::map<int, PerPath[2]> per_nic_;
     std::map<std::string, uint64_t> faults_;
     std::map<std::string, int> nics_;
 };
@@ -60,14 +61,8 @@ Stats &stats();
 // Writes the statistics once if EFAEMU_STATS is set (atexit and provider cleanup both call it).
 void write_stats_at_exit();
 
-}  // namespace efaemu
-
-// For benchmarks that need what the NIC carried during a window (bench/gda-signals/deepep_ll.py brackets DeepEP's
-// timed calls with it): writes the statistics so far to <EFAEMU_STATS>/efaemu-<pid>.<label>.json. Returns 0, or
-// -EINVAL (label empty or not made of letters, digits, '-', '_', '.'; or starting with '.'), -ENOENT (EFAEMU_STATS
-// is not set), or -errno of the failed write.
-extern "C" int efaemu_stats_snapshot(const char *label);
-
-namespace efaemu {
+// efaemu_stats_snapshot (exported, see prov.cpp): <EFAEMU_STATS>/efaemu-<pid>.<label>.json now. 0, -EINVAL for a
+// label that is not one file-name component, -ENOENT without EFAEMU_STATS, or the -errno of the write.
+int stats_snapshot(const char *label);
 
 }  // namespace efaemu

@@ -1,12 +1,17 @@
 // The GDA host code itself (templates/transport_efa_gda/transport_efa_gda.cpp, unmodified) against efaemu, two
-// processes on the CPU: `efaemu_gda_host_test`. Run with the stand-in driver on LD_LIBRARY_PATH, the interposer
-// in LD_PRELOAD, FI_PROVIDER_PATH at efaemu and NVSHMEM_EFA_GDA_ENABLE=1.
+// processes on the CPU: `efaemu_gda_host_test [RAILS|missing]`. Run with the stand-in driver on LD_LIBRARY_PATH,
+// the interposer in LD_PRELOAD, FI_PROVIDER_PATH at efaemu, NVSHMEM_EFA_GDA_ENABLE=1 and, for 2 rails,
+// EFAEMU_NICS=2.
 //
-// Each PE calls nvshmemt_efa_gda_init as NVSHMEM's patched connect_endpoints does (its all-gathers meet over a
-// pipe), registers a heap region of "GPU memory", then the test plays the GPU: it reads the published device
-// state back through the driver, writes a WQE into the SQ the host code mapped, rings the doorbell, and reads the
-// TX CQE (and, at the target, the RX CQE of a write with immediate and the data) from the GPU CQs the host code
-// handed to efaemu as dma-buf fds.
+// Each PE calls the GDA init as NVSHMEM's patched connect_endpoints does (its all-gathers meet over a pipe):
+// with 1 rail nvshmemt_efa_gda_init with NVSHMEM's info of efaemu0, as single-rail NVSHMEM does; with RAILS > 1
+// nvshmemt_efa_gda_init_rails with NVSHMEM's infos of efaemu0 .. efaemu<RAILS-1>, as multi-rail NVSHMEM does;
+// `missing`: efaemu0 and a NIC that does not exist (efaemu7), which GDA leaves out. It registers a heap region of
+// "GPU memory", then the test plays the GPU on every rail: it reads the published device state back through the
+// driver, writes a WQE into the SQ of that rail the host code mapped, rings its doorbell, and reads the TX CQE
+// (and, at the target, the RX CQE of the write with immediate and the data) from that rail's GPU CQs the host
+// code handed to efaemu as dma-buf fds. Rail k writes 100000 + 1000 k bytes (efaemu's per-NIC statistics show
+// which NIC carried them).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <rdma/fabric.h>
@@ -64,6 +69,29 @@ int allgather(const void *in, void *out, int bytes, void *) {
 
 uint8_t pattern(int pe, uint64_t i) { return (uint8_t)(i * 7 + 29 * pe + 1); }
 
+// NVSHMEM's fi_info of a NIC: its RDM info on efaemu<nic> from fi_getinfo (with the nic object, as NVSHMEM
+// requires), or, for a NIC that does not exist, an info naming its domain only.
+struct fi_info *nvshmem_info_of(int nic) {
+    const std::string domain = "efaemu" + std::to_string(nic) + "-rdm";
+    struct fi_info *hints = fi_allocinfo(), *info = nullptr;
+    hints->caps = FI_RMA;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->fabric_attr->prov_name = strdup("efa");
+    hints->fabric_attr->name = strdup("efa");
+    hints->domain_attr->name = strdup(domain.c_str());
+    const int rc = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (rc == 0 && info) {
+        struct fi_info *one = fi_dupinfo(info);
+        fi_freeinfo(info);
+        return one;
+    }
+    struct fi_info *fake = fi_allocinfo();
+    fake->domain_attr->name = strdup(domain.c_str());
+    return fake;
+}
+
 bool wait_cqe(Drv &cu, const uint8_t *ring, uint32_t index, uint32_t entry_size, uint8_t *e) {
     const uint64_t end = now_ms() + 10000;
     while (now_ms() < end) {
@@ -76,20 +104,28 @@ bool wait_cqe(Drv &cu, const uint8_t *ring, uint32_t index, uint32_t entry_size,
 
 }  // namespace
 
-int main() {
+int main(int argc, char **argv) {
+    const std::string mode = argc > 1 ? argv[1] : "1";
+    const bool missing = mode == "missing";
+    const int offered = missing ? 2 : atoi(mode.c_str());
+    if (offered < 1 || offered > NVSHMEMX_EFA_GDA_MAX_RAILS) die("usage: efaemu_gda_host_test [RAILS|missing]");
+    const int rails = missing ? 1 : offered;
     Pair pair = fork_pair();
     g_pair = &pair;
     g_me = pair.a ? 0 : 1;
     Drv cu;
     cu.load();
-    struct fi_info *nvshmem_info = fi_allocinfo();  // what NVSHMEM hands over: its RDM info on the chosen NIC
-    nvshmem_info->domain_attr->name = strdup("efaemu0-rdm");
+    std::vector<struct fi_info *> infos;
+    for (int k = 0; k < offered; k++) infos.push_back(nvshmem_info_of(missing && k == 1 ? 7 : k));
     nvshmemt_efa_gda_bootstrap_t boot = {g_me, 2, allgather, nullptr};
     expect(nvshmemt_efa_gda_enabled() == 1, "GDA compiled in (against fi_ext_efa.h)");
-    const int rc = nvshmemt_efa_gda_init(nvshmem_info, &boot);
+    const int rc = offered == 1 ? nvshmemt_efa_gda_init(infos[0], &boot) : nvshmemt_efa_gda_init_rails(infos.data(), offered, &boot);
     const std::string status = nvshmemx_efa_gda_status();
-    expect(rc == 0 && nvshmemx_efa_gda_is_active() == 1 && status.rfind("EFA GDA active: efa-direct efaemu0-rdm", 0) == 0,
-           "the host code starts GDA on efaemu: init 0, status active", fmt("rc %d status: %s", rc, status.c_str()));
+    std::string want = rails == 1 ? "EFA GDA active on 1 rail (efaemu0)" : "EFA GDA active on " + std::to_string(rails) + " rails (efaemu0";
+    if (missing) want = "EFA GDA active on 1 of 2 rails (efaemu0); rail 1 (efaemu7-rdm) left out: no efa-direct fabric for efaemu7-rdm";
+    expect(rc == 0 && nvshmemx_efa_gda_is_active() == 1 && status.rfind(want, 0) == 0 && nvshmemx_efa_gda_rails() == rails,
+           "the host code starts GDA on efaemu: init 0, status active, " + std::to_string(rails) + " rail(s)",
+           fmt("rc %d rails %d status: %s", rc, nvshmemx_efa_gda_rails(), status.c_str()));
     printf("%s: status: %s\n", pair.a ? "A" : "B", status.c_str());
     fflush(stdout);
 
@@ -101,84 +137,91 @@ int main() {
     nvshmemt_efa_gda_register_region((void *)heap, kHeap);  // collective, like NVSHMEM's heap registration
     const std::string status2 = nvshmemx_efa_gda_status();
     expect(status2.rfind("EFA GDA active", 0) == 0 && status2.find("unreachable") == std::string::npos,
-           "a GPU heap region registers on every PE (FI_HMEM_CUDA, lkey, rkey exchanged)", status2);
+           "a GPU heap region registers on every PE and every rail (FI_HMEM_CUDA, lkey, rkeys exchanged)", status2);
 
-    // The published device state, read back as a kernel would see it.
+    // The published device state, read back as a kernel would see it (about 260 KiB: on the heap).
     auto *d_state = nvshmemx_efa_gda_get_device_state();
-    // ABI 3: the queue sits inside the state (about 64 KiB with the fixed peer entries: on the heap).
     std::unique_ptr<nvshmemx_efa_gda_device_state_t> sp(new nvshmemx_efa_gda_device_state_t());
     cu.dtoh(sp.get(), (CUdeviceptr)d_state, sizeof *sp);
     const nvshmemx_efa_gda_device_state_t &s = *sp;
-    const nvshmemx_efa_gda_qp_t &qp = s.qp;
-    const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rx_cq);
-    nvshmemx_efa_gda_peer_t peers[2];
-    cu.dtoh(peers, (CUdeviceptr)s.peers, sizeof peers);
-    // The table: a header, then per region a row of 1 + n_pes entries (ours, then every PE's view).
+    // The table: a header, then per region and rail a row of 1 + n_pes entries (ours, then every PE's view).
     const auto table = cu.read<nvshmemx_efa_gda_regions_t>(s.regions);
-    std::vector<nvshmemx_efa_gda_region_t> rows((size_t)table.count * (1 + table.n_pes));
+    std::vector<nvshmemx_efa_gda_region_t> rows((size_t)table.count * table.n_rails * (1 + table.n_pes));
     cu.dtoh(rows.data(), (CUdeviceptr)(s.regions + 1), rows.size() * sizeof rows[0]);
-    std::vector<nvshmemx_efa_gda_region_t> local(table.count), remote(2 * table.count);
-    for (uint32_t i = 0; i < table.count; i++) {
-        local[i] = rows[i * (1 + table.n_pes)];
-        for (uint32_t pe = 0; pe < 2; pe++) remote[pe * table.count + i] = rows[i * (1 + table.n_pes) + 1 + pe];
+    auto row = [&](uint32_t k) { return &rows[(size_t)k * (1 + table.n_pes)]; };  // region 0 on rail k
+    bool rails_ok = s.n_rails == (uint32_t)rails && table.n_rails == (uint32_t)rails && table.count == 1 && s.my_pe == g_me && s.n_pes == 2;
+    std::string detail = fmt("n_rails %u table %u/%u", s.n_rails, table.count, table.n_rails);
+    std::vector<std::vector<nvshmemx_efa_gda_peer_t>> peers(rails, std::vector<nvshmemx_efa_gda_peer_t>(2));
+    for (int k = 0; k < rails && rails_ok; k++) {
+        const nvshmemx_efa_gda_qp_t &qp = s.rail[k].qp;
+        const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rail[k].rx_cq);
+        cu.dtoh(peers[k].data(), (CUdeviceptr)s.rail[k].peers, 2 * sizeof(nvshmemx_efa_gda_peer_t));
+        rails_ok = qp.qp_num == peers[k][g_me].qpn && rx.qp_num == qp.qp_num && qp.wqe_size == 64 && qp.sq_entries >= 64 &&
+                   qp.cq_entries >= qp.sq_entries && row(k)[0].base == heap && row(k)[0].valid && row(k)[1 + (1 - g_me)].valid;
+        for (int j = 0; j < k && rails_ok; j++)  // every rail its own QP, queue and keys
+            rails_ok = s.rail[j].qp.sq_buf != qp.sq_buf && s.rail[j].qp.cq_buf != qp.cq_buf && row(j)[0].key != row(k)[0].key;
+        detail += fmt("; rail %d: qp %u/%u/%u sq %u cq %u key 0x%x", k, qp.qp_num, peers[k][g_me].qpn, rx.qp_num, qp.sq_entries,
+                      qp.cq_entries, row(k)[0].key);
     }
-    expect(s.my_pe == g_me && s.n_pes == 2 && qp.qp_num == peers[g_me].qpn && rx.qp_num == qp.qp_num && qp.wqe_size == 64 &&
-               qp.sq_entries >= 64 && qp.cq_entries >= qp.sq_entries && table.count == 1 && local[0].base == heap &&
-               local[0].valid && remote[(1 - g_me) * table.count].valid,
-           "device state: own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, the region table",
-           fmt("pe %d qp %u/%u/%u sq %u cq %u regions %u", s.my_pe, qp.qp_num, peers[g_me].qpn, rx.qp_num, qp.sq_entries,
-               qp.cq_entries, table.count));
+    expect(rails_ok, "device state: per rail its own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, keys in the region table",
+           detail);
 
-    if (pair.a) {
-        // The GPU's first WQE: a write with immediate of 100000 bytes into PE 1's heap at 1 MiB.
-        const nvshmemx_efa_gda_region_t L = local[0], R = remote[1 * table.count + 0];
-        efa_gda_rdma_desc d{};
-        d.op = EFA_IO_RDMA_WRITE;
-        d.has_imm = 1;
-        d.imm = 0xfeed0001;
-        d.req_id = 0;
-        d.dest_qpn = peers[1].qpn;
-        d.ah = peers[1].ah;
-        d.qkey = peers[1].qkey;
-        d.local_addr = L.base + 4096;
-        d.lkey = L.key;
-        d.remote_addr = R.base + (1 << 20);
-        d.rkey = R.key;
-        d.length = 100000;
-        union efa_gda_wqe_words w;
-        efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(0, qp.sq_log2));
-        volatile uint64_t *slot = (volatile uint64_t *)qp.sq_buf;  // the host mapping (cuMemHostGetDevicePointer)
-        for (int i = 0; i < 8; i++) slot[i] = w.q[i];
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        *(volatile uint32_t *)qp.sq_db = 1;
-        uint8_t e[64];
-        const bool got = wait_cqe(cu, qp.cq_buf, 0, qp.cq_entry_size, e);
-        efa_io_cdesc_common c;
-        memcpy(&c, e, sizeof c);
-        expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == qp.qp_num,
-               "a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)",
-               fmt("got %d status %u req %u qp %u", got, c.status, c.req_id, c.qp_num));
-        put(pair, 1);
-    } else {
-        (void)get<int>(pair);
-        uint8_t e[64];
-        const bool got = wait_cqe(cu, rx.cq_buf, 0, rx.cq_entry_size, e);
-        efa_io_rx_cdesc_ex c;
-        memcpy(&c, e, sizeof c);
-        expect(got && c.base.imm == 0xfeed0001 && c.base.src_qp_num == peers[0].qpn && c.base.ah == peers[0].ah &&
-                   (c.base.length | (uint32_t)c.u.rdma_write.length_hi << 16) == 100000,
-               "its immediate arrives in the GPU RX CQ with the sender's AH and QP as query_addr resolved them",
-               fmt("got %d imm 0x%x src_qp %u ah %u", got, c.base.imm, c.base.src_qp_num, c.base.ah));
-        std::vector<uint8_t> back(100000);
-        cu.dtoh(back.data(), heap + (1 << 20), back.size());
-        bool same = true;
-        for (size_t i = 0; i < back.size() && same; i++) same = back[i] == pattern(0, 4096 + i);
-        expect(same, "the 100000 bytes landed in PE 1's GPU heap, byte-exact");
+    for (int k = 0; k < rails; k++) {
+        const nvshmemx_efa_gda_qp_t &qp = s.rail[k].qp;
+        const uint32_t len = 100000 + 1000 * (uint32_t)k;
+        const uint64_t src_off = 4096 + 8192 * (uint64_t)k, dst_off = (1 << 20) + (uint64_t)k * (256 << 10);
+        const std::string on = fmt(" (rail %d)", k);
+        if (pair.a) {
+            // The GPU's first WQE on this rail: a write with immediate into PE 1's heap, with this rail's keys.
+            efa_gda_rdma_desc d{};
+            d.op = EFA_IO_RDMA_WRITE;
+            d.has_imm = 1;
+            d.imm = 0xfeed0001 + (uint32_t)k;
+            d.req_id = 0;
+            d.dest_qpn = peers[k][1].qpn;
+            d.ah = peers[k][1].ah;
+            d.qkey = peers[k][1].qkey;
+            d.local_addr = row(k)[0].base + src_off;
+            d.lkey = row(k)[0].key;
+            d.remote_addr = row(k)[2].base + dst_off;
+            d.rkey = row(k)[2].key;
+            d.length = len;
+            union efa_gda_wqe_words w;
+            efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(0, qp.sq_log2));
+            volatile uint64_t *slot = (volatile uint64_t *)qp.sq_buf;  // the host mapping (cuMemHostGetDevicePointer)
+            for (int i = 0; i < 8; i++) slot[i] = w.q[i];
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            *(volatile uint32_t *)qp.sq_db = 1;
+            uint8_t e[64];
+            const bool got = wait_cqe(cu, qp.cq_buf, 0, qp.cq_entry_size, e);
+            efa_io_cdesc_common c;
+            memcpy(&c, e, sizeof c);
+            expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == qp.qp_num,
+                   "a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)" + on,
+                   fmt("got %d status %u req %u qp %u", got, c.status, c.req_id, c.qp_num));
+            put(pair, 1);
+        } else {
+            (void)get<int>(pair);
+            const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rail[k].rx_cq);
+            uint8_t e[64];
+            const bool got = wait_cqe(cu, rx.cq_buf, 0, rx.cq_entry_size, e);
+            efa_io_rx_cdesc_ex c;
+            memcpy(&c, e, sizeof c);
+            expect(got && c.base.imm == 0xfeed0001 + (uint32_t)k && c.base.src_qp_num == peers[k][0].qpn && c.base.ah == peers[k][0].ah &&
+                       (c.base.length | (uint32_t)c.u.rdma_write.length_hi << 16) == len,
+                   "its immediate arrives in the GPU RX CQ with the sender's AH and QP as query_addr resolved them" + on,
+                   fmt("got %d imm 0x%x src_qp %u ah %u", got, c.base.imm, c.base.src_qp_num, c.base.ah));
+            std::vector<uint8_t> back(len);
+            cu.dtoh(back.data(), heap + dst_off, back.size());
+            bool same = true;
+            for (size_t i = 0; i < back.size() && same; i++) same = back[i] == pattern(0, src_off + i);
+            expect(same, fmt("the %u bytes landed in PE 1's GPU heap, byte-exact", len) + on);
+        }
     }
     sync(pair);
     nvshmemt_efa_gda_fini();
-    expect(nvshmemx_efa_gda_is_active() == 0 && std::string(nvshmemx_efa_gda_status()) == "EFA GDA off: finalized",
-           "fini closes everything (endpoint before CQs, MRs and AV before the domain)", nvshmemx_efa_gda_status());
-    fi_freeinfo(nvshmem_info);
+    expect(nvshmemx_efa_gda_is_active() == 0 && nvshmemx_efa_gda_rails() == 0 && std::string(nvshmemx_efa_gda_status()) == "EFA GDA off: finalized",
+           "fini closes everything (endpoints before CQs, MRs and AVs before the domains)", nvshmemx_efa_gda_status());
+    for (struct fi_info *i : infos) fi_freeinfo(i);
     return finish(pair);
 }

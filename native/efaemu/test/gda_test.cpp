@@ -71,11 +71,11 @@ struct Pe {
     struct fid_mr *credit_mr = nullptr;
     Published mine{}, all[kPes]{};
     std::vector<uint32_t> slot_done;
-    // The device state (ABI 3: about 64 KiB with the fixed peer entries, so on the heap) and its queue, which sits
-    // inside it.
+    // The device state (ABI 5: about 260 KiB with the fixed peer entries of every rail, so on the heap) and its
+    // queue, which sits inside it: one rail here (the host-code test drives two).
     std::unique_ptr<nvshmemx_efa_gda_device_state_t> state{new nvshmemx_efa_gda_device_state_t()};
     nvshmemx_efa_gda_device_state_t &s = *state;
-    nvshmemx_efa_gda_qp_t &qp = s.qp;
+    nvshmemx_efa_gda_qp_t &qp = s.rail[0].qp;
     nvshmemx_efa_gda_rx_cq_t rxq{};
     nvshmemx_efa_gda_peer_t peers[kPes]{};
     nvshmemx_efa_gda_region_t local[3]{}, remote[kPes * 3]{}, peer_consumed[kPes]{};
@@ -216,7 +216,7 @@ void connect_pe(Pe &p, bool insert_peer = true) {
     }
     p.table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 3 * (1 + kPes) * sizeof(nvshmemx_efa_gda_region_t)) / 8 + 1, 0);
     p.table = reinterpret_cast<nvshmemx_efa_gda_regions_t *>(p.table_mem.data());
-    *p.table = {3, kPes};
+    *p.table = {3, kPes, 1, 0};
     for (int i = 0; i < 3; i++) {
         *p.entry(i, 0) = p.local[i];
         for (int pe = 0; pe < kPes; pe++) *p.entry(i, 1 + pe) = p.remote[pe * 3 + i];
@@ -233,18 +233,19 @@ void connect_pe(Pe &p, bool insert_peer = true) {
     st.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
     st.my_pe = p.me;
     st.n_pes = kPes;
-    st.imm_window = p.rx ? p.rx_attr.num_entries / kPes : 0;
-    st.rx_cq = &p.rxq;
-    st.peers = p.peers;
+    st.n_rails = 1;
+    st.rail[0].imm_window = p.rx ? p.rx_attr.num_entries / kPes : 0;
+    st.rail[0].rx_cq = &p.rxq;
+    st.rail[0].peers = p.peers;
     st.regions = p.table;
-    st.credits = &p.credits;
+    st.rail[0].credits = &p.credits;
     st.credit_timeout_ns = 5000000000ull;
     // As the host code: every peer's address at its fixed offset, and the three heap regions (one length on both
     // PEs) in the hot slots; the table stays the complete list.
-    for (int pe = 0; pe < kPes; pe++) st.fast[pe].addr = p.peers[pe];
+    for (int pe = 0; pe < kPes; pe++) st.rail[0].fast[pe].addr = p.peers[pe];
     for (int i = 0; i < 3; i++) {
-        st.hot[i] = {p.local[i].base, p.local[i].length, p.local[i].key, 1, 0};
-        for (int pe = 0; pe < kPes; pe++) st.fast[pe].hot[i] = {p.remote[pe * 3 + i].base, p.remote[pe * 3 + i].key, 1};
+        st.rail[0].hot[i] = {p.local[i].base, p.local[i].length, p.local[i].key, 1, 0};
+        for (int pe = 0; pe < kPes; pe++) st.rail[0].fast[pe].hot[i] = {p.remote[pe * 3 + i].base, p.remote[pe * 3 + i].key, 1};
     }
 }
 
@@ -373,7 +374,7 @@ int ops(Pair &pair) {
         for (int i = 0; i < kCreditImms; i++)
             cerr |= efa_gda_put_imm_nbi(&p.s, p.heap + 11 * M + 4096 + i, p.heap + 11 * M + 4096 + i, 1, 1, 0xC000 + i);
         cerr |= efa_gda_quiet(&p.s);
-        expect(cerr == 0, fmt("%d immediates, more than the window of %u, with credit refreshes", kCreditImms, p.s.imm_window),
+        expect(cerr == 0, fmt("%d immediates, more than the window of %u, with credit refreshes", kCreditImms, p.s.rail[0].imm_window),
                efa_gda_strerror(cerr));
         expect(p.credits.refreshes > 0, "credits were refreshed with RDMA reads of the receiver's count",
                fmt("%llu refreshes", (unsigned long long)p.credits.refreshes));
@@ -481,13 +482,13 @@ int errors(Pair &pair) {
         sync(pair);  // B inserts A now
         sync(pair);
         p.entry(0, 1 + 1)->key ^= 0x5a5a;  // a wrong rkey for PE 1's first region (table and hot slot)
-        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
+        p.s.rail[0].fast[1].hot[0].rkey ^= 0x5a5a;
         e = efa_gda_put_nbi(&p.s, p.heap + 2 * M, p.heap, 4096, 1);
         q = efa_gda_quiet(&p.s);
         expect(e == 0 && q == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, "put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)",
                fmt("post %d quiet %d", e, q));
         p.entry(0, 1 + 1)->key ^= 0x5a5a;
-        p.s.fast[1].hot[0].rkey ^= 0x5a5a;
+        p.s.rail[0].fast[1].hot[0].rkey ^= 0x5a5a;
         p.qp.error = 0;
         e = efa_gda_put_nbi(&p.s, p.heap + 6 * M - 16, p.heap + 6 * M, 4096, 1);
         q = efa_gda_quiet(&p.s);

@@ -164,7 +164,7 @@ __device__ efa_gda_piece raw_piece(uint64_t local, uint32_t lkey, uint64_t remot
 __global__ void post_raw(nvshmemx_efa_gda_device_state_t *s, uint64_t local, uint32_t lkey, uint64_t remote, uint32_t rkey,
                          uint64_t len, int *quiet_ret) {
     uint32_t end;
-    int e = efa_gda_post_one(&s->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->peers[1], raw_piece(local, lkey, remote, rkey, len),
+    int e = efa_gda_post_one(&s->rail[0].qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->rail[0].peers[1], raw_piece(local, lkey, remote, rkey, len),
                                                  false, 0),
                              &end);
     *quiet_ret = e ? e : efa_gda_quiet(s);
@@ -179,12 +179,12 @@ __global__ void put_quiet(nvshmemx_efa_gda_device_state_t *s, void *dest, const 
 // A deliberately wrong poster: stages 2 * max_batch WQEs, holds them ~2 ms, then rings them with one
 // doorbell. The software EFA must call this out.
 __global__ void post_overbatch(nvshmemx_efa_gda_device_state_t *s, uint8_t *src, uint8_t *dst, int *quiet_ret) {
-    nvshmemx_efa_gda_qp_t *qp = &s->qp;
+    nvshmemx_efa_gda_qp_t *qp = &s->rail[0].qp;
     const uint32_t n = 2 * qp->max_batch;
     const uint32_t slot = atomicAdd(&qp->sq_reserved, n);
     for (uint32_t i = 0; i < n; i++)
         efa_gda_write_wqe(qp, slot + i,
-                          efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->peers[1],
+                          efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s->rail[0].peers[1],
                                        raw_piece((uint64_t)(src + 8 * i), kLkeySrc, (uint64_t)(dst + 8 * i), kRkeyDstLo, 8), false, 0));
     __threadfence_system();
     const long long t0 = clock64();
@@ -232,7 +232,7 @@ __global__ void overrun_kernel(nvshmemx_efa_gda_device_state_t *s0, nvshmemx_efa
     uint32_t end;
     int e = 0;
     for (uint32_t i = 0; i < n && !e; i++)
-        e = efa_gda_post_one(&s0->qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s0->peers[1],
+        e = efa_gda_post_one(&s0->rail[0].qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, s0->rail[0].peers[1],
                                                   raw_piece((uint64_t)src, kLkeySrc, (uint64_t)dst, kRkeyDstLo, 8), true, i),
                              &end);
     *post_ret = e ? e : efa_gda_quiet(s0);
@@ -271,7 +271,7 @@ __global__ void concurrent_quiet_kernel(nvshmemx_efa_gda_device_state_t *s, uint
             int e = 0;
             if (lane == 0) {
                 e = efa_gda_put_nbi(s, (void *)to, from, large, 1);
-                const int q = count_based ? count_based_quiet(&s->qp) : efa_gda_quiet(s);
+                const int q = count_based ? count_based_quiet(&s->rail[0].qp) : efa_gda_quiet(s);
                 if (!e) e = q;
             }
             e = __shfl_sync(0xffffffffu, e, 0);
@@ -375,9 +375,9 @@ struct Rig {
         q.qp_num = 10;
         q.max_rdma_size = kMaxRdma;
         q.slot_done = slot_done;
-        host_state.qp = q;
+        host_state.rail[0].qp = q;
         q.qp_num = 11;  // PE 1 never posts; its QP number is what its receive CQEs carry
-        host_state1.qp = q;
+        host_state1.rail[0].qp = q;
         nvshmemx_efa_gda_rx_cq_t r = {};
         r.cq_buf = rx_cq_buf;
         r.cq_entries = kRx;
@@ -397,7 +397,7 @@ struct Rig {
             {(uint64_t)dst, kSplit, kLkeyDstLo, 1}, {(uint64_t)dst, kSplit, kRkeyDstLo, 1}, {(uint64_t)dst, kSplit, kRkeyDstLo, 1},
             {(uint64_t)dst + kSplit, kBuf - kSplit, kLkeyDstHi, 1}, {(uint64_t)dst + kSplit, kBuf - kSplit, kRkeyDstHi, 1},
             {(uint64_t)dst + kSplit, kBuf - kSplit, kRkeyDstHi, 1}};
-        const nvshmemx_efa_gda_regions_t head = {3, 2};
+        const nvshmemx_efa_gda_regions_t head = {3, 2, 1, 0};
         CK(cudaMalloc(&table, sizeof head + reg.size() * sizeof reg[0]));
         CK(cudaMemcpy(table, &head, sizeof head, cudaMemcpyHostToDevice));
         regions_mem = (nvshmemx_efa_gda_region_t *)(table + 1);
@@ -431,29 +431,30 @@ struct Rig {
         for (nvshmemx_efa_gda_device_state_t *h : {&host_state, &host_state1}) {
             h->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
             h->n_pes = 2;
-            h->imm_window = kRx / 2;
-            h->peers = peers;
+            h->n_rails = 1;
+            h->rail[0].imm_window = kRx / 2;
+            h->rail[0].peers = peers;
             h->regions = table;
             h->credit_timeout_ns = 10000000000ull;
-            for (int pe = 0; pe < 2; pe++) h->fast[pe].addr = p[pe];
+            for (int pe = 0; pe < 2; pe++) h->rail[0].fast[pe].addr = p[pe];
         }
         host_state.my_pe = 0;
-        host_state.credits = credits;
-        host_state.signal_src = signal_src;
-        host_state.signal_lkey = kLkeySignal;
+        host_state.rail[0].credits = credits;
+        host_state.rail[0].signal_src = signal_src;
+        host_state.rail[0].signal_lkey = kLkeySignal;
         host_state1.my_pe = 1;
-        host_state1.rx_cq = rx;
-        host_state1.credits = credits + 1;
+        host_state1.rail[0].rx_cq = rx;
+        host_state1.rail[0].credits = credits + 1;
         // The three regions in hot slots 0..2 of PE 0, as the host fills them (every PE's view the same length).
         for (int k = 0; k < 3; k++) {
             const nvshmemx_efa_gda_region_t *row = &reg[3 * k];
-            host_state.hot[k] = {row[0].base, row[0].length, row[0].key, 1, 0};
-            for (int pe = 0; pe < 2; pe++) host_state.fast[pe].hot[k] = {row[1 + pe].base, row[1 + pe].key, 1};
+            host_state.rail[0].hot[k] = {row[0].base, row[0].length, row[0].key, 1, 0};
+            for (int pe = 0; pe < 2; pe++) host_state.rail[0].fast[pe].hot[k] = {row[1 + pe].base, row[1 + pe].key, 1};
         }
         CK(cudaMalloc(&state, sizeof host_state));
         CK(cudaMalloc(&state1, sizeof host_state1));
-        qp = &state->qp;
-        qp1 = &state1->qp;
+        qp = &state->rail[0].qp;
+        qp1 = &state1->rail[0].qp;
         CK(cudaMemcpy(state, &host_state, sizeof host_state, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(state1, &host_state1, sizeof host_state1, cudaMemcpyHostToDevice));
 
@@ -509,9 +510,9 @@ struct Rig {
         emu.start();
     }
     ~Rig() { emu.stop(); }
-    // The fields before the queue (the queue's counters are the device's own from the start).
+    // The header before the rails (the queues' counters are the device's own from the start).
     void upload_state() {
-        const size_t head = offsetof(nvshmemx_efa_gda_device_state_t, qp);
+        const size_t head = offsetof(nvshmemx_efa_gda_device_state_t, rail);
         CK(cudaMemcpy(state, &host_state, head, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(state1, &host_state1, head, cudaMemcpyHostToDevice));
     }
@@ -522,8 +523,8 @@ struct Rig {
     }
     // Fills (1) or retires (0) PE 0's hot slot k, as the host does: one 4-byte store.
     void set_hot_present(int k, uint32_t v) {
-        host_state.hot[k].present = v;
-        CK(cudaMemcpy(&state->hot[k].present, &v, 4, cudaMemcpyHostToDevice));
+        host_state.rail[0].hot[k].present = v;
+        CK(cudaMemcpy(&state->rail[0].hot[k].present, &v, 4, cudaMemcpyHostToDevice));
     }
     uint64_t refreshes() {
         nvshmemx_efa_gda_credits_t c;

@@ -22,6 +22,9 @@ struct CpuThreadIdx {
     unsigned x, y, z;
 };
 static thread_local CpuThreadIdx threadIdx = {0, 0, 0};
+// One block of 32-thread warps: a thread that sets threadIdx.x = 32 * w is warp w (the rail policy's channel).
+static thread_local CpuThreadIdx blockIdx = {0, 0, 0};
+static const CpuThreadIdx blockDim = {32, 1, 1};
 
 inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned val) {
     __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);

@@ -7,6 +7,8 @@
 // Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
 #include "cuda_on_cpu.h"
 
+#include <algorithm>
+
 #include "nvshmemx_efa_gda_device.cuh"
 
 #include "gda_rig.h"
@@ -23,11 +25,16 @@ static int count_based_quiet(nvshmemx_efa_gda_qp_t *qp) {
     return (int)efa_gda_load(&qp->error);
 }
 
+// The quiet of the single-rail releases, over the first rail's queue only: kept so the rail tests can show it
+// returning before a put that took another rail landed.
+static int first_rail_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(&s->rail[0].qp); }
+
 // Checkers put `large` bytes, quiet, and look at the target; posters keep posting 64-byte puts meanwhile.
 // Returns how many checks found the target not yet written after quiet returned; with until_early, the
-// checkers stop at the first such check (iters is then a bound).
+// checkers stop at the first such check (iters is then a bound). Each thread is its own warp (parallel()), so
+// with several rails the policy spreads checkers and posters over them. first_rail: quiet waits on rail 0 only.
 static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, bool count_based, uint64_t large,
-                            bool until_early = false) {
+                            bool until_early = false, bool first_rail = false) {
     std::atomic<int> early{0}, running{checkers};
     std::atomic<int> errors{0};
     parallel(checkers + posters, [&](int id) {
@@ -38,7 +45,7 @@ static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, bool c
                 memset(r.heap0.data() + src_off, pattern, large);
                 std::atomic_thread_fence(std::memory_order_seq_cst);
                 if (efa_gda_put_nbi(&r.s0, r.sym(dst_off), r.heap0.data() + src_off, large, 1)) errors++;
-                const int q = count_based ? count_based_quiet(&r.qp) : efa_gda_quiet(&r.s0);
+                const int q = count_based ? count_based_quiet(&r.qp) : first_rail ? first_rail_quiet(&r.s0) : efa_gda_quiet(&r.s0);
                 if (q) errors++;
                 const volatile uint8_t *t = r.heap1.data() + dst_off;
                 bool landed = t[large - 1] == pattern && t[0] == pattern;
@@ -248,7 +255,7 @@ int main() {
     test("overrun on purpose (immediates past the window, credits skipped): reported by the NIC model and rx_poll", [] {
         Rig r("inorder", 256, 16, 1 << 20, 16);
         efa_gda_piece p{};
-        CHECK(efa_gda_piece_at(r.table, 2, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 8, 1 << 20, &p) == 0, "piece");
+        CHECK(efa_gda_piece_at(r.table, 2, 0, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 8, 1 << 20, &p) == 0, "piece");
         for (int k = 0; k < 20; k++) {
             uint32_t end;
             CHECK(efa_gda_post_one(&r.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.peers[1], p, true, (uint32_t)k), &end) == 0, "post");
@@ -267,12 +274,12 @@ int main() {
         r.emu->stop();
         uint32_t end;
         efa_gda_piece p{};
-        efa_gda_piece_at(r.table, 2, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(64), 8, 1 << 20, &p);
+        efa_gda_piece_at(r.table, 2, 0, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(64), 8, 1 << 20, &p);
         CHECK(efa_gda_post_one(&r.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.peers[1], p, false, 0), &end) == 0, "post");
         uint8_t e[32];
         build_tx_cqe(e, 32, 0, 0, EFA_IO_RDMA_WRITE, 99);  // qp_num 99
         e[EFA_GDA_CQE_FLAGS_OFFSET] |= 1;
-        memcpy(r.cq.data(), e, 32);
+        memcpy(r.rails[0]->cq.data(), e, 32);
         CHECK(efa_gda_quiet(&r.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE && r.qp.fatal == 1, "BAD_CQE");
         efa_gda_reservation res;
         CHECK(efa_gda_reserve(&r.qp, 1, &res) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "the queue refuses new work");
@@ -281,14 +288,14 @@ int main() {
         efa_gda_post_one(&t.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, t.peers[1], p, false, 0), &end);
         build_tx_cqe(e, 32, 0, 0, EFA_IO_RDMA_WRITE, 10);
         e[EFA_GDA_CQE_FLAGS_OFFSET] = (uint8_t)((e[EFA_GDA_CQE_FLAGS_OFFSET] & ~0x6) | (2 << 1) | 1);  // q_type RECV
-        memcpy(t.cq.data(), e, 32);
+        memcpy(t.rails[0]->cq.data(), e, 32);
         CHECK(efa_gda_quiet(&t.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "a receive-queue CQE in the send CQ");
         Rig u("inorder");
         u.emu->stop();
         efa_gda_post_one(&u.qp, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, u.peers[1], p, false, 0), &end);
         build_tx_cqe(e, 32, 7, 0, EFA_IO_RDMA_WRITE, 10);  // request id 7 was never posted
         e[EFA_GDA_CQE_FLAGS_OFFSET] |= 1;
-        memcpy(u.cq.data(), e, 32);
+        memcpy(u.rails[0]->cq.data(), e, 32);
         CHECK(efa_gda_quiet(&u.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "a request id not in flight");
     });
 
@@ -305,7 +312,7 @@ int main() {
             for (int pe : {2, -1, 1 << 30})
                 CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), r.sym(0), 8, pe) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE " + std::to_string(pe) + " of 2");
             r.row(1)[2].valid = 0;   // PE 1 could not register its second region,
-            r.s0.hot[1].present = 0; // which the host then never makes hot
+            r.s0.rail[0].hot[1].present = 0; // which the host then never makes hot
             CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE, "unreachable");
             CHECK(efa_gda_put_nbi(&r.s0, r.sym((5 << 20) - 4), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE,
                   "a put crossing into it");
@@ -365,7 +372,7 @@ int main() {
         // lands tells which path it took.
         Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, false);
         r.make_hot(0, 0);
-        r.s0.fast[1].hot[0].base += 1 << 20;
+        r.s0.rail[0].fast[1].hot[0].base += 1 << 20;
         uint64_t dst = 64;
         auto lands = [&](const char *what, bool via_hot) {
             CHECK(efa_gda_put_nbi(&r.s0, r.sym(dst), r.sym(0), 64, 1) == 0 && efa_gda_quiet(&r.s0) == 0, what);
@@ -374,23 +381,23 @@ int main() {
             dst += 128;
         };
         lands("filled slot", true);
-        r.s0.fast[1].hot[0].present = 0;
+        r.s0.rail[0].fast[1].hot[0].present = 0;
         lands("the peer's entry not written yet", false);
-        r.s0.fast[1].hot[0].present = 1;
-        const uint64_t rbase = r.s0.fast[1].hot[0].base;
-        r.s0.fast[1].hot[0].base = 0;
+        r.s0.rail[0].fast[1].hot[0].present = 1;
+        const uint64_t rbase = r.s0.rail[0].fast[1].hot[0].base;
+        r.s0.rail[0].fast[1].hot[0].base = 0;
         lands("the peer's base not written yet", false);
-        r.s0.fast[1].hot[0].base = rbase;
-        const uint64_t base = r.s0.hot[0].base;
-        r.s0.hot[0].base = 0;
+        r.s0.rail[0].fast[1].hot[0].base = rbase;
+        const uint64_t base = r.s0.rail[0].hot[0].base;
+        r.s0.rail[0].hot[0].base = 0;
         lands("our base not written yet", false);
-        r.s0.hot[0].base = base;
+        r.s0.rail[0].hot[0].base = base;
         lands("filled again", true);
         // Retired, and the region gone from the table (a new table without row 0).
-        r.s0.hot[0].present = 0;
-        std::vector<uint64_t> t2((sizeof(nvshmemx_efa_gda_regions_t) + 6 * sizeof(nvshmemx_efa_gda_region_t)) / 8);
+        r.s0.rail[0].hot[0].present = 0;
+        std::vector<uint64_t> t2((sizeof(nvshmemx_efa_gda_regions_t) + 6 * sizeof(nvshmemx_efa_gda_region_t)) / 8 + 1);
         auto *h2 = (nvshmemx_efa_gda_regions_t *)t2.data();
-        *h2 = {2, 2};
+        *h2 = {2, 2, 1, 0};
         memcpy(h2 + 1, r.row(1), 6 * sizeof(nvshmemx_efa_gda_region_t));
         r.s0.regions = h2;
         CHECK(efa_gda_put_nbi(&r.s0, r.sym(dst), r.sym(0), 64, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "retired: refused");
@@ -494,7 +501,7 @@ int main() {
         // The same writes from one shared word, rewritten for each post: the NIC reads it when it executes.
         Rig n("random:13:8", 16, 4);
         efa_gda_piece p{};
-        CHECK(efa_gda_piece_at(n.table, 2, 1, (uint64_t)n.sym(0), (uint64_t)n.sym(base), 4, 1 << 20, &p) == 0, "piece");
+        CHECK(efa_gda_piece_at(n.table, 2, 0, 1, (uint64_t)n.sym(0), (uint64_t)n.sym(base), 4, 1 << 20, &p) == 0, "piece");
         for (uint32_t i = 0; i < 2000; i++) {
             efa_gda_piece q = p;
             q.local = (uint64_t)&n.sig0[0];
@@ -518,9 +525,9 @@ int main() {
             const uint64_t at = 11ull << 20;
             CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at), 1, 2, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "2 bytes");
             CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at + 2), 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "misaligned");
-            r.s0.signal_src = nullptr;
+            r.s0.rail[0].signal_src = nullptr;
             CHECK(efa_gda_signal(&r.s0, r.sym(at), 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL, "no scratch (an ABI 3 state)");
-            r.s0.signal_src = r.sig0.data();
+            r.s0.rail[0].signal_src = r.sig0.data();
             CHECK(r.qp.sq_reserved == 0, "nothing reserved");
             static int outside;
             CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(at), 1, 4, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_PE, "PE 2 of 2");
@@ -533,6 +540,190 @@ int main() {
                   "the queue goes on");
             CHECK(r.emu->violations().empty(), r.violations());
         });
+    });
+
+    // ---- rails: two NICs per PE, each its own software EFA (a WQE reaches only its rail's QPs and keys) ----
+    test("2 rails: a WQE on rail 1 carrying rail 0's key fails, its destination QP of rail 0 is unknown there (the rig's rails are separate NICs)", [] {
+        Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+        efa_gda_piece p{};
+        CHECK(efa_gda_piece_at(r.table, 2, 0, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 64, 1 << 20, &p) == 0, "rail 0 piece");
+        uint32_t end;
+        nvshmemx_efa_gda_qp_t *q1 = &r.s0.rail[1].qp;
+        CHECK(efa_gda_post_one(q1, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.rails[1]->peers[1], p, false, 0), &end) == 0, "post");
+        const int bad_key = efa_gda_quiet_qp(q1);
+        CHECK(bad_key == EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY || bad_key == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS,
+              "rail 0's keys on rail 1: " + std::to_string(bad_key));
+        CHECK(r.heap1[1 << 20] == 0xA5, "nothing moved");
+        q1->error = 0;
+        CHECK(efa_gda_piece_at(r.table, 2, 1, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 64, 1 << 20, &p) == 0, "rail 1 piece");
+        CHECK(efa_gda_post_one(q1, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.rails[0]->peers[1], p, false, 0), &end) == 0, "post");
+        CHECK(efa_gda_quiet_qp(q1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_DEST_QPN, "rail 0's address on rail 1");
+        q1->error = 0;
+        CHECK(efa_gda_post_one(q1, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.rails[1]->peers[1], p, false, 0), &end) == 0 &&
+                  efa_gda_quiet_qp(q1) == 0 && memcmp(r.heap1.data() + (1 << 20), r.heap0.data(), 64) == 0,
+              "rail 1's keys and address on rail 1 work");
+    });
+
+    test("2 rails: 4 warps' puts (4 KiB, and 1 MiB across region ends and max-RDMA pieces), gets and puts with immediate "
+         "spread over both rails by (PE + warp) % 2, land byte-exact; per-rail counts; every rail's slots retired exactly "
+         "(random:21:8 on both)", [] {
+        Rig r("random:21:8", 256, 16, 256 << 10, 64, 64, 2000, true, 2);
+        const uint64_t M = 1ull << 20;
+        constexpr int kWarps = 4, kPuts = 150;
+        const uint64_t kBig = M + 100;
+        auto big_dst = [M](int w) { return 3 * M + M / 2 + (uint64_t)w * (M + M / 8); };
+        auto big_src = [M](int w) { return 3 * M + (uint64_t)w * 400000; };
+        // WQEs of one such put: pieces end at 256 KiB and at the region ends (5 and 9 MiB) of either side.
+        auto pieces = [&](uint64_t local, uint64_t sym, uint64_t len) {
+            auto end_of = [](uint64_t a) -> uint64_t { return a < (5ull << 20) ? 5ull << 20 : a < (9ull << 20) ? 9ull << 20 : 12ull << 20; };
+            uint32_t n = 0;
+            while (len) {
+                const uint64_t k = std::min({len, end_of(local) - local, end_of(sym) - sym, (uint64_t)256 << 10});
+                local += k, sym += k, len -= k, n++;
+            }
+            return n;
+        };
+        std::atomic<int> errs{0};
+        std::atomic<uint32_t> imms{0};
+        for (uint64_t i = 0; i < 8192; i++) r.heap1[10 * M + i] = (uint8_t)(i * 5 + 3);  // what PE 1 holds for the gets
+        parallel(kWarps + 1, [&](int w) {
+            if (w == kWarps) {  // the receiver of the immediates, on every rail
+                uint32_t imm, bytes;
+                int pe;
+                for (uint64_t waited = 0; imms.load() < 2 * kWarps && waited < 20000000; waited++) {
+                    const int rc = efa_gda_rx_poll(&r.s1, &imm, &bytes, &pe);
+                    if (rc < 0) {
+                        errs += 1000;
+                        return;
+                    }
+                    if (rc == 1) {
+                        if (pe != 0 || (imm >> 8) != 0xC0) errs++;
+                        imms++;
+                    } else {
+                        std::this_thread::yield();
+                    }
+                }
+                return;
+            }
+            for (int i = 0; i < kPuts; i++) {
+                const uint64_t off = ((uint64_t)w * kPuts + i) * 4096;
+                if (efa_gda_put_nbi(&r.s0, r.sym(M + off), r.sym(off), 4096, 1)) errs++;
+            }
+            // 1 MiB + 100 B, split at 256 KiB and at region ends (some cross 5 MiB): its pieces stay on its rail.
+            if (efa_gda_put_nbi(&r.s0, r.sym(big_dst(w)), r.sym(big_src(w)), kBig, 1)) errs++;
+            if (efa_gda_get_nbi(&r.s0, r.sym(11 * M + (uint64_t)w * 2048), r.sym(10 * M + (uint64_t)w * 2048), 2048, 1)) errs++;
+            for (int k = 0; k < 2; k++)
+                if (efa_gda_put_imm_nbi(&r.s0, r.sym(9 * M + (uint64_t)(w * 2 + k) * 64), r.sym((uint64_t)(w * 2 + k) * 64), 64, 1,
+                                        0xC000 + (uint32_t)(w * 2 + k)))
+                    errs++;
+        });
+        CHECK(errs == 0, std::to_string(errs.load()) + " device errors");
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet over both rails");
+        CHECK(imms == 2 * kWarps, "immediates taken: " + std::to_string(imms.load()));
+        for (int w = 0; w < kWarps; w++) {
+            CHECK(memcmp(r.heap1.data() + M + (uint64_t)w * kPuts * 4096, r.heap0.data() + (uint64_t)w * kPuts * 4096, kPuts * 4096) == 0,
+                  "4 KiB puts of warp " + std::to_string(w));
+            CHECK(memcmp(r.heap1.data() + big_dst(w), r.heap0.data() + big_src(w), kBig) == 0, "1 MiB put of warp " + std::to_string(w));
+            CHECK(memcmp(r.heap0.data() + 11 * M + (uint64_t)w * 2048, r.heap1.data() + 10 * M + (uint64_t)w * 2048, 2048) == 0,
+                  "get of warp " + std::to_string(w));
+        }
+        CHECK(memcmp(r.heap1.data() + 9 * M, r.heap0.data(), 2 * kWarps * 64) == 0, "data of the puts with immediate");
+        // (PE 1 + warp) % 2: warps 1 and 3 on rail 0, warps 0 and 2 on rail 1. Per warp: 150 puts, the pieces of
+        // its large put, 1 get, 2 puts with immediate (no credit refresh: the window of 32 is never reached).
+        for (uint32_t rail = 0; rail < 2; rail++) {
+            const nvshmemx_efa_gda_qp_t &q = r.s0.rail[rail].qp;
+            uint32_t want = 0;
+            for (int w = 0; w < kWarps; w++)
+                if ((1 + w) % 2 == (int)rail) want += kPuts + pieces(big_src(w), big_dst(w), kBig) + 1 + 2;
+            CHECK(q.sq_reserved == want, "rail " + std::to_string(rail) + " WQEs: " + std::to_string(q.sq_reserved) + ", want " +
+                                             std::to_string(want));
+            CHECK(r.wqes(rail) == want, "the NIC of rail " + std::to_string(rail) + " ran " + std::to_string(r.wqes(rail)));
+            CHECK(q.sq_retired == q.sq_reserved && q.cq_head == q.sq_reserved && q.error == 0, "rail " + std::to_string(rail) + " retired exactly");
+            uint64_t sum = 0;
+            for (uint32_t i = 0; i < q.sq_reserved; i++) sum += (uint16_t)i;
+            CHECK(q.req_id_sum == sum, "rail " + std::to_string(rail) + ": every request id once");
+            CHECK(r.emus[rail]->stats().reordered > 0, "rail " + std::to_string(rail) + " completed out of order");
+            CHECK(r.emus[rail]->stats().errors == 0, "no failed WQE on rail " + std::to_string(rail));
+        }
+        CHECK(r.violations().empty(), r.violations());
+    });
+
+    test("2 rails, negative control: a quiet that waits on the first rail only returns before puts on the other rail landed "
+         "(large:64K:32)", [] {
+        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 2);
+        const int early = concurrent_quiet(r, 2, 3, 1000, false, 256 << 10, true, true);
+        CHECK(early > 0, "the first-rail quiet never returned early in 2 x 1000 tries, so this test could not catch it");
+    });
+    for (int checkers : {2, 4}) {
+        const std::string name = "2 rails: quiet covers every rail: each checker's own put landed whichever rail it took (" +
+                                 std::to_string(checkers) + " checkers, 3 posters, large:64K:32)";
+        test(name.c_str(), [checkers] {
+            Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 2);
+            const int early = concurrent_quiet(r, checkers, 3, 30, false, 256 << 10);
+            CHECK(early == 0, std::to_string(early) + " checks saw the target unwritten after quiet");
+            CHECK(r.wqes(0) > 0 && r.wqes(1) > 0, "both rails carried puts");
+            CHECK(r.emus[0]->stats().reordered > 0 && r.emus[1]->stats().reordered > 0, "reordering was on, on both rails");
+            CHECK(r.violations().empty(), r.violations());
+        });
+    }
+
+    // Signals across rails: the tokens take both rails; the count must wait for every rail's payload.
+    // Rail 0 completes in order while rail 1 holds its large tokens (20 ms, or until 16 later WQEs of rail 1 completed):
+    // a count that waited for its own rail only lands before the other rail's tokens.
+    test("2 rails, signal protocol, negative control: a count that waits only for its own rail's completions (quiet of that "
+         "rail, then the write) is seen before tokens that took the other rail (rail 0 inorder, rail 1 large:4096:16)", [] {
+        Rig r("inorder", 256, 16, 1 << 20, 64, 64, 20000, true, 2, "large:4096:16");
+        SignalOps o = device_ops(r, true);
+        o.signal = [&r](int *slot, int v) {
+            const uint32_t rail = efa_gda_rail_of(&r.s0, 1, efa_gda_warp_channel());
+            const int e = efa_gda_quiet_rail(&r.s0, rail);
+            return e ? e : efa_gda_write_value_nbi_on(&r.s0, rail, slot, (uint32_t)v, 4, 1);
+        };
+        const SignalRun run = dispatch_shaped(r, o, 12);
+        CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
+        CHECK(run.stale > 0, "every count found its tokens in place, so this test could not catch a one-rail wait");
+    });
+    const char *const signal_orders[][2] = {{"random:7:8", "random:7:8"}, {"reverse", "reverse"}, {"inorder", "large:4096:16"}};
+    for (const auto &order : signal_orders) {
+        const std::string name = std::string("2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal "
+                                             "waits for every rail, every count seen finds its tokens in place (rail 0 ") +
+                                 order[0] + ", rail 1 " + order[1] + ")";
+        test(name.c_str(), [order] {
+            // The held tokens wait for later WQEs of their own rail, which gets half of them: give the NIC model
+            // room to let others overtake (idle release after 20 ms instead of 2).
+            Rig r(order[0], 256, 16, 1 << 20, 64, 64, 20000, true, 2, order[1]);
+            const SignalRun run = dispatch_shaped(r, device_ops(r, true), 8);
+            CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
+            CHECK(run.signals == 8 * 8, "counts seen: " + std::to_string(run.signals));
+            CHECK(run.stale == 0, std::to_string(run.stale) + " tokens not in place when their count was seen");
+            CHECK(run.wrong_count == 0, std::to_string(run.wrong_count) + " counts with the wrong value");
+            CHECK(r.wqes(0) > 0 && r.wqes(1) > 0, "both rails carried tokens and counts");
+            CHECK(r.emus[0]->stats().reordered > 0 || r.emus[1]->stats().reordered > 0 || r.emus[1]->stats().max_held > 1,
+                  "completions came out of order: " +
+                  std::to_string(r.wqes(0)) + "/" + std::to_string(r.emus[0]->stats().max_held) + " " + std::to_string(r.wqes(1)) + "/" + std::to_string(r.emus[1]->stats().max_held));
+            CHECK(r.violations().empty(), r.violations());
+        });
+    }
+
+    test("2 rails: a prepared handle binds its rail; a rail GDA does not run on is refused before anything is reserved", [] {
+        Rig r("random:3:4", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+        efa_gda_handle h;
+        CHECK(efa_gda_handle_init_on(&r.s0, 1, 1, r.sym(6 << 20), r.sym(0), &h) == 0, "handle on rail 1");
+        for (int i = 0; i < 50; i++) CHECK(efa_gda_put_nbi(h, r.sym((6 << 20) + i * 64), r.sym(i * 64), 64) == 0, "put through it");
+        CHECK(efa_gda_put_nbi(h, r.sym((9 << 20) - 8), r.sym(3 << 20), 64) == 0, "a put crossing its region: the general way");
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+        CHECK(r.s0.rail[1].qp.sq_reserved == 52 && r.s0.rail[0].qp.sq_reserved == 0, "every WQE on rail 1 (the crossing put in 2)");
+        CHECK(memcmp(r.heap1.data() + (6 << 20), r.heap0.data(), 50 * 64) == 0 &&
+                  memcmp(r.heap1.data() + (9 << 20) - 8, r.heap0.data() + (3 << 20), 64) == 0,
+              "landed");
+        efa_gda_handle bad;
+        CHECK(efa_gda_handle_init_on(&r.s0, 2, 1, r.sym(0), r.sym(0), &bad) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "rail 2 of 2");
+        CHECK(efa_gda_put_nbi(bad, r.sym(0), r.sym(0), 8) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "a post through it");
+        CHECK(efa_gda_put_nbi_on(&r.s0, 7, r.sym(0), r.sym(0), 8, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "put on rail 7");
+        CHECK(efa_gda_write_value_nbi_on(&r.s0, 2, r.sym(0), 1, 4, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "write on rail 2");
+        CHECK(efa_gda_quiet_rail(&r.s0, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "quiet of rail 2");
+        CHECK(r.s0.rail[0].qp.sq_reserved == 0 && r.s0.rail[1].qp.sq_reserved == 52, "nothing reserved by the refused calls");
+        CHECK(r.violations().empty(), r.violations());
     });
 
     printf("%d failed\n", failures);

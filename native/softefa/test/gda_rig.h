@@ -19,8 +19,6 @@
 
 using namespace softefa;
 
-using namespace softefa;
-
 static int failures = 0;
 #define CHECK(cond, msg)                                       \
     do {                                                       \
@@ -38,174 +36,241 @@ inline void test(const char *name, const std::function<void()> &fn) {
     fflush(stdout);
 }
 
-// Two PEs in one process: PE 0 (QP a: qpn 10, ah 1) posts; PE 1 (QP b: qpn 11, ah 2) is the target and
-// receives immediates. Each PE's symmetric heap is one buffer registered as three regions (so transfers
-// cross region ends), as NVSHMEM registers its heap in pieces.
+// Two PEs in one process: PE 0 posts; PE 1 is the target and receives immediates. Each PE's symmetric heap is
+// one buffer registered as three regions (so transfers cross region ends), as NVSHMEM registers its heap in
+// pieces. With rails > 1 each PE has one NIC per rail, and each rail is its own software EFA (a Device: the
+// NICs of rail r of both PEs and the network between them), so a WQE can only reach the QPs and keys of its
+// own rail: rail r's QPs are PE 0: qpn 10 + 2r (ah 1), PE 1: qpn 11 + 2r (ah 2); rail r's keys are PE 0's heap
+// regions 0x100 + 0x10r + i, PE 1's 0x200 + 0x10r + i, credit blocks 0x301/0x300 + 0x10r, signal scratch
+// 0x401 + 0x10r. Rail 0 is what the single-rail rig always was.
 struct Rig {
     static constexpr uint64_t kHeap = 12ull << 20;
     static constexpr uint64_t kPieces[3] = {5ull << 20, 4ull << 20, 3ull << 20};
-    uint32_t sq_entries, max_batch, rx_entries, wqe_size;
+    uint32_t sq_entries, max_batch, rx_entries, wqe_size, n_rails;
     uint64_t max_rdma;
     HostMemory mem;
-    std::unique_ptr<Device> emu;
-    std::vector<uint8_t> heap0, heap1, sq, cq, rx_cq, idle_sq, idle_cq;
-    uint32_t db = 0, idle_db = 0;
-    std::vector<uint32_t> slot_done;
-    // The device states (64 KiB each: on the heap), the queues in them.
+    std::vector<std::unique_ptr<Device>> emus;  // one software EFA per rail
+    Device *emu;                                // rail 0's
+    std::vector<uint8_t> heap0, heap1;
+    // Per rail: PE 0's SQ/CQ/doorbell/slot marks, PE 1's (idle) SQ/CQ/doorbell and RX CQ, the RX state.
+    struct RailMem {
+        std::vector<uint8_t> sq, cq, rx_cq, idle_sq, idle_cq;
+        uint32_t db = 0, idle_db = 0;
+        std::vector<uint32_t> slot_done;
+        nvshmemx_efa_gda_rx_cq_t rx{};
+        std::vector<nvshmemx_efa_gda_peer_t> peers;
+        // Credit blocks: [consumed, sent, seen, landing] x 2 PEs, then locks.
+        uint64_t cred0[8] = {}, cred1[8] = {};
+        uint32_t lock0[2] = {}, lock1[2] = {};
+        nvshmemx_efa_gda_region_t peer_consumed0[2] = {}, peer_consumed1[2] = {};
+        nvshmemx_efa_gda_credits_t credits0{}, credits1{};
+        std::vector<uint64_t> sig0;  // PE 0's signal scratch (one word per SQ slot)
+    };
+    std::vector<std::unique_ptr<RailMem>> rails;
+    // The device states (about 260 KiB each: on the heap), the queues in them.
     std::unique_ptr<nvshmemx_efa_gda_device_state_t> state0{new nvshmemx_efa_gda_device_state_t()},
         state1{new nvshmemx_efa_gda_device_state_t()};
     nvshmemx_efa_gda_device_state_t &s0 = *state0, &s1 = *state1;
-    nvshmemx_efa_gda_qp_t &qp = s0.qp, &qp1 = s1.qp;
-    nvshmemx_efa_gda_rx_cq_t rx{};
-    std::vector<nvshmemx_efa_gda_peer_t> peers;
-    // The region table: header, then a row per region (PE 0's entry, PE 0's view, PE 1's view).
+    nvshmemx_efa_gda_qp_t &qp = s0.rail[0].qp, &qp1 = s1.rail[0].qp;
+    // Rail 0's pieces under the names the single-rail tests use.
+    uint32_t &db;
+    nvshmemx_efa_gda_rx_cq_t &rx;
+    std::vector<nvshmemx_efa_gda_peer_t> &peers;
+    uint64_t (&cred0)[8];
+    nvshmemx_efa_gda_credits_t &credits0;
+    std::vector<uint64_t> &sig0;
+    // The region table: header, then a row per region and rail (PE 0's entry, PE 0's view, PE 1's view).
     std::vector<uint64_t> table_mem;
     nvshmemx_efa_gda_regions_t *table = nullptr;
-    nvshmemx_efa_gda_region_t *row(int i) { return (nvshmemx_efa_gda_region_t *)(table + 1) + (size_t)i * 3; }
-    // Credit blocks: [consumed, sent, seen, landing] x 2 PEs, then locks.
-    uint64_t cred0[8] = {}, cred1[8] = {};
-    uint32_t lock0[2] = {}, lock1[2] = {};
-    nvshmemx_efa_gda_region_t peer_consumed0[2] = {}, peer_consumed1[2] = {};
-    nvshmemx_efa_gda_credits_t credits0{}, credits1{};
-    // PE 0's signal scratch (one word per SQ slot, registered for local access as the transport does).
-    std::vector<uint64_t> sig0;
+    nvshmemx_efa_gda_region_t *row(int i, uint32_t rail = 0) {
+        return (nvshmemx_efa_gda_region_t *)(table + 1) + ((size_t)i * n_rails + rail) * 3;
+    }
+    static uint32_t key(int pe, uint32_t rail, int i) { return 0x100u * (uint32_t)(pe + 1) + 0x10u * rail + (uint32_t)i; }
 
     // The state as the host fills it, hot slots included (hot = false: every region only in the table).
     // idle_us: how long the NIC model holds reordered WQEs when no new doorbell comes. Threads standing in
     // for warps on a loaded 2-core machine stall for milliseconds, so tests that rely on other threads'
-    // WQEs overtaking a held one give it room.
+    // WQEs overtaking a held one give it room. reorder_rest: the completion order of rails 1.. (default: reorder).
     Rig(const char *reorder, uint32_t sq_n = 256, uint32_t batch = 16, uint64_t rdma = 1 << 20, uint32_t rx_n = 64,
-        uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true)
-        : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), max_rdma(rdma), emu(new Device(mem)),
-          heap0(kHeap), heap1(kHeap), sq(sq_n * wqe), cq(sq_n * 32), rx_cq(rx_n * 32), idle_sq(sq_n * 64), idle_cq(sq_n * 32),
-          slot_done(sq_n), sig0(sq_n) {
+        uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true, uint32_t n_rails_ = 1, const char *reorder_rest = nullptr)
+        : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), n_rails(n_rails_), max_rdma(rdma),
+          emus(make_devices(mem, n_rails_)), emu(emus[0].get()), heap0(kHeap), heap1(kHeap),
+          rails(make_rails(n_rails_, sq_n, wqe, rx_n)), db(rails[0]->db), rx(rails[0]->rx), peers(rails[0]->peers),
+          cred0(rails[0]->cred0), credits0(rails[0]->credits0), sig0(rails[0]->sig0) {
+        if (n_rails < 1 || n_rails > NVSHMEMX_EFA_GDA_MAX_RAILS) throw std::string("rig: bad rail count");
         for (size_t i = 0; i < kHeap; i++) heap0[i] = (uint8_t)(i * 131 + 7);
         memset(heap1.data(), 0xA5, kHeap);
-        for (uint32_t i = 0; i < sq_n; i++) slot_done[i] = i - sq_n;
-        qp.sq_buf = sq.data();
-        qp.sq_db = &db;
-        qp.sq_entries = sq_n;
-        qp.sq_log2 = (uint32_t)__builtin_ctz(sq_n);
-        qp.max_batch = batch;
-        qp.wqe_size = wqe;
-        qp.cq_buf = cq.data();
-        qp.cq_entries = sq_n;
-        qp.cq_log2 = qp.sq_log2;
-        qp.cq_entry_size = 32;
-        qp.qp_num = 10;
-        qp.max_rdma_size = rdma;
-        qp.slot_done = slot_done.data();
-        qp1 = qp;
-        qp1.qp_num = 11;
-        rx.cq_buf = rx_cq.data();
-        rx.cq_entries = rx_n;
-        rx.cq_log2 = (uint32_t)__builtin_ctz(rx_n);
-        rx.cq_entry_size = 32;
-        rx.qp_num = 11;
-        peers = {{1, 10, 0x5A5A}, {2, 11, 0x6B6B}};
-        table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 9 * sizeof(nvshmemx_efa_gda_region_t)) / 8, 0);
+        table_mem.assign((sizeof(nvshmemx_efa_gda_regions_t) + 9 * n_rails * sizeof(nvshmemx_efa_gda_region_t)) / 8 + 1, 0);
         table = (nvshmemx_efa_gda_regions_t *)table_mem.data();
-        *table = {3, 2};
-        uint64_t off = 0;
-        for (int i = 0; i < 3; i++) {
-            // EFA's rkey is the lkey: PE 0's view of its own region carries the same key.
-            row(i)[0] = {(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1};
-            row(i)[1] = {(uint64_t)heap0.data() + off, kPieces[i], 0x100u + i, 1};
-            row(i)[2] = {(uint64_t)heap1.data() + off, kPieces[i], 0x200u + i, 1};
-            off += kPieces[i];
+        *table = {3, 2, n_rails, 0};
+        for (uint32_t r = 0; r < n_rails; r++) {
+            uint64_t off = 0;
+            for (int i = 0; i < 3; i++) {
+                // EFA's rkey is the lkey: PE 0's view of its own region carries the same key.
+                row(i, r)[0] = {(uint64_t)heap0.data() + off, kPieces[i], key(0, r, i), 1};
+                row(i, r)[1] = {(uint64_t)heap0.data() + off, kPieces[i], key(0, r, i), 1};
+                row(i, r)[2] = {(uint64_t)heap1.data() + off, kPieces[i], key(1, r, i), 1};
+                off += kPieces[i];
+            }
         }
-        auto credits = [](nvshmemx_efa_gda_credits_t &c, uint64_t *b, uint32_t *lock, uint32_t lkey,
+        for (nvshmemx_efa_gda_device_state_t *st : {&s0, &s1}) {
+            st->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
+            st->n_pes = 2;
+            st->n_rails = n_rails;
+            st->regions = table;
+            st->credit_timeout_ns = 2000000000ull;
+        }
+        s0.my_pe = 0;
+        s1.my_pe = 1;
+        for (uint32_t r = 0; r < n_rails; r++) setup_rail(r, hot, r ? (reorder_rest ? reorder_rest : reorder) : reorder, idle_us);
+        for (auto &e : emus) e->start();
+    }
+    ~Rig() {
+        for (auto &e : emus) e->stop();
+    }
+    std::string violations() {
+        std::string s;
+        for (uint32_t r = 0; r < n_rails; r++)
+            for (auto &v : emus[r]->violations()) s += (n_rails > 1 ? "rail " + std::to_string(r) + ": " : std::string()) + v.what + "; ";
+        return s;
+    }
+    uint8_t *sym(uint64_t off) { return heap0.data() + off; }
+    // Hot slot k of PE 0's state holds table row i, on every rail, as the host fills it.
+    void make_hot(int k, int i) {
+        for (uint32_t r = 0; r < n_rails; r++) {
+            s0.rail[r].hot[k] = {row(i, r)[0].base, row(i, r)[0].length, row(i, r)[0].key, 1, 0};
+            for (int pe = 0; pe < 2; pe++) s0.rail[r].fast[pe].hot[k] = {row(i, r)[1 + pe].base, row(i, r)[1 + pe].key, 1};
+        }
+    }
+    uint64_t wqes(uint32_t rail) { return emus[rail]->stats().wqes; }
+
+private:
+    static std::vector<std::unique_ptr<Device>> make_devices(HostMemory &m, uint32_t n) {
+        std::vector<std::unique_ptr<Device>> v;
+        for (uint32_t r = 0; r < n; r++) v.emplace_back(new Device(m));
+        return v;
+    }
+    static std::vector<std::unique_ptr<RailMem>> make_rails(uint32_t n, uint32_t sq_n, uint32_t wqe, uint32_t rx_n) {
+        std::vector<std::unique_ptr<RailMem>> v;
+        for (uint32_t r = 0; r < n; r++) {
+            std::unique_ptr<RailMem> m(new RailMem());
+            m->sq.assign(sq_n * wqe, 0);
+            m->cq.assign(sq_n * 32, 0);
+            m->rx_cq.assign(rx_n * 32, 0);
+            m->idle_sq.assign(sq_n * 64, 0);
+            m->idle_cq.assign(sq_n * 32, 0);
+            m->slot_done.resize(sq_n);
+            for (uint32_t i = 0; i < sq_n; i++) m->slot_done[i] = i - sq_n;
+            m->sig0.assign(sq_n, 0);
+            v.push_back(std::move(m));
+        }
+        return v;
+    }
+    void setup_rail(uint32_t r, bool hot, const char *reorder, uint32_t idle_us) {
+        RailMem &m = *rails[r];
+        Device &dev = *emus[r];
+        const uint16_t qpn0 = (uint16_t)(10 + 2 * r), qpn1 = (uint16_t)(11 + 2 * r);
+        nvshmemx_efa_gda_rail_t &a = s0.rail[r], &b = s1.rail[r];
+        nvshmemx_efa_gda_qp_t &q = a.qp;
+        q.sq_buf = m.sq.data();
+        q.sq_db = &m.db;
+        q.sq_entries = sq_entries;
+        q.sq_log2 = (uint32_t)__builtin_ctz(sq_entries);
+        q.max_batch = max_batch;
+        q.wqe_size = wqe_size;
+        q.cq_buf = m.cq.data();
+        q.cq_entries = sq_entries;
+        q.cq_log2 = q.sq_log2;
+        q.cq_entry_size = 32;
+        q.qp_num = qpn0;
+        q.max_rdma_size = max_rdma;
+        q.slot_done = m.slot_done.data();
+        b.qp = q;
+        b.qp.qp_num = qpn1;
+        m.rx.cq_buf = m.rx_cq.data();
+        m.rx.cq_entries = rx_entries;
+        m.rx.cq_log2 = (uint32_t)__builtin_ctz(rx_entries);
+        m.rx.cq_entry_size = 32;
+        m.rx.qp_num = qpn1;
+        m.peers = {{1, qpn0, 0x5A5A}, {2, qpn1, 0x6B6B}};
+        auto credits = [](nvshmemx_efa_gda_credits_t &c, uint64_t *blk, uint32_t *lock, uint32_t lkey,
                           nvshmemx_efa_gda_region_t *peer) {
-            c.consumed = b;
-            c.sent = b + 2;
-            c.seen = b + 4;
-            c.landing = b + 6;
+            c.consumed = blk;
+            c.sent = blk + 2;
+            c.seen = blk + 4;
+            c.landing = blk + 6;
             c.lock = lock;
             c.lkey = lkey;
             c.peer_consumed = peer;
         };
-        credits(credits0, cred0, lock0, 0x301, peer_consumed0);
-        credits(credits1, cred1, lock1, 0x302, peer_consumed1);
-        peer_consumed0[0] = {(uint64_t)cred0, 16, 0x301, 1};  // PE 0's own consumed[] (what a failed post's filler reads)
-        peer_consumed0[1] = {(uint64_t)cred1, 16, 0x300, 1};  // PE 1's consumed[] as PE 0 reads it
-        for (nvshmemx_efa_gda_device_state_t *st : {&s0, &s1}) {
-            st->abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
-            st->n_pes = 2;
-            st->imm_window = rx_n / 2;
-            st->peers = peers.data();
-            st->regions = table;
-            st->credit_timeout_ns = 2000000000ull;
-            for (int pe = 0; pe < 2; pe++) st->fast[pe].addr = peers[pe];
+        const uint32_t rk = 0x10u * r;
+        credits(m.credits0, m.cred0, m.lock0, 0x301 + rk, m.peer_consumed0);
+        credits(m.credits1, m.cred1, m.lock1, 0x302 + rk, m.peer_consumed1);
+        m.peer_consumed0[0] = {(uint64_t)m.cred0, 16, 0x301 + rk, 1};  // PE 0's own consumed[] (what a failed post's filler reads)
+        m.peer_consumed0[1] = {(uint64_t)m.cred1, 16, 0x300 + rk, 1};  // PE 1's consumed[] as PE 0 reads it
+        for (nvshmemx_efa_gda_rail_t *rl : {&a, &b}) {
+            rl->imm_window = rx_entries / 2;
+            rl->peers = m.peers.data();
+            for (int pe = 0; pe < 2; pe++) rl->fast[pe].addr = m.peers[pe];
         }
-        s0.my_pe = 0;
-        s0.credits = &credits0;
-        s0.signal_src = sig0.data();
-        s0.signal_lkey = 0x401;
-        s1.my_pe = 1;
-        s1.rx_cq = &rx;
-        s1.credits = &credits1;
+        a.credits = &m.credits0;
+        a.signal_src = m.sig0.data();
+        a.signal_lkey = 0x401 + rk;
+        b.rx_cq = &m.rx;
+        b.credits = &m.credits1;
         if (hot)
-            for (int i = 0; i < 3; i++) make_hot(i, i);
+            for (int i = 0; i < 3; i++) {
+                a.hot[i] = {row(i, r)[0].base, row(i, r)[0].length, row(i, r)[0].key, 1, 0};
+                for (int pe = 0; pe < 2; pe++) a.fast[pe].hot[i] = {row(i, r)[1 + pe].base, row(i, r)[1 + pe].key, 1};
+            }
 
-        // The NIC's view.
-        off = 0;
+        // The NIC's view (this rail's keys only).
+        uint64_t off = 0;
         for (int i = 0; i < 3; i++) {
-            emu->add_region({0x100u + i, (uint64_t)heap0.data() + off, kPieces[i], true, true});
-            emu->add_region({0x200u + i, (uint64_t)heap1.data() + off, kPieces[i], true, true});
+            dev.add_region({key(0, r, i), (uint64_t)heap0.data() + off, kPieces[i], true, true});
+            dev.add_region({key(1, r, i), (uint64_t)heap1.data() + off, kPieces[i], true, true});
             off += kPieces[i];
         }
-        emu->add_region({0x300, (uint64_t)cred1, 16, true, false});
-        emu->add_region({0x301, (uint64_t)cred0, sizeof cred0, true, false});
-        emu->add_region({0x401, (uint64_t)sig0.data(), sig0.size() * sizeof(uint64_t), false, false});
-        QpConfig a{};
-        a.sq = sq.data();
-        a.db = &db;
-        a.sq_entries = sq_n;
-        a.max_batch = batch;
-        a.cq = cq.data();
-        a.cq_entries = sq_n;
-        a.cq_entry_size = 32;
-        a.qpn = 10;
-        a.ah = 1;
-        a.qkey = 0x5A5A;
-        a.max_rdma_size = rdma;
-        a.wqe_size = wqe;
-        emu->add_qp(a);
-        QpConfig b = a;
-        b.sq = idle_sq.data();
-        b.db = &idle_db;
-        b.cq = idle_cq.data();
-        b.wqe_size = 64;
-        b.rx_cq = rx_cq.data();
-        b.rx_cq_entries = rx_n;
-        b.rx_cq_entry_size = 32;
-        b.rx_consumed = [this] { return __atomic_load_n(&rx.cq_head, __ATOMIC_SEQ_CST); };
-        b.qpn = 11;
-        b.ah = 2;
-        b.qkey = 0x6B6B;
-        emu->add_qp(b);
-        emu->av_insert(1, 1, 10);  // PE 1 inserted PE 0
-        emu->av_insert(0, 2, 11);
-        emu->av_insert(0, 1, 10);  // and every PE itself, as the host inserts every PE
-        emu->av_insert(1, 2, 11);
-        Reorder r;
+        dev.add_region({0x300 + rk, (uint64_t)m.cred1, 16, true, false});
+        dev.add_region({0x301 + rk, (uint64_t)m.cred0, sizeof m.cred0, true, false});
+        dev.add_region({0x401 + rk, (uint64_t)m.sig0.data(), m.sig0.size() * sizeof(uint64_t), false, false});
+        QpConfig qa{};
+        qa.sq = m.sq.data();
+        qa.db = &m.db;
+        qa.sq_entries = sq_entries;
+        qa.max_batch = max_batch;
+        qa.cq = m.cq.data();
+        qa.cq_entries = sq_entries;
+        qa.cq_entry_size = 32;
+        qa.qpn = qpn0;
+        qa.ah = 1;
+        qa.qkey = 0x5A5A;
+        qa.max_rdma_size = max_rdma;
+        qa.wqe_size = wqe_size;
+        dev.add_qp(qa);
+        QpConfig qb = qa;
+        qb.sq = m.idle_sq.data();
+        qb.db = &m.idle_db;
+        qb.cq = m.idle_cq.data();
+        qb.wqe_size = 64;
+        qb.rx_cq = m.rx_cq.data();
+        qb.rx_cq_entries = rx_entries;
+        qb.rx_cq_entry_size = 32;
+        nvshmemx_efa_gda_rx_cq_t *rxp = &m.rx;
+        qb.rx_consumed = [rxp] { return __atomic_load_n(&rxp->cq_head, __ATOMIC_SEQ_CST); };
+        qb.qpn = qpn1;
+        qb.ah = 2;
+        qb.qkey = 0x6B6B;
+        dev.add_qp(qb);
+        dev.av_insert(1, 1, qpn0);  // PE 1 inserted PE 0
+        dev.av_insert(0, 2, qpn1);
+        dev.av_insert(0, 1, qpn0);  // and every PE itself, as the host inserts every PE
+        dev.av_insert(1, 2, qpn1);
+        Reorder ro;
         std::string why;
-        if (!parse_reorder(reorder, &r, &why)) throw why;
-        r.idle_us = idle_us;
-        emu->set_reorder(r);
-        emu->start();
-    }
-    ~Rig() { emu->stop(); }
-    std::string violations() {
-        std::string s;
-        for (auto &v : emu->violations()) s += v.what + "; ";
-        return s;
-    }
-    uint8_t *sym(uint64_t off) { return heap0.data() + off; }
-    // Hot slot k of PE 0's state holds table row i, as the host fills it.
-    void make_hot(int k, int i) {
-        s0.hot[k] = {row(i)[0].base, row(i)[0].length, row(i)[0].key, 1, 0};
-        for (int pe = 0; pe < 2; pe++) s0.fast[pe].hot[k] = {row(i)[1 + pe].base, row(i)[1 + pe].key, 1};
+        if (!parse_reorder(reorder, &ro, &why)) throw why;
+        ro.idle_us = idle_us;
+        dev.set_reorder(ro);
     }
 };
 constexpr uint64_t Rig::kPieces[3];
@@ -233,10 +298,14 @@ inline void within_ms(const char *what, int ms, const std::function<void()> &fn)
     if (!failure.empty()) throw failure;
 }
 
-// Runs fn on n threads (one "warp" each).
+// Runs fn on n threads, thread i being warp i (threadIdx.x = 32 i: lane 0 of warp i, the rail policy's channel i).
 inline void parallel(int n, const std::function<void(int)> &fn) {
     std::vector<std::thread> t;
-    for (int i = 0; i < n; i++) t.emplace_back(fn, i);
+    for (int i = 0; i < n; i++)
+        t.emplace_back([&fn, i] {
+            threadIdx.x = 32u * (unsigned)i;
+            fn(i);
+        });
     for (auto &x : t) x.join();
 }
 

@@ -80,7 +80,9 @@ static SignalOps shim_ops() {
     o.put = [](void *dst, const void *src, uint64_t n) {
         const uint64_t d = (uint64_t)dst;
         if (deep_ep::nvshmemi_get_p2p_ptr(d, 0, 1) != 0) return 1;  // the NVLink branch: not this test's
-        deep_ep::nvshmemi_ibgda_put_nbi_warp(d, (uint64_t)src, n, 1, 0, 0, 0);
+        // As DeepEP: the expert (derived here from the token's slot area) as qp_id, the token's slot as message_idx.
+        static thread_local int slot = 0;
+        deep_ep::nvshmemi_ibgda_put_nbi_warp(d, (uint64_t)src, n, 1, (int)((d >> 13) % 8), 0, slot++);
         return 0;
     };
     o.signal = [](int *slot, int v) {
@@ -123,6 +125,48 @@ int main() {
         // Payload, counts and the barrier value all went through the GDA queue.
         CHECK(r.qp.sq_reserved == (uint32_t)(kTokens + kSignals + 1), "GDA WQEs: " + std::to_string(r.qp.sq_reserved));
         CHECK(r.emu->stats().reordered > 0 && r.emu->violations().empty(), r.violations());
+    });
+
+    // Orders: both rails random; rail 0 in order while rail 1 holds its large tokens (20 ms, or 16 later WQEs), so a
+    // count that waited for its own rail only would land before the tokens of the other.
+    const char *const orders[][2] = {{"random:7:8", "random:7:8"}, {"inorder", "large:4096:16"}};
+    for (const auto &order : orders) {
+    const std::string name = std::string("2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; "
+                                         "no NVSHMEM call; every count finds its tokens in place (rail 0 ") + order[0] + ", rail 1 " + order[1] + ")";
+    test(name.c_str(), [&] {
+        Rig r(order[0], 256, 16, 1 << 20, 64, 64, 20000, true, 2, order[1]);
+        setup(r, Mode::GdaSignals);
+        const SignalRun run = dispatch_shaped(r, shim_ops(), kRounds);
+        barrier_remote_part(r, -5);
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+        CHECK(run.errors == 0 && run.signals == kSignals, "signals seen: " + std::to_string(run.signals));
+        CHECK(run.stale == 0 && run.wrong_count == 0, std::to_string(run.stale) + " tokens not in place, " +
+                                                          std::to_string(run.wrong_count) + " wrong counts");
+        CHECK(*(const int *)(r.heap1.data() + sync_off) == -5, "rma_p landed over GDA");
+        CHECK(g_calls.total() == 0, "NVSHMEM calls: " + std::to_string(g_calls.total()));
+        const uint32_t w0 = r.s0.rail[0].qp.sq_reserved, w1 = r.s0.rail[1].qp.sq_reserved;
+        CHECK(w0 > kTokens / 4 && w1 > kTokens / 4 && w0 + w1 == (uint32_t)(kTokens + kSignals + 1),
+              "GDA WQEs per rail: " + std::to_string(w0) + " + " + std::to_string(w1));
+        CHECK(r.wqes(0) == w0 && r.wqes(1) == w1, "each rail's NIC ran its WQEs");
+        // Out of order: within a rail (random), or rail 1's tokens held past later WQEs of rail 0 (large).
+        const Stats a = r.emus[0]->stats(), b = r.emus[1]->stats();
+        CHECK(a.reordered + b.reordered > 0 || b.max_held > 1, "completions were not out of order");
+        CHECK(r.violations().empty(), r.violations());
+    });
+    }
+
+    test("2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed on both rails "
+         "(random:7:8)", [&] {
+        Rig r("random:7:8", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+        setup(r, Mode::ProxySignals);
+        const SignalRun run = dispatch_shaped(r, shim_ops(), kRounds);
+        barrier_remote_part(r, -5);
+        CHECK(run.errors == 0 && run.signals == kSignals && run.stale == 0 && run.wrong_count == 0,
+              std::to_string(run.stale) + " tokens not in place");
+        CHECK(g_calls.put == 0 && g_calls.add == kSignals && g_calls.p == 1, "NVSHMEM adds " + std::to_string(g_calls.add));
+        CHECK(r.s0.rail[0].qp.sq_reserved > 0 && r.s0.rail[1].qp.sq_reserved > 0 &&
+                  r.s0.rail[0].qp.sq_reserved + r.s0.rail[1].qp.sq_reserved == (uint32_t)kTokens,
+              "only the payload on GDA, on both rails");
     });
 
     test("NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the "

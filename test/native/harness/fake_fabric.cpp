@@ -3,10 +3,12 @@
 // fi_fabric / fi_strerror and the ops tables of the objects these hand out). Queues are host memory; the
 // NIC does nothing. What the host code asked for is kept in fake_fabric_* for the harness to check.
 //
-// Per-process knobs (environment): FAKE_PE (this PE's number: QP number 100 + PE), FAKE_NO_EFA_DIRECT
-// (fi_getinfo finds nothing), FAKE_WQE_SIZE (SQ entry size, default 64), FAKE_AV_FAIL (fi_av_insert fails),
-// FAKE_MR_FAIL_NTH (the Nth fi_mr_regattr fails), FAKE_CQ_OVERSIZE (query_cq reports more entries than
-// were asked for, so the buffer is too small).
+// Per-process knobs (environment): FAKE_PE (this PE's number: QP number 100 + PE + 10 x the domain's index,
+// in the order domains are opened), FAKE_NO_EFA_DIRECT (fi_getinfo finds nothing), FAKE_NO_EFA_DIRECT_DOMAIN
+// (fi_getinfo finds nothing for that domain name only: one rail that cannot be opened), FAKE_WQE_SIZE (SQ
+// entry size, default 64), FAKE_AV_FAIL (fi_av_insert fails), FAKE_MR_FAIL_NTH (the Nth fi_mr_regattr fails),
+// FAKE_CQ_OVERSIZE (query_cq reports more entries than were asked for, so the buffer is too small). Every
+// domain, endpoint and AV keeps its own state, so several rails (domains) of one process stay apart.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -44,8 +46,21 @@ struct Queues {
     std::vector<uint8_t> sq, rq;
     uint32_t sq_db = 0, rq_db = 0;
 };
-Queues g_q;
-std::vector<Address> g_av;
+struct FakeDomain {
+    struct fid_domain domain;
+    int index;  // opening order: the rail
+};
+struct FakeAv {
+    struct fid_av av;
+    std::vector<Address> entries;
+};
+struct FakeEp {
+    struct fid_ep ep;
+    int domain_index;
+    FakeAv *av;
+    Queues q;
+};
+int g_domains = 0;
 int g_mr_count = 0;
 uint64_t g_next_key = 0x1000;
 
@@ -69,27 +84,31 @@ struct fi_ops_av g_av_ops;
 struct fi_ops_cm g_cm_ops;
 struct fi_efa_ops_gda g_gda;
 
-int av_insert(struct fid_av *, const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t, void *) {
+int av_insert(struct fid_av *av, const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t, void *) {
     if (getenv("FAKE_AV_FAIL") || count != 1) return -FI_EINVAL;
     Address a;
     memcpy(&a, addr, sizeof a);
     if (memcmp(a.tag, "FAKE", 4)) return -FI_EINVAL;
-    g_av.push_back(a);
-    *fi_addr = g_av.size() - 1;
+    FakeAv *f = reinterpret_cast<FakeAv *>(av);
+    f->entries.push_back(a);
+    *fi_addr = f->entries.size() - 1;
     fake_fabric.av_inserts++;
     return 1;
 }
 
-int getname(fid_t, void *addr, size_t *len) {
+int getname(fid_t fid, void *addr, size_t *len) {
     if (*len < sizeof(Address)) return -FI_ETOOSMALL;
-    Address a = {{'F', 'A', 'K', 'E'}, (uint16_t)(100 + env_int("FAKE_PE", 0)), 0, 0x11110000u + (uint32_t)env_int("FAKE_PE", 0)};
+    const FakeEp *e = reinterpret_cast<const FakeEp *>(fid);
+    const int pe = env_int("FAKE_PE", 0);
+    Address a = {{'F', 'A', 'K', 'E'}, (uint16_t)(100 + pe + 10 * e->domain_index), 0, 0x11110000u + (uint32_t)pe};
     memcpy(addr, &a, sizeof a);
     *len = sizeof a;
     return 0;
 }
 
-int ep_bind(struct fid *, struct fid *bfid, uint64_t flags) {
+int ep_bind(struct fid *ep, struct fid *bfid, uint64_t flags) {
     if (bfid->fclass == FI_CLASS_CQ) fake_fabric.cq_binds.push_back(flags);
+    if (bfid->fclass == FI_CLASS_AV) reinterpret_cast<FakeEp *>(ep)->av = reinterpret_cast<FakeAv *>(bfid);
     return 0;
 }
 int ep_control(struct fid *, int command, void *) {
@@ -97,19 +116,22 @@ int ep_control(struct fid *, int command, void *) {
     return 0;
 }
 
-int endpoint(struct fid_domain *, struct fi_info *, struct fid_ep **ep, void *) {
-    struct fid_ep *e = make<struct fid_ep>(FI_CLASS_EP);
-    e->fid.ops = &g_ep_fid_ops;
-    e->cm = &g_cm_ops;
-    *ep = e;
+int endpoint(struct fid_domain *d, struct fi_info *, struct fid_ep **ep, void *) {
+    FakeEp *e = new FakeEp();
+    e->ep.fid.fclass = FI_CLASS_EP;
+    e->ep.fid.ops = &g_ep_fid_ops;
+    e->ep.cm = &g_cm_ops;
+    e->domain_index = reinterpret_cast<FakeDomain *>(d)->index;
+    *ep = &e->ep;
     return 0;
 }
 
 int av_open(struct fid_domain *, struct fi_av_attr *, struct fid_av **av, void *) {
-    struct fid_av *a = make<struct fid_av>(FI_CLASS_AV);
-    a->fid.ops = &g_fid_ops;
-    a->ops = &g_av_ops;
-    *av = a;
+    FakeAv *a = new FakeAv();
+    a->av.fid.fclass = FI_CLASS_AV;
+    a->av.fid.ops = &g_fid_ops;
+    a->av.ops = &g_av_ops;
+    *av = &a->av;
     return 0;
 }
 
@@ -124,27 +146,29 @@ int mr_regattr(struct fid *, const struct fi_mr_attr *attr, uint64_t, struct fid
     return 0;
 }
 
-int query_addr(struct fid_ep *, fi_addr_t addr, uint16_t *ahn, uint16_t *qpn, uint32_t *qkey) {
-    if (addr >= g_av.size()) return -FI_EINVAL;
+int query_addr(struct fid_ep *ep, fi_addr_t addr, uint16_t *ahn, uint16_t *qpn, uint32_t *qkey) {
+    const FakeAv *av = reinterpret_cast<FakeEp *>(ep)->av;
+    if (!av || addr >= av->entries.size()) return -FI_EINVAL;
     *ahn = (uint16_t)(500 + addr);
-    *qpn = g_av[addr].qpn;
-    *qkey = g_av[addr].qkey;
+    *qpn = av->entries[addr].qpn;
+    *qkey = av->entries[addr].qkey;
     return 0;
 }
 
-int query_qp_wqs(struct fid_ep *, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq) {
+int query_qp_wqs(struct fid_ep *ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq) {
+    Queues &q = reinterpret_cast<FakeEp *>(ep)->q;
     const uint32_t wqe = (uint32_t)env_int("FAKE_WQE_SIZE", 64);
-    g_q.sq.assign(256 * wqe + 4096, 0);
-    g_q.rq.assign(256 * 16, 0);
-    sq->buffer = g_q.sq.data() + 64;  // like the LLQ: not page aligned
+    q.sq.assign(256 * wqe + 4096, 0);
+    q.rq.assign(256 * 16, 0);
+    sq->buffer = q.sq.data() + 64;  // like the LLQ: not page aligned
     sq->entry_size = wqe;
     sq->num_entries = 256;
-    sq->doorbell = &g_q.sq_db;
+    sq->doorbell = &q.sq_db;
     sq->max_batch = 16;
-    rq->buffer = g_q.rq.data();
+    rq->buffer = q.rq.data();
     rq->entry_size = 16;
     rq->num_entries = 256;
-    rq->doorbell = &g_q.rq_db;
+    rq->doorbell = &q.rq_db;
     rq->max_batch = 256;
     return 0;
 }
@@ -189,11 +213,13 @@ int ops_open(struct fid *, const char *name, uint64_t, void **ops, void *) {
 }
 
 int domain(struct fid_fabric *, struct fi_info *, struct fid_domain **dom, void *) {
-    struct fid_domain *d = make<struct fid_domain>(FI_CLASS_DOMAIN);
-    d->fid.ops = &g_domain_fid_ops;
-    d->ops = &g_domain_ops;
-    d->mr = &g_mr_ops;
-    *dom = d;
+    FakeDomain *d = new FakeDomain();
+    d->domain.fid.fclass = FI_CLASS_DOMAIN;
+    d->domain.fid.ops = &g_domain_fid_ops;
+    d->domain.ops = &g_domain_ops;
+    d->domain.mr = &g_mr_ops;
+    d->index = g_domains++;
+    *dom = &d->domain;
     return 0;
 }
 
@@ -272,6 +298,9 @@ int fi_getinfo(uint32_t, const char *, const char *, uint64_t, const struct fi_i
     fake_fabric.hint_mode = hints->mode;
     fake_fabric.hint_mr_mode = hints->domain_attr->mr_mode;
     if (getenv("FAKE_NO_EFA_DIRECT")) return -FI_ENODATA;
+    const char *no_domain = getenv("FAKE_NO_EFA_DIRECT_DOMAIN");
+    if (no_domain && hints->domain_attr->name && strcmp(no_domain, hints->domain_attr->name) == 0) return -FI_ENODATA;
+    fake_fabric.getinfo_domains.push_back(hints->domain_attr->name ? hints->domain_attr->name : "");
     struct fi_info *i = fi_dupinfo(hints);
     i->domain_attr->name = strdup(hints->domain_attr->name ? hints->domain_attr->name : "rdmap0s0-rdm");
     i->tx_attr->size = 256;

@@ -22,6 +22,7 @@ struct FakeFabricLog {
     std::vector<uint64_t> cq_binds;  // flags of each CQ bound to the endpoint
     std::vector<int> mr_ifaces;      // fi_hmem_iface of each registration
     std::vector<FakeCqRequest> cq_requests;
+    std::vector<std::string> getinfo_domains;  // the domain name each successful fi_getinfo asked for
 };
 
 extern FakeFabricLog fake_fabric;

@@ -4,7 +4,9 @@
 // waiting in one (a hang) instead of hanging. Each PE prints what the host code did and published.
 //
 //   gda_host_fake_harness SCENARIO      (run with LD_LIBRARY_PATH at the fake libcuda.so.1)
-// Scenarios: active, wide-wqe, mismatch, none, no-efa-pe1, av-fail-pe1, region-fail-pe1, cq-oversize, no-pcie.
+// Scenarios: active, wide-wqe, mismatch, none, no-efa-pe1, av-fail-pe1, region-fail-pe1, cq-oversize, no-pcie,
+// and with two NICs per PE (FAKE_RAILS: the domain names NVSHMEM hands over, one rail each): rails2,
+// rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1.
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
@@ -51,6 +53,8 @@ int allgather(const void *in, void *out, int bytes, void *) {
     return io(g_sock, out, (size_t)bytes * kPes, false) ? 0 : -1;
 }
 
+const char *const kTwo = "rdmap0s0-rdm,rdmap1s0-rdm";
+
 std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios() {
     auto on = [](std::map<std::string, std::string> extra = {}) {
         extra["NVSHMEM_EFA_GDA_ENABLE"] = "1";
@@ -67,31 +71,45 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
         {"region-fail-pe1", {on(), on({{"FAKE_MR_FAIL_NTH", "3"}})}},
         {"cq-oversize", {on({{"FAKE_CQ_OVERSIZE", "1"}}), on()}},
         {"no-pcie", {on({{"FAKE_CUDA_NO_PCIE_MAPPING", "1"}}), on({{"FAKE_CUDA_NO_PCIE_MAPPING", "1"}})}},
+        {"rails2", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}})}},
+        {"rail1-fails-pe1", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}, {"FAKE_NO_EFA_DIRECT_DOMAIN", "rdmap1s0-rdm"}})}},
+        {"rails-none-pe1", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}, {"FAKE_NO_EFA_DIRECT", "1"}})}},
+        {"rails-dup", {on({{"FAKE_RAILS", "rdmap0s0-rdm,rdmap0s0-rdm"}}), on({{"FAKE_RAILS", "rdmap0s0-rdm,rdmap0s0-rdm"}})}},
+        {"rails-env-pe0", {on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_RAILS", "1"}}), on({{"FAKE_RAILS", kTwo}})}},
+        {"rails-env-bad", {on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_RAILS", "two"}}), on({{"FAKE_RAILS", kTwo}})}},
+        // registrations per PE: the credit blocks of rail 0 and rail 1, then each heap region on rail 0 and rail 1:
+        // the 4th is the GPU heap region on rail 1
+        {"rails-region-fail-pe1", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}, {"FAKE_MR_FAIL_NTH", "4"}})}},
     };
 }
 
 void print_table(const char *when) {
     const nvshmemx_efa_gda_device_state_t *s = nvshmemx_efa_gda_get_device_state();
     const nvshmemx_efa_gda_regions_t *t = s->regions;
-    printf("table %s: count=%u n_pes=%u at=%p\n", when, t->count, t->n_pes, (const void *)t);
-    for (uint32_t i = 0; i < t->count; i++) {
-        const nvshmemx_efa_gda_region_t *row = (const nvshmemx_efa_gda_region_t *)(t + 1) + (size_t)i * (1 + t->n_pes);
-        printf("  region %u: local valid=%u key=0x%x len=%llu", i, row[0].valid, row[0].key, (unsigned long long)row[0].length);
-        for (uint32_t pe = 0; pe < t->n_pes; pe++) {
-            const nvshmemx_efa_gda_region_t &r = row[1 + pe];
-            printf(" | pe%u valid=%u key=0x%x len=%llu", pe, r.valid, r.key, (unsigned long long)r.length);
+    printf("table %s: count=%u n_pes=%u n_rails=%u at=%p\n", when, t->count, t->n_pes, t->n_rails, (const void *)t);
+    for (uint32_t i = 0; i < t->count; i++)
+        for (uint32_t k = 0; k < t->n_rails; k++) {
+            const nvshmemx_efa_gda_region_t *row = (const nvshmemx_efa_gda_region_t *)(t + 1) + ((size_t)i * t->n_rails + k) * (1 + t->n_pes);
+            printf("  region %u%s: local valid=%u key=0x%x len=%llu", i, k ? (" rail " + std::to_string(k)).c_str() : "", row[0].valid,
+                   row[0].key, (unsigned long long)row[0].length);
+            for (uint32_t pe = 0; pe < t->n_pes; pe++) {
+                const nvshmemx_efa_gda_region_t &r = row[1 + pe];
+                printf(" | pe%u valid=%u key=0x%x len=%llu", pe, r.valid, r.key, (unsigned long long)r.length);
+            }
+            printf("\n");
         }
-        printf("\n");
-    }
-    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
-        const nvshmemx_efa_gda_hot_local_t &h = s->hot[k];
-        printf("  hot %d: present=%u len=%llu key=0x%x base_is_row=%d", k, h.present, (unsigned long long)h.length, h.lkey,
-               t->count && h.base == ((const nvshmemx_efa_gda_region_t *)(t + 1))[0].base);
-        for (uint32_t pe = 0; pe < t->n_pes; pe++)
-            printf(" | pe%u present=%u key=0x%x base_set=%d", pe, s->fast[pe].hot[k].present, s->fast[pe].hot[k].rkey,
-                   s->fast[pe].hot[k].base != 0);
-        printf("\n");
-    }
+    for (uint32_t k = 0; k < s->n_rails; k++)
+        for (int slot = 0; slot < NVSHMEMX_EFA_GDA_HOT_REGIONS; slot++) {
+            const nvshmemx_efa_gda_rail_t &rl = s->rail[k];
+            const nvshmemx_efa_gda_hot_local_t &h = rl.hot[slot];
+            printf("  hot %d%s: present=%u len=%llu key=0x%x base_is_row=%d", slot, k ? (" rail " + std::to_string(k)).c_str() : "",
+                   h.present, (unsigned long long)h.length, h.lkey,
+                   t->count && h.base == ((const nvshmemx_efa_gda_region_t *)(t + 1))[0].base);
+            for (uint32_t pe = 0; pe < t->n_pes; pe++)
+                printf(" | pe%u present=%u key=0x%x base_set=%d", pe, rl.fast[pe].hot[slot].present, rl.fast[pe].hot[slot].rkey,
+                       rl.fast[pe].hot[slot].base != 0);
+            printf("\n");
+        }
 }
 
 int run_pe(int pe, const std::map<std::string, std::string> &env) {
@@ -102,40 +120,74 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
     const int enabled = nvshmemt_efa_gda_enabled();
     printf("enabled()=%d\n", enabled);
     nvshmemt_efa_gda_bootstrap_t boot = {pe, kPes, allgather, nullptr};
-    const int rc = enabled ? nvshmemt_efa_gda_init(nullptr, &boot) : 0;
-    printf("init=%d active=%d gathers=%d\n", rc, nvshmemx_efa_gda_is_active(), g_gathers);
+    // FAKE_RAILS: one of NVSHMEM's fi_infos per named domain, as the multi-rail transport hands them over;
+    // otherwise the single-rail call with no info (the PE's one NIC).
+    std::vector<struct fi_info *> infos;
+    if (const char *names = getenv("FAKE_RAILS")) {
+        std::string list = names;
+        for (size_t at = 0; at <= list.size();) {
+            const size_t comma = list.find(',', at);
+            const std::string one = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            struct fi_info *i = fi_dupinfo(nullptr);
+            i->domain_attr->name = strdup(one.c_str());
+            infos.push_back(i);
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+    }
+    int rc = 0;
+    if (enabled && infos.empty()) rc = nvshmemt_efa_gda_init(nullptr, &boot);
+    else if (enabled) rc = nvshmemt_efa_gda_init_rails(infos.data(), (int)infos.size(), &boot);
+    printf("init=%d active=%d gathers=%d rails=%d\n", rc, nvshmemx_efa_gda_is_active(), g_gathers, nvshmemx_efa_gda_rails());
     printf("status: %s\n", nvshmemx_efa_gda_status());
     printf("hints: fabric=%s inject_size=%zu context2=%d mr_local=%d\n", fake_fabric.hint_fabric.c_str(),
            fake_fabric.hint_inject_size, (fake_fabric.hint_mode & FI_CONTEXT2) != 0, (fake_fabric.hint_mr_mode & FI_MR_LOCAL) != 0);
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (nvshmemx_efa_gda_is_active()) {
         nvshmemx_efa_gda_device_state_t *s = nvshmemx_efa_gda_get_device_state();
-        const nvshmemx_efa_gda_qp_t *q = &s->qp;
-        printf("state: abi=%u my_pe=%d n_pes=%d imm_window=%u timeout_ns=%llu\n", s->abi_version, s->my_pe, s->n_pes,
-               s->imm_window, (unsigned long long)s->credit_timeout_ns);
-        printf("qp: qp_num=%u own_peer_qpn=%u sq=%ux%u max_batch=%u cq=%ux%u rx=%ux%u rx_qp_num=%u\n", q->qp_num,
-               s->peers[pe].qpn, q->sq_entries, q->wqe_size, q->max_batch, q->cq_entries, q->cq_entry_size, s->rx_cq->cq_entries,
-               s->rx_cq->cq_entry_size, s->rx_cq->qp_num);
-        printf("slot_done: first=%d last=%d\n", (int)q->slot_done[0], (int)q->slot_done[q->sq_entries - 1]);
-        // Signal scratch: one zeroed u64 per SQ slot, after the credit counters in their registered block (same lkey).
-        bool sig_zero = s->signal_src != nullptr;
-        for (uint32_t i = 0; sig_zero && i < q->sq_entries; i++) sig_zero = s->signal_src[i] == 0;
-        printf("signal scratch: set=%d entries_zeroed=%d lkey_is_credits=%d after_credit_locks=%d aligned64=%d\n", s->signal_src != nullptr,
-               sig_zero, s->signal_lkey == s->credits->lkey,
-               (const uint8_t *)s->signal_src >= (const uint8_t *)(s->credits->lock + s->n_pes),
-               ((uintptr_t)s->signal_src & 63) == 0);
-        printf("counters: reserved=%u rung=%u retired=%u fatal=%u cq_head=%u\n", q->sq_reserved, q->sq_rung, q->sq_retired,
-               q->fatal, q->cq_head);
-        const uint8_t *cq = q->cq_buf;
-        bool zero = true;
-        for (uint32_t i = 0; i < q->cq_entries * q->cq_entry_size; i++) zero &= cq[i] == 0;
-        printf("tx cq zeroed=%d\n", zero);
-        for (int p = 0; p < kPes; p++)
-            printf("peer %d: ah=%u qpn=%u qkey=0x%x credits key=0x%x valid=%u base_set=%d fast=%d\n", p, s->peers[p].ah, s->peers[p].qpn,
-                   s->peers[p].qkey, s->credits->peer_consumed[p].key, s->credits->peer_consumed[p].valid,
-                   s->credits->peer_consumed[p].base != 0,
-                   memcmp(&s->fast[p].addr, &s->peers[p], sizeof s->peers[p]) == 0);
-        printf("fast past n_pes zero=%d\n", s->fast[kPes].addr.qpn == 0 && s->fast[NVSHMEMX_EFA_GDA_FAST_PES - 1].addr.qpn == 0);
+        printf("state: abi=%u my_pe=%d n_pes=%d n_rails=%u imm_window=%u timeout_ns=%llu\n", s->abi_version, s->my_pe, s->n_pes,
+               s->n_rails, s->rail[0].imm_window, (unsigned long long)s->credit_timeout_ns);
+        for (uint32_t k = 0; k < s->n_rails; k++) {
+            const nvshmemx_efa_gda_rail_t &rl = s->rail[k];
+            const nvshmemx_efa_gda_qp_t *q = &rl.qp;
+            const std::string tag = k ? "rail " + std::to_string(k) + " " : "";
+            printf("%sqp: qp_num=%u own_peer_qpn=%u sq=%ux%u max_batch=%u cq=%ux%u rx=%ux%u rx_qp_num=%u\n", tag.c_str(), q->qp_num,
+                   rl.peers[pe].qpn, q->sq_entries, q->wqe_size, q->max_batch, q->cq_entries, q->cq_entry_size, rl.rx_cq->cq_entries,
+                   rl.rx_cq->cq_entry_size, rl.rx_cq->qp_num);
+            printf("%sslot_done: first=%d last=%d\n", tag.c_str(), (int)q->slot_done[0], (int)q->slot_done[q->sq_entries - 1]);
+            // Signal scratch: one zeroed u64 per SQ slot, after the credit counters in their registered block (same lkey).
+            bool sig_zero = rl.signal_src != nullptr;
+            for (uint32_t i = 0; sig_zero && i < q->sq_entries; i++) sig_zero = rl.signal_src[i] == 0;
+            printf("%ssignal scratch: set=%d entries_zeroed=%d lkey_is_credits=%d after_credit_locks=%d aligned64=%d\n", tag.c_str(),
+                   rl.signal_src != nullptr, sig_zero, rl.signal_lkey == rl.credits->lkey,
+                   (const uint8_t *)rl.signal_src >= (const uint8_t *)(rl.credits->lock + s->n_pes), ((uintptr_t)rl.signal_src & 63) == 0);
+            printf("%scounters: reserved=%u rung=%u retired=%u fatal=%u cq_head=%u\n", tag.c_str(), q->sq_reserved, q->sq_rung,
+                   q->sq_retired, q->fatal, q->cq_head);
+            const uint8_t *cq = q->cq_buf;
+            bool zero = true;
+            for (uint32_t i = 0; i < q->cq_entries * q->cq_entry_size; i++) zero &= cq[i] == 0;
+            printf("%stx cq zeroed=%d\n", tag.c_str(), zero);
+            for (int p = 0; p < kPes; p++)
+                printf("%speer %d: ah=%u qpn=%u qkey=0x%x credits key=0x%x valid=%u base_set=%d fast=%d\n", tag.c_str(), p, rl.peers[p].ah,
+                       rl.peers[p].qpn, rl.peers[p].qkey, rl.credits->peer_consumed[p].key, rl.credits->peer_consumed[p].valid,
+                       rl.credits->peer_consumed[p].base != 0, memcmp(&rl.fast[p].addr, &rl.peers[p], sizeof rl.peers[p]) == 0);
+            printf("%sfast past n_pes zero=%d\n", tag.c_str(), rl.fast[kPes].addr.qpn == 0 && rl.fast[NVSHMEMX_EFA_GDA_FAST_PES - 1].addr.qpn == 0);
+        }
+        if (s->n_rails > 1) {
+            bool distinct = true;
+            for (uint32_t a = 0; a < s->n_rails; a++)
+                for (uint32_t b = a + 1; b < s->n_rails; b++)
+                    distinct &= s->rail[a].qp.sq_buf != s->rail[b].qp.sq_buf && s->rail[a].qp.sq_db != s->rail[b].qp.sq_db &&
+                                s->rail[a].qp.cq_buf != s->rail[b].qp.cq_buf && s->rail[a].rx_cq != s->rail[b].rx_cq &&
+                                s->rail[a].credits != s->rail[b].credits && s->rail[a].signal_src != s->rail[b].signal_src &&
+                                s->rail[a].qp.slot_done != s->rail[b].qp.slot_done;
+            printf("rails apart: queues, doorbells, CQs, slot marks, credits, scratch distinct=%d\n", distinct);
+        }
+        printf("rails past n_rails zero=%d\n", s->n_rails == NVSHMEMX_EFA_GDA_MAX_RAILS ||
+                                                    (s->rail[s->n_rails].qp.sq_buf == nullptr && s->rail[s->n_rails].fast[0].addr.qpn == 0));
+        printf("getinfo domains:");
+        for (auto &d : fake_fabric.getinfo_domains) printf(" %s", d.empty() ? "(none)" : d.c_str());
+        printf("\n");
         printf("fabric: av_inserts=%d enabled=%d cq_binds=%zu\n", fake_fabric.av_inserts, fake_fabric.enabled,
                fake_fabric.cq_binds.size());
         for (auto &r : fake_fabric.cq_requests)

@@ -219,8 +219,8 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     for (const bad of ['slash', 'empty', 'null', 'dot']) expect(rc(bad), bad).toBe(-22); // -EINVAL
     const pid = r.lines.find((l) => l.startsWith('A: ok pid '))!.split(' ').pop();
     const load = (label: string) => JSON.parse(readFileSync(path.join(stats, `efaemu-${pid}.${label}.json`), 'utf8'));
-    expect(load('mid').paths.rdm.write).toEqual({ ops: 1, bytes: 1000, gpu_bytes: 0, errors: 0 });
-    expect(load('end').paths.rdm.write).toEqual({ ops: 2, bytes: 3000, gpu_bytes: 0, errors: 0 });
+    expect(load('mid').paths.rdm.write).toEqual({ ops: 1, bytes: 1000, gpu_bytes: 0, errors: 0, small_ops: 0, small_bytes: 0, small_gpu_bytes: 0 });
+    expect(load('end').paths.rdm.write).toEqual({ ops: 2, bytes: 3000, gpu_bytes: 0, errors: 0, small_ops: 0, small_bytes: 0, small_gpu_bytes: 0 });
     expect(load('end').per_nic.efaemu0.rdm.write.bytes).toBe(3000);
     expect(readdirSync(stats).filter((f) => f.includes('.tmp'))).toEqual([]);
     // Without EFAEMU_STATS there is nowhere to write: -ENOENT, and no file appears anywhere.

@@ -24,8 +24,8 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CHECKS=(fi_info fabtests nvshmem_perf gda_kernel deepep_ll deepep_counters deepep_shrink deepep_pressure neg_fail_injection
-  neg_wrong_provider)
+CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_counters deepep_shrink deepep_pressure
+  neg_fail_injection neg_wrong_provider)
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 [ $# -gt 0 ] || { echo "usage: checks.sh CHECK...|all|--list" >&2; exit 2; }
@@ -77,7 +77,8 @@ pe_env() {
     LD_PRELOAD=${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 }
 
-# run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@), logs NAME.pe0.log and
+# run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@; @NS@ becomes the words of
+# NS_PE0 / NS_PE1, a rank's own namespace arguments), logs NAME.pe0.log and
 # NAME.pe1.log, statistics in stats-NAME/. Once one rank fails, the other gets 15 s before it is killed: a
 # failure ends the pair, it never hangs it. Sets RC0 RC1 ELAPSED.
 run_pair() {
@@ -86,7 +87,14 @@ run_pair() {
   rm -rf "$st"; mkdir -p "$st"
   start=$(date +%s)
   for r in 0 1; do
-    local argv=("${@//@R@/$r}")
+    local argv=("${@//@R@/$r}") a ns_var="NS_PE$r"
+    # @NS@: the rank's own sysfs-ns.sh arguments (NS_PE0 / NS_PE1), word-split into separate arguments.
+    local expanded=()
+    for a in "${argv[@]}"; do
+      # shellcheck disable=SC2206
+      if [ "$a" = @NS@ ]; then expanded+=(${!ns_var:-}); else expanded+=("$a"); fi
+    done
+    argv=("${expanded[@]}")
     # shellcheck disable=SC2046
     env $(pe_env $r) EFAEMU_STATS="$st" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} $extra \
       timeout -k 10 "$T" "${argv[@]}" >"$RESULTS/$name.pe$r.log" 2>&1 &
@@ -185,6 +193,58 @@ check_gda_kernel() {
     result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
   else
     result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} (gda_kernel.pe*.log)"
+  fi
+}
+
+# The PCI directory of rank $1's GPU: the $1-th word of NS_DEVICES when set (tests on hosts without GPUs), else the
+# $1-th NVIDIA display/3D controller in PCI order (what CUDA_DEVICE_ORDER=PCI_BUS_ID numbers $1).
+gpu_pci_dir() {
+  local want=$1 i=0 d
+  if [ -n "${NS_DEVICES:-}" ]; then
+    for d in $NS_DEVICES; do [ "$i" = "$want" ] && { echo "$d"; return; }; i=$((i + 1)); done
+    return 1
+  fi
+  for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor" 2>/dev/null)" = "0x10de" ] || continue
+    case "$(cat "$d/class" 2>/dev/null)" in 0x03*) ;; *) continue ;; esac
+    [ "$i" = "$want" ] && { echo "$d"; return; }
+    i=$((i + 1))
+  done
+  return 1
+}
+
+# GDA on every rail: the gda_kernel test with 2 emulated NICs per GPU and 2 rails per PE. Each PE runs in a mount
+# and UTS namespace of its own (sysfs-ns.sh nested): efaemu0 and efaemu1 both at its GPU, and a host name of its
+# own, because NVSHMEM divides a node's NICs among the PEs with one host name (n_devices / PEs on the node) and
+# then gives each PE the nearest ones: alone on its "node", a PE gets both NICs of its GPU. CUDA_DEVICE_ORDER=
+# PCI_BUS_ID makes CUDA_VISIBLE_DEVICES=R the GPU the NICs were put at (pe_test checks it). Passes when GDA runs on
+# 2 rails on both PEs, the kernel test is byte-exact with every rail's completions exact under reordering, and
+# efaemu's per-NIC statistics show GDA bytes on both NICs.
+check_gda_rails() {
+  need gda_rails PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local g0 g1 ns=${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}
+  g0=$(gpu_pci_dir 0) && g1=$(gpu_pci_dir 1) || { result gda_rails skip "needs 2 GPUs (NVIDIA PCI functions) or NS_DEVICES naming 2 PCI directories"; return; }
+  rm -f "$RESULTS/uid-rails"
+  NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1" \
+    run_pair gda_rails "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID EFAEMU_REORDER=${REORDER:-8}" -- \
+    env -u EFAEMU_SYSFS_NS "$ns" @NS@ -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
+  local logs="$RESULTS/gda_rails.pe0.log $RESULTS/gda_rails.pe1.log"
+  local on2 rails fails ooo n0 n1 wqes
+  # shellcheck disable=SC2086
+  on2=$(grep -h 'ok GDA runs on 2 rails' $logs | wc -l)
+  # shellcheck disable=SC2086
+  rails=$(grep -h 'RESULT gda_rails ' $logs | awk '{print $NF}' | paste -sd/ -)
+  # shellcheck disable=SC2086
+  fails=$(grep -h ' FAIL ' $logs | head -3 | cut -c1-200 | paste -sd';' -)
+  ooo=$(estat gda_rails faults.gda_cqe_out_of_order)
+  n0=$(estat gda_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat gda_rails per_nic.efaemu1.gda.write.bytes)
+  wqes=$(grep -h 'RESULT gda_rail_wqes' "$RESULTS/gda_rails.pe0.log" | awk '{print $NF}')
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$on2" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ] && [ "$n0" -gt 0 ] && [ "$n1" -gt 0 ]; then
+    result gda_rails pass "GDA active on 2 rails on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_rails.pe0.log" | sed 's/.*gda_status //' | cut -c1-70)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; WQEs per rail on PE 0 ${wqes:-?}; GDA bytes written per NIC: efaemu0 $n0, efaemu1 $n1; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
+  elif [ -n "$rails" ] && ! echo "$rails" | grep -q 2 && grep -qh 'gda_status EFA GDA active on 1 rail (' $logs; then
+    result gda_rails skip "NVSHMEM handed GDA one NIC per PE (rails $rails): a single-rail libfabric transport (NVSHMEM 3.3 .. 3.5) always does; gda_rails needs the multi-rail build (3.6+); with it, NVSHMEM_DEBUG=INFO shows which NICs it chose"
+  else
+    result gda_rails fail "rc $RC0/$RC1, rails $rails, 2 rails on $on2 PE(s), GDA bytes per NIC efaemu0 $n0 efaemu1 $n1 (both must carry traffic), out-of-order CQEs $ooo; ${fails:-} (gda_rails.pe*.log)"
   fi
 }
 

@@ -81,7 +81,7 @@ describe('selftest: what the host and the work dir offer', () => {
     const w = workDir();
     const s = await survey(opts(w), host({ gpus: 1 }));
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(9);
+    expect(gpuChecks.length).toBe(10);
     for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
     expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
   });
@@ -173,7 +173,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(empty, 'never');
     const r = await runSelftest({ workDir: empty, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 11 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 12 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });

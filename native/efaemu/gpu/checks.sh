@@ -24,7 +24,7 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_counters deepep_shrink deepep_pressure
+CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_rails deepep_counters deepep_shrink deepep_pressure
   neg_fail_injection neg_wrong_provider)
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
@@ -275,6 +275,28 @@ check_deepep_ll() {
     result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw"
   else
     result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)"
+  fi
+}
+
+# DeepEP's low-latency test on the multi-rail build (issue 13): the gda_rails setup (2 emulated NICs at each PE's GPU,
+# a host name of its own per PE) with the deepep_ll run. Passes when the test passes, the shim says GDA is active on
+# 2 rails on both PEs, GDA carried the payload with 0 GPU-sourced RDM write bytes, and both NICs carried GDA bytes.
+check_deepep_rails() {
+  need deepep_rails DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local g0 g1 ns=${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}
+  g0=$(gpu_pci_dir 0) && g1=$(gpu_pci_dir 1) || { result deepep_rails skip "needs 2 GPUs (NVIDIA PCI functions) or NS_DEVICES naming 2 PCI directories"; return; }
+  local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
+  NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1" \
+    MASTER_PORT=$((29600 + RANDOM % 300)) run_pair deepep_rails "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID EFAEMU_REORDER=${REORDER:-8} EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
+    env -u EFAEMU_SYSFS_NS "$ns" @NS@ -- "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink ${DEEPEP_ARGS:-}
+  local gda rdm_gpu n0 n1 on2
+  gda=$(estat deepep_rails paths.gda.write.bytes); rdm_gpu=$(estat deepep_rails paths.rdm.write.gpu_bytes)
+  n0=$(estat deepep_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat deepep_rails per_nic.efaemu1.gda.write.bytes)
+  on2=$(cat "$RESULTS/deepep_rails.pe0.log" "$RESULTS/deepep_rails.pe1.log" | grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails')
+  if deepep_ok deepep_rails && [ "$on2" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$n0" -gt 0 ] && [ "$n1" -gt 0 ]; then
+    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; GDA bytes per NIC efaemu0 $n0, efaemu1 $n1; GPU-sourced RDM write bytes 0; ${ELAPSED}s"
+  else
+    result deepep_rails fail "rc $RC0/$RC1; shim on 2 rails on $on2 PE(s); GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)"
   fi
 }
 

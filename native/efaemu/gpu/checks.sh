@@ -289,14 +289,23 @@ check_deepep_rails() {
   NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1" \
     MASTER_PORT=$((29600 + RANDOM % 300)) run_pair deepep_rails "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID EFAEMU_REORDER=${REORDER:-8} EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
     env -u EFAEMU_SYSFS_NS "$ns" @NS@ -- "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink ${DEEPEP_ARGS:-}
-  local gda rdm_gpu n0 n1 on2
+  # The shim says which path it takes on PE 0 only; that every PE used both rails is read from each process's own
+  # statistics (per_nic: the local NIC that carried each write).
+  local gda rdm_gpu n0 n1 said both
   gda=$(estat deepep_rails paths.gda.write.bytes); rdm_gpu=$(estat deepep_rails paths.rdm.write.gpu_bytes)
   n0=$(estat deepep_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat deepep_rails per_nic.efaemu1.gda.write.bytes)
-  on2=$(cat "$RESULTS/deepep_rails.pe0.log" "$RESULTS/deepep_rails.pe1.log" | grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails')
-  if deepep_ok deepep_rails && [ "$on2" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$n0" -gt 0 ] && [ "$n1" -gt 0 ]; then
-    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; GDA bytes per NIC efaemu0 $n0, efaemu1 $n1; GPU-sourced RDM write bytes 0; ${ELAPSED}s"
+  said=$(grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails' "$RESULTS/deepep_rails.pe0.log")
+  both=$("$PY" - "$RESULTS/stats-deepep_rails" <<'PYEOF'
+import glob, json, re, sys
+files = [f for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]
+nic = lambda d, n: d.get('per_nic', {}).get(n, {}).get('gda', {}).get('write', {}).get('bytes', 0)
+print(sum(1 for f in files if all(nic(json.load(open(f)), n) > 0 for n in ('efaemu0', 'efaemu1'))))
+PYEOF
+)
+  if deepep_ok deepep_rails && [ "$said" -ge 1 ] && [ "$both" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
+    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s"
   else
-    result deepep_rails fail "rc $RC0/$RC1; shim on 2 rails on $on2 PE(s); GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)"
+    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)"
   fi
 }
 

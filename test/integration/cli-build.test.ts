@@ -191,7 +191,9 @@ describe('nvshmem-efa patch', () => {
     );
     const single = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--dry-run', '--work-dir', w]);
     expect(single.stdout.trimEnd().split('\n').pop()).toMatch(/^# NVSHMEM 3\.4\.5\.0; NVSHMEM libfabric layout: single-rail /);
-    expect(single.stdout).not.toContain('init_rails');
+    // The single-rail hook passes NVSHMEM's one fi_info (the templates themselves define init_rails too).
+    expect(single.stdout).toContain('+        if (nvshmemt_efa_gda_init(state->prov_info, &efa_gda_boot) != 0) {');
+    expect(single.stdout).not.toContain('prov_infos.data()');
     const json = JSON.parse(cli(['patch', '--nvshmem-src', materialize('multi-rail'), '--dry-run', '--json', '--work-dir', w]).stdout);
     expect(json).toMatchObject({ version: '3.5.7.0', layout: { id: 'multi-rail' } });
     expect(json.diff).toContain('nvshmemt_efa_gda_init_rails');

@@ -35,6 +35,9 @@ std::atomic<uint64_t> g_act_since{0};
 uint64_t g_start_ns = 0;
 
 sem_t g_wake;                          // posted by SIGUSR1
+// Held while a dump is built and written; stop() takes it for good.
+std::mutex g_dump_mu;
+std::atomic<bool> g_stopped{false};
 std::atomic<int> g_signalled{0};
 struct sigaction g_old_usr1;
 
@@ -246,6 +249,8 @@ void *loop(void *) {
         }
         const bool sig = g_signalled.exchange(0) != 0;
         if (!sig && next) next += every;
+        std::unique_lock<std::mutex> g(g_dump_mu);
+        if (g_stopped.load()) break;
         emit(build(sig ? "SIGUSR1" : "EFAEMU_DUMP_AFTER_S"), seq);
     }
     return nullptr;
@@ -346,6 +351,11 @@ void start() {
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
         pthread_attr_destroy(&attr);
     });
+}
+
+void stop() {
+    if (g_stopped.exchange(true)) return;
+    g_dump_mu.lock();  // never unlocked: the process is going away
 }
 
 }  // namespace dump

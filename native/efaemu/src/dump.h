@@ -51,6 +51,9 @@ private:
 
 // Starts the dump thread once when EFAEMU_DUMP_AFTER_S or EFAEMU_DUMP_SIGNAL asks for it (any thread).
 void start();
+// Ends the dumps before the engine is torn down (process exit, provider cleanup): waits for a dump in progress
+// and lets no new one begin, so the dump thread never reads the engine while it is being destroyed.
+void stop();
 
 // Builds a dump now (the dump thread and tests call it). reason: what triggered it.
 std::string build(const char *reason);

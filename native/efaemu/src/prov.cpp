@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "efaemu.h"
+#include "dump.h"
 #include "stats.h"
 
 namespace efaemu {
@@ -25,6 +26,7 @@ int prov_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *c
 }
 
 void prov_cleanup() {
+    dump::stop();
     Engine::instance().shutdown();
     write_stats_at_exit();
 }
@@ -32,6 +34,7 @@ void prov_cleanup() {
 // At exit, before libfabric's own teardown: stop the engine (an application may exit with endpoints open)
 // and write the statistics.
 void at_exit() {
+    dump::stop();
     Engine::instance().shutdown();
     write_stats_at_exit();
 }

@@ -220,14 +220,23 @@ gpu_pci_dir() {
 # PCI_BUS_ID makes CUDA_VISIBLE_DEVICES=R the GPU the NICs were put at (pe_test checks it). Passes when GDA runs on
 # 2 rails on both PEs, the kernel test is byte-exact with every rail's completions exact under reordering, and
 # efaemu's per-NIC statistics show GDA bytes on both NICs.
+# two_nics_per_pe CHECK: sets NS_PE0/NS_PE1 (run_pair's @NS@) for the setup above, or reports CHECK as skipped.
+# The command then runs under "${RAILS_WRAP[@]}" with $RAILS_ENV.
+RAILS_ENV="NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID"
+RAILS_WRAP=(env -u EFAEMU_SYSFS_NS "${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}" @NS@ --)
+two_nics_per_pe() {
+  local g0 g1
+  g0=$(gpu_pci_dir 0) && g1=$(gpu_pci_dir 1) || { result "$1" skip "needs 2 GPUs (NVIDIA PCI functions) or NS_DEVICES naming 2 PCI directories"; return 1; }
+  # shellcheck disable=SC2034  # read by run_pair through ${!ns_var}
+  NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1"
+}
+
 check_gda_rails() {
   need gda_rails PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
-  local g0 g1 ns=${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}
-  g0=$(gpu_pci_dir 0) && g1=$(gpu_pci_dir 1) || { result gda_rails skip "needs 2 GPUs (NVIDIA PCI functions) or NS_DEVICES naming 2 PCI directories"; return; }
+  two_nics_per_pe gda_rails || return
   rm -f "$RESULTS/uid-rails"
-  NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1" \
-    run_pair gda_rails "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID EFAEMU_REORDER=${REORDER:-8}" -- \
-    env -u EFAEMU_SYSFS_NS "$ns" @NS@ -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
+  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8}" -- \
+    "${RAILS_WRAP[@]}" "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
   local logs="$RESULTS/gda_rails.pe0.log $RESULTS/gda_rails.pe1.log"
   local on2 rails fails ooo n0 n1 wqes
   # shellcheck disable=SC2086
@@ -252,12 +261,15 @@ check_gda_rails() {
 # torch loads its pip nvidia-nvshmem (libnvshmem_host.so.3) before DeepEP's module, and the loader then reuses it
 # for DeepEP (same soname): the NVSHMEM under test would never run. The build's libnvshmem_host is preloaded so
 # torch and DeepEP share it (the build report warns about a pip NVSHMEM; the fix for jobs is to uninstall it).
+# deepep_pair NAME EXTRA_ENV TEST_ARGS...: DeepEP's low-latency test on both ranks; the DEEPEP_WRAP array (e.g.
+# RAILS_WRAP) goes before the interpreter.
+DEEPEP_WRAP=()
 deepep_pair() {
   local name=$1 extra=$2; shift 2
   local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
   # warmup/sitecustomize.py loads cuBLAS before the test: see its comment (an emulator-only deadlock).
   MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
-    "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
+    "${DEEPEP_WRAP[@]}" "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
 }
 FAILURE_RE='Traceback|AssertionError|RuntimeError|CUDA error|EFA GDA .* failed|illegal|Aborted|core dumped'
 deepep_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qE "$FAILURE_RE" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
@@ -283,12 +295,10 @@ check_deepep_ll() {
 # 2 rails on both PEs, GDA carried the payload with 0 GPU-sourced RDM write bytes, and both NICs carried GDA bytes.
 check_deepep_rails() {
   need deepep_rails DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
-  local g0 g1 ns=${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}
-  g0=$(gpu_pci_dir 0) && g1=$(gpu_pci_dir 1) || { result deepep_rails skip "needs 2 GPUs (NVIDIA PCI functions) or NS_DEVICES naming 2 PCI directories"; return; }
-  local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
-  NS_PE0="--hostname efaemu-node0 --device $g0 --device $g0" NS_PE1="--hostname efaemu-node1 --device $g1 --device $g1" \
-    MASTER_PORT=$((29600 + RANDOM % 300)) run_pair deepep_rails "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID EFAEMU_REORDER=${REORDER:-8} EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
-    env -u EFAEMU_SYSFS_NS "$ns" @NS@ -- "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink ${DEEPEP_ARGS:-}
+  two_nics_per_pe deepep_rails || return
+  DEEPEP_WRAP=("${RAILS_WRAP[@]}")
+  deepep_pair deepep_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  DEEPEP_WRAP=()
   # The shim says which path it takes on PE 0 only; that every PE used both rails is read from each process's own
   # statistics (per_nic: the local NIC that carried each write).
   local gda rdm_gpu n0 n1 said both

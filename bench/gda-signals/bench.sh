@@ -207,10 +207,14 @@ else
   out "| signals | dispatch us | combine us | dispatch + combine us | NIC RDM (proxy) ops in timed windows | GDA write ops / bytes in timed windows |"
   out "|---|---:|---:|---:|---:|---:|"
   declare -A TIMES
+  # Over efaemu, cuBLAS is loaded before the test (native/efaemu/gpu/warmup/sitecustomize.py says why: an
+  # emulator-only deadlock between a library load and the NIC's CUDA copies).
+  py_env="PYTHONPATH=$DEEPEP_DIR"
+  [ "$FABRIC" = efaemu ] && py_env="EFAEMU_WARMUP_CUDA=1 PYTHONPATH=$REPO/native/efaemu/gpu/warmup:$DEEPEP_DIR"
   for mode in gda proxy; do
     # The build's libnvshmem_host is preloaded: torch's pip NVSHMEM would otherwise be the one DeepEP uses.
     # shellcheck disable=SC2086
-    run_pair "deepep-$mode" "NVSHMEM_EFA_SHIM_SIGNALS=$mode PYTHONPATH=$DEEPEP_DIR" "$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
+    run_pair "deepep-$mode" "NVSHMEM_EFA_SHIM_SIGNALS=$mode $py_env" "$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
       "$PY" "$LL" "$DEEPEP_DIR" $DEEPEP_ARGS
     read -r d c both <<<"$(deepep_times "$RESULTS/deepep-$mode.pe0.log")"
     TIMES[$mode]="$d $c $both"

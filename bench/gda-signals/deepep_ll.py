@@ -121,14 +121,6 @@ def main(argv):
     import torch
     import test_low_latency as t
 
-    # Over efaemu the NIC's GPU copies are CUDA calls in this process's context, and cuBLAS loading its kernels at
-    # the test's first CUDA matmul (bench_kineto's) holds that context while a DeepEP kernel waits on those copies:
-    # an emulator-only deadlock (native/efaemu/gpu/warmup/sitecustomize.py). Load cuBLAS before the test.
-    if os.environ.get('EFAEMU_WARMUP_CUDA', '1') == '1' and torch.cuda.is_available():
-        for dtype in (torch.float32, torch.bfloat16):
-            w = torch.ones((64, 64), dtype=dtype, device='cuda')
-            w @ w
-        torch.cuda.synchronize()
     windows = Windows(torch.cuda.synchronize)
     t.bench = windows.wrap('bench', t.bench)
     t.bench_kineto = windows.wrap('bench_kineto', t.bench_kineto)

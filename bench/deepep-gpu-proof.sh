@@ -10,6 +10,7 @@
 # The ratio printed is ours / upstream of the low-latency "Dispatch + combine" avg_t, rank 0, one run each.
 set -u
 phase=$1 C=$(cd "$2" && pwd) OUT=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
 W=/tmp/nvshmem-efa-gpu
 mkdir -p "$W" "$OUT"
 cd "$W" || exit 1
@@ -60,16 +61,6 @@ run_test() { # name dir script args...
   return $rc
 }
 run_test ours-intranode "$ours" tests/test_intranode.py --num-processes 2
-# Low-latency timing: upstream and ours alternate, three runs each; one outlier iteration moves an average, so
-# the comparison uses the median over runs of rank 0's avg_t (min_t is printed too).
-for i in 1 2 3; do
-  run_test upstream-ll-$i "$W/upstream" tests/test_low_latency.py --num-processes 2
-  run_test ours-ll-$i "$ours" tests/test_low_latency.py --num-processes 2
-done
-stat() { # which field: avg_t or min_t, over the three runs of $1, rank 0 -> median
-  for i in 1 2 3; do grep -oP "\[rank 0\] Dispatch \+ combine bandwidth: [^\[]*$2=\K[0-9.]+" "$OUT/$1-ll-$i.log" | head -1; done | sort -n | sed -n 2p
-}
-for f in avg_t min_t; do
-  u=$(stat upstream $f) o=$(stat ours $f)
-  echo "low-latency dispatch+combine $f (rank 0, median of 3 runs): upstream ${u:-?} us, ours ${o:-?} us, ratio ours/upstream $(awk -v a="${o:-0}" -v b="${u:-0}" 'BEGIN{ if (b>0) printf "%.3f", a/b; else print "?" }')" | tee -a "$OUT/summary.log"
-done
+# Low-latency timing: upstream and ours alternating, three runs each, the median of rank 0's avg_t (one outlier
+# iteration moves an average) and min_t: bench/deepep-nvlink-ratio.sh, with the work dir's NVSHMEM.
+bash "$HERE/deepep-nvlink-ratio.sh" "$ours" "$W/upstream" "$W/work/install/nvshmem" "$OUT" "$W/lfcarry"

@@ -13,10 +13,11 @@
 
 #include "gda_rig.h"
 
-// The count-based quiet this release replaced ("as many completions as WQEs reserved when it started"),
-// kept only so the test can show it returning before the caller's own WQE completed.
-static int count_based_quiet(nvshmemx_efa_gda_qp_t *qp) {
-    const uint32_t target = efa_gda_load(&qp->sq_reserved);
+// The count-based quiet this release replaced ("as many completions as WQEs reserved when it started"), in its
+// two halves so a test can put another warp's posts between them: the target it read when it started, and its
+// wait. Kept only so the test can show it returning before the caller's own WQE completed.
+static uint32_t count_based_quiet_start(nvshmemx_efa_gda_qp_t *qp) { return efa_gda_load(&qp->sq_reserved); }
+static int count_based_quiet_wait(nvshmemx_efa_gda_qp_t *qp, uint32_t target) {
     while ((int32_t)(efa_gda_load(&qp->cq_head) - target) < 0) {
         efa_gda_poll_cq(qp);
         EFA_GDA_SPIN_PAUSE();
@@ -29,28 +30,46 @@ static int count_based_quiet(nvshmemx_efa_gda_qp_t *qp) {
 // returning before a put that took another rail landed.
 static int first_rail_quiet(nvshmemx_efa_gda_device_state_t *s) { return efa_gda_quiet_qp(&s->rail[0].qp); }
 
+// The negative controls below hold one large WQE in the NIC model (large:B:N) while small ones complete, and
+// look at the target as soon as the wrong wait returns. They do not race threads against each other: the NIC
+// model releases the large WQE only after N later WQEs completed or after this long without a doorbell, which
+// no scheduling delay of the test thread comes near. (Racing posters against a checker missed the early return
+// in 2 x 1000 tries on a loaded CI machine.)
+static constexpr uint32_t kHoldIdleUs = 5000000;
+
+// Whether every 4 KiB of PE 1's [off, off + len) and its last byte hold `pattern`.
+static bool landed(Rig &r, uint64_t off, uint64_t len, uint8_t pattern) {
+    const volatile uint8_t *t = r.heap1.data() + off;
+    if (t[len - 1] != pattern) return false;
+    for (uint64_t i = 0; i < len; i += 4096)
+        if (t[i] != pattern) return false;
+    return true;
+}
+
+// Spins until PE 1's 4-byte word at `off` reads `value`, for at most 2 s.
+static bool word_seen(Rig &r, uint64_t off, int value) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (__atomic_load_n((const int *)(r.heap1.data() + off), __ATOMIC_ACQUIRE) != value)
+        if (std::chrono::steady_clock::now() > until) return false;
+    return true;
+}
+
 // Checkers put `large` bytes, quiet, and look at the target; posters keep posting 64-byte puts meanwhile.
-// Returns how many checks found the target not yet written after quiet returned; with until_early, the
-// checkers stop at the first such check (iters is then a bound). Each thread is its own warp (parallel()), so
-// with several rails the policy spreads checkers and posters over them. first_rail: quiet waits on rail 0 only.
-static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, bool count_based, uint64_t large,
-                            bool until_early = false, bool first_rail = false) {
+// Returns how many checks found the target not yet written after quiet returned. Each thread is its own warp
+// (parallel()), so with several rails the policy spreads checkers and posters over them.
+static int concurrent_quiet(Rig &r, int checkers, int posters, int iters, uint64_t large) {
     std::atomic<int> early{0}, running{checkers};
     std::atomic<int> errors{0};
     parallel(checkers + posters, [&](int id) {
         if (id < checkers) {
             const uint64_t src_off = (uint64_t)id * large, dst_off = 6ull * (1 << 20) + (uint64_t)id * large;
-            for (int it = 0; it < iters && !(until_early && early.load() > 0); it++) {
+            for (int it = 0; it < iters; it++) {
                 const uint8_t pattern = (uint8_t)(it * 37 + id + 1);
                 memset(r.heap0.data() + src_off, pattern, large);
                 std::atomic_thread_fence(std::memory_order_seq_cst);
                 if (efa_gda_put_nbi(&r.s0, r.sym(dst_off), r.heap0.data() + src_off, large, 1)) errors++;
-                const int q = count_based ? count_based_quiet(&r.qp) : first_rail ? first_rail_quiet(&r.s0) : efa_gda_quiet(&r.s0);
-                if (q) errors++;
-                const volatile uint8_t *t = r.heap1.data() + dst_off;
-                bool landed = t[large - 1] == pattern && t[0] == pattern;
-                for (uint64_t i = 0; i < large && landed; i += 4096) landed = t[i] == pattern;
-                if (!landed) early++;
+                if (efa_gda_quiet(&r.s0)) errors++;
+                if (!landed(r, dst_off, large, pattern)) early++;
             }
             running--;
         } else {
@@ -155,9 +174,20 @@ int main() {
     });
 
     test("concurrent quiet: the count-based quiet returns before its own large put landed", [] {
-        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000);
-        const int early = concurrent_quiet(r, 2, 3, 1000, true, 256 << 10, true);
-        CHECK(early > 0, "the count-based quiet never returned early in 2 x 1000 tries, so this test could not catch it");
+        // The interleaving that breaks it: warp A posts a large put and starts quiet (reads its target); warp B
+        // then posts small puts, which complete while A's put is held, and their completions meet A's count.
+        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, kHoldIdleUs);
+        const uint64_t large = 256 << 10, dst = 6ull << 20, small = 9ull << 20;
+        memset(r.heap0.data(), 0x5C, large);
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(dst), r.heap0.data(), large, 1) == 0, "large put");
+        const uint32_t target = count_based_quiet_start(&r.qp);
+        for (int i = 0; i < 4; i++) CHECK(efa_gda_put_nbi(&r.s0, r.sym(small + i * 64), r.heap0.data() + small, 64, 1) == 0, "small put");
+        CHECK(count_based_quiet_wait(&r.qp, target) == 0, "count-based quiet");
+        CHECK(!landed(r, dst, large, 0x5C), "the large put had landed when the count-based quiet returned, so this test could not catch it");
+        // The put was late, not lost: 32 more completions release it, and the retired-prefix quiet waits for it.
+        for (int i = 0; i < 32; i++) CHECK(efa_gda_put_nbi(&r.s0, r.sym(small + i * 64), r.heap0.data() + small, 64, 1) == 0, "small put");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && landed(r, dst, large, 0x5C), "the large put landed by the retired-prefix quiet");
+        CHECK(r.emu->stats().reordered > 0 && r.emu->violations().empty(), r.violations());
     });
 
     for (int checkers : {1, 2, 4}) {
@@ -165,7 +195,7 @@ int main() {
                                  " checker thread(s), 3 posters, large:64K:32)";
         test(name.c_str(), [checkers] {
             Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000);
-            const int early = concurrent_quiet(r, checkers, 3, 30, false, 256 << 10);
+            const int early = concurrent_quiet(r, checkers, 3, 30, 256 << 10);
             CHECK(early == 0, std::to_string(early) + " checks saw the target unwritten after quiet");
             CHECK(r.emu->stats().reordered > 0, "reordering was on");
             CHECK(r.emu->violations().empty(), r.violations());
@@ -463,10 +493,21 @@ int main() {
     // Signals: the count a receiver polls for is written only after its payload completed.
     test("signal protocol, negative control: a count written right after its payload was posted (no completion wait) "
          "is seen before its payload (large:4096:16)", [] {
-        Rig r("large:4096:16", 256, 16, 1 << 20, 64, 64, 2000);
-        const SignalRun run = dispatch_shaped(r, device_ops(r, false), 6);
-        CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
-        CHECK(run.stale > 0, "every count found its tokens in place, so this test could not catch an early signal");
+        Rig r("large:4096:16", 256, 16, 1 << 20, 64, 64, kHoldIdleUs);
+        const uint64_t payload = 0, count = 11ull << 20, src = 6ull << 20, small = 9ull << 20, len = 8192;
+        memset(r.heap1.data() + count, 0, 8);
+        memset(r.heap0.data() + src, 0x71, len);
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(payload), r.heap0.data() + src, len, 1) == 0, "payload");
+        CHECK(efa_gda_write_value_nbi(&r.s0, r.sym(count), (uint32_t)-3, 4, 1) == 0, "count");
+        CHECK(word_seen(r, count, -3), "the count never arrived");
+        CHECK(!landed(r, payload, len, 0x71), "the payload was in place when its count was seen, so this test could not catch an early signal");
+        // Late, not lost: 16 later completions release it; efa_gda_signal's count comes after it.
+        memset(r.heap0.data() + src, 0x72, len);
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(payload), r.heap0.data() + src, len, 1) == 0, "payload again");
+        for (int i = 0; i < 16; i++) CHECK(efa_gda_put_nbi(&r.s0, r.sym(small + i * 64), r.heap0.data() + small, 64, 1) == 0, "small put");
+        CHECK(efa_gda_signal(&r.s0, r.sym(count + 4), (uint32_t)-4, 4, 1) == 0, "signal");
+        CHECK(word_seen(r, count + 4, -4) && landed(r, payload, len, 0x72), "efa_gda_signal's count came after its payload");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && r.emu->violations().empty(), r.violations());
     });
     for (const char *order : {"large:4096:16", "random:7:8"}) {
         const std::string name = std::string("signal protocol (dispatch-shaped: 3 token warps put, 2 signal warps write each "
@@ -650,16 +691,24 @@ int main() {
 
     test("2 rails, negative control: a quiet that waits on the first rail only returns before puts on the other rail landed "
          "(large:64K:32)", [] {
-        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 2);
-        const int early = concurrent_quiet(r, 2, 3, 1000, false, 256 << 10, true, true);
-        CHECK(early > 0, "the first-rail quiet never returned early in 2 x 1000 tries, so this test could not catch it");
+        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, kHoldIdleUs, true, 2);
+        const uint64_t large = 256 << 10, dst = 6ull << 20, small = 9ull << 20;
+        memset(r.heap0.data(), 0x3B, large);
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(small), r.heap0.data() + small, 64, 1) == 0, "small put on rail 0");
+        CHECK(efa_gda_put_nbi_on(&r.s0, 1, r.sym(dst), r.heap0.data(), large, 1) == 0, "large put on rail 1");
+        CHECK(first_rail_quiet(&r.s0) == 0, "first-rail quiet");
+        CHECK(!landed(r, dst, large, 0x3B), "the put on rail 1 had landed when the first-rail quiet returned, so this test could not catch it");
+        for (int i = 0; i < 32; i++)
+            CHECK(efa_gda_put_nbi_on(&r.s0, 1, r.sym(small + i * 64), r.heap0.data() + small, 64, 1) == 0, "small put on rail 1");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && landed(r, dst, large, 0x3B), "the put on rail 1 landed by the every-rail quiet");
+        CHECK(r.violations().empty(), r.violations());
     });
     for (int checkers : {2, 4}) {
         const std::string name = "2 rails: quiet covers every rail: each checker's own put landed whichever rail it took (" +
                                  std::to_string(checkers) + " checkers, 3 posters, large:64K:32)";
         test(name.c_str(), [checkers] {
             Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 2);
-            const int early = concurrent_quiet(r, checkers, 3, 30, false, 256 << 10);
+            const int early = concurrent_quiet(r, checkers, 3, 30, 256 << 10);
             CHECK(early == 0, std::to_string(early) + " checks saw the target unwritten after quiet");
             CHECK(r.wqes(0) > 0 && r.wqes(1) > 0, "both rails carried puts");
             CHECK(r.emus[0]->stats().reordered > 0 && r.emus[1]->stats().reordered > 0, "reordering was on, on both rails");
@@ -672,16 +721,24 @@ int main() {
     // a count that waited for its own rail only lands before the other rail's tokens.
     test("2 rails, signal protocol, negative control: a count that waits only for its own rail's completions (quiet of that "
          "rail, then the write) is seen before tokens that took the other rail (rail 0 inorder, rail 1 large:4096:16)", [] {
-        Rig r("inorder", 256, 16, 1 << 20, 64, 64, 20000, true, 2, "large:4096:16");
-        SignalOps o = device_ops(r, true);
-        o.signal = [&r](int *slot, int v) {
-            const uint32_t rail = efa_gda_rail_of(&r.s0, 1, efa_gda_warp_channel());
-            const int e = efa_gda_quiet_rail(&r.s0, rail);
-            return e ? e : efa_gda_write_value_nbi_on(&r.s0, rail, slot, (uint32_t)v, 4, 1);
-        };
-        const SignalRun run = dispatch_shaped(r, o, 12);
-        CHECK(run.errors == 0, std::to_string(run.errors) + " device errors");
-        CHECK(run.stale > 0, "every count found its tokens in place, so this test could not catch a one-rail wait");
+        Rig r("inorder", 256, 16, 1 << 20, 64, 64, kHoldIdleUs, true, 2, "large:4096:16");
+        const uint64_t payload = 0, count = 11ull << 20, src = 6ull << 20, small = 9ull << 20, len = 8192;
+        memset(r.heap1.data() + count, 0, 8);
+        memset(r.heap0.data() + src, 0x61, len);
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(payload + len), r.heap0.data() + src, len, 1) == 0, "token on rail 0");
+        CHECK(efa_gda_put_nbi_on(&r.s0, 1, r.sym(payload), r.heap0.data() + src, len, 1) == 0, "token on rail 1");
+        CHECK(efa_gda_quiet_rail(&r.s0, 0) == 0, "quiet of rail 0");
+        CHECK(efa_gda_write_value_nbi_on(&r.s0, 0, r.sym(count), (uint32_t)-3, 4, 1) == 0, "count on rail 0");
+        CHECK(word_seen(r, count, -3) && landed(r, payload + len, len, 0x61), "the count and rail 0's token arrived");
+        CHECK(!landed(r, payload, len, 0x61), "rail 1's token was in place when the count was seen, so this test could not catch a one-rail wait");
+        // Late, not lost: 16 later completions on rail 1 release it; efa_gda_signal_on waits for every rail.
+        memset(r.heap0.data() + src, 0x62, len);
+        CHECK(efa_gda_put_nbi_on(&r.s0, 1, r.sym(payload), r.heap0.data() + src, len, 1) == 0, "token on rail 1 again");
+        for (int i = 0; i < 16; i++)
+            CHECK(efa_gda_put_nbi_on(&r.s0, 1, r.sym(small + i * 64), r.heap0.data() + small, 64, 1) == 0, "small put on rail 1");
+        CHECK(efa_gda_signal_on(&r.s0, 0, r.sym(count + 4), (uint32_t)-4, 4, 1) == 0, "signal");
+        CHECK(word_seen(r, count + 4, -4) && landed(r, payload, len, 0x62), "efa_gda_signal_on's count came after rail 1's token");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && r.violations().empty(), r.violations());
     });
     const char *const signal_orders[][2] = {{"random:7:8", "random:7:8"}, {"reverse", "reverse"}, {"inorder", "large:4096:16"}};
     for (const auto &order : signal_orders) {

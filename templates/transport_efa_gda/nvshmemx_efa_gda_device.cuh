@@ -999,10 +999,11 @@ EFA_GDA_DEV int efa_gda_get_nbi(const efa_gda_handle &h, void *dest, const void 
  * A queue one thread owns (nvshmemx_efa_gda_rail_t.owned), with a prepared handle's peer and regions: the
  * owner keeps the queue's next slot and the end of the free room it last saw in registers, so a put or get
  * that fits the handle's regions and one WQE stores its WQE and sq_reserved, fences and rings without a load
- * or an atomic before the stores. Only when the room it saw runs out does it read the counters (and poll
- * completions), as a shared post that finds the queue full. Anything else goes the general way on the
- * rail's shared queue. The owner's quiet (efa_gda_quiet_owned) waits on its queue alone; efa_gda_quiet and
- * efa_gda_signal wait on every owned queue too, so code that mixes owned and shared posts keeps its order.
+ * or an atomic before the stores; a larger one is split into max-RDMA-size pieces on the same queue. Only when
+ * the room it saw runs out does it read the counters (and poll completions), as a shared post that finds the
+ * queue full. A transfer outside the handle's regions goes the general way on the rail's shared queue. The
+ * owner's quiet (efa_gda_quiet_owned) waits on its queue, and on the shared queue when one of its posts went
+ * there since its last quiet; efa_gda_quiet and efa_gda_signal wait on every owned queue too.
  * One thread at a time: efa_gda_own claims a free queue of the rail, efa_gda_disown frees it (after the
  * owner's last post; its WQEs may still be in flight, and the next owner or any quiet still waits for them).
  * Claim queues outside the hot loop: the claim is a compare-and-swap per queue it tries. */
@@ -1011,11 +1012,13 @@ struct efa_gda_owned {
     uint32_t index;   /* which owned queue of the rail; ~0u when none is held */
     uint32_t next;    /* the next slot: sq_reserved, which only the owner changes */
     uint32_t room_end; /* slots below this were free when last read (retired + entries) */
+    bool general;      /* a post went the general way (shared queue) since the owner's last quiet */
 };
 EFA_GDA_DEV int efa_gda_own_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe, const void *sym, const void *local,
                                efa_gda_owned *o) {
     o->index = ~0u;
     o->next = o->room_end = 0;
+    o->general = false;
     const int err = efa_gda_handle_init_on(s, rail, pe, sym, local, &o->h);
     if (err) return err;
     const nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
@@ -1062,28 +1065,36 @@ EFA_GDA_DEV int efa_gda_owned_room(efa_gda_owned &o, uint32_t n) {
 EFA_GDA_DEV int efa_gda_rma_nbi(efa_gda_owned &o, uint8_t op, void *local, const void *sym, uint64_t bytes) {
     const efa_gda_handle &h = o.h;
     const uint64_t lo = (uint64_t)local - h.local_base, so = (uint64_t)sym - h.sym_base;
-    if (o.index == ~0u || lo >= h.local_len || bytes > h.local_len - lo || so >= h.sym_len || bytes > h.sym_len - so ||
-        bytes > h.q.max_rdma)
+    if (o.index == ~0u || lo >= h.local_len || bytes > h.local_len - lo || so >= h.sym_len || bytes > h.sym_len - so) {
+        o.general = true;
         return efa_gda_rma_nbi_on(h.s, h.rail, op, local, sym, bytes, h.pe, false, 0);
-    const uint32_t slot = o.next;
-    if ((int32_t)(slot + 1 - o.room_end) > 0) {
-        const int err = efa_gda_owned_room(o, 1);
-        if (err) return err;
     }
-    efa_gda_piece p;
-    p.local = (uint64_t)local;
-    p.remote = h.remote_base + so;
-    p.len = bytes;
-    p.lkey = h.lkey;
-    p.rkey = h.rkey;
-    efa_gda_store_wqe(h.q, slot, efa_gda_wqe_of(efa_gda_desc(op, h.peer, p, false, 0)));
-    /* sq_reserved before the doorbell: a completion of this slot is checked against it. */
-    efa_gda_store(&h.q.qp->sq_reserved, slot + 1);
-    __threadfence_system();
-    efa_gda_store(h.q.db, (slot + 1) & 0xffffu);
-    __threadfence_system();
-    efa_gda_store(&h.q.qp->sq_rung, slot + 1);
-    o.next = slot + 1;
+    /* One WQE per max-RDMA-size piece (one for all but huge transfers), each rung on its own: the doorbell
+     * never covers more than one new WQE. */
+    uint64_t done = 0;
+    do {
+        const uint64_t len = bytes - done < h.q.max_rdma ? bytes - done : h.q.max_rdma;
+        const uint32_t slot = o.next;
+        if ((int32_t)(slot + 1 - o.room_end) > 0) {
+            const int err = efa_gda_owned_room(o, 1);
+            if (err) return err;
+        }
+        efa_gda_piece p;
+        p.local = (uint64_t)local + done;
+        p.remote = h.remote_base + so + done;
+        p.len = len;
+        p.lkey = h.lkey;
+        p.rkey = h.rkey;
+        efa_gda_store_wqe(h.q, slot, efa_gda_wqe_of(efa_gda_desc(op, h.peer, p, false, 0)));
+        /* sq_reserved before the doorbell: a completion of this slot is checked against it. */
+        efa_gda_store(&h.q.qp->sq_reserved, slot + 1);
+        __threadfence_system();
+        efa_gda_store(h.q.db, (slot + 1) & 0xffffu);
+        __threadfence_system();
+        efa_gda_store(&h.q.qp->sq_rung, slot + 1);
+        o.next = slot + 1;
+        done += len;
+    } while (done < bytes);
     return NVSHMEMX_EFA_GDA_OK;
 }
 EFA_GDA_DEV int efa_gda_put_nbi(efa_gda_owned &o, void *dest, const void *src, uint64_t bytes) {
@@ -1092,12 +1103,18 @@ EFA_GDA_DEV int efa_gda_put_nbi(efa_gda_owned &o, void *dest, const void *src, u
 EFA_GDA_DEV int efa_gda_get_nbi(efa_gda_owned &o, void *dest, const void *src, uint64_t bytes) {
     return efa_gda_rma_nbi(o, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes);
 }
-/* The owner's quiet: every WQE it posted on its queue completed. Posts that went the general way (outside
- * the handle's regions) are on the shared queue: efa_gda_quiet covers both. */
+/* The owner's quiet: every WQE it posted completed, on its queue and, when one of its posts went the general
+ * way since its last quiet, on the rail's shared queue (everything reserved there so far, its own included). */
 EFA_GDA_DEV int efa_gda_quiet_owned(efa_gda_owned &o) {
     if (o.index == ~0u) return efa_gda_quiet_rail(o.h.s, o.h.rail);
-    const int err = efa_gda_wait_slots(o.h.q.qp, o.next);
-    return err ? err : (int)efa_gda_load(&o.h.q.qp->error);
+    int err = efa_gda_wait_slots(o.h.q.qp, o.next);
+    if (!err) err = (int)efa_gda_load(&o.h.q.qp->error);
+    if (o.general) {
+        const int shared = efa_gda_quiet_rail(o.h.s, o.h.rail);
+        if (!err) err = shared;
+        o.general = false;
+    }
+    return err;
 }
 
 /* Stop the kernel with a message when err is set: for callers that have no way to report an error (DeepEP's

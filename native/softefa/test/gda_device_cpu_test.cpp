@@ -556,6 +556,23 @@ int main() {
         CHECK(r.emu->violations().empty(), r.violations());
     });
 
+    test("owned queues: a transfer over the max RDMA size is split into pieces on the owned queue; one outside the handle's "
+         "regions goes the shared queue, and the owner's quiet waits for it there too (large:64K:32, held until idle)", [] {
+        Rig r("large:65536:32", 256, 16, 64 << 10, 64, 64, 200000, true, 1, nullptr, 1);
+        efa_gda_owned o;
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+        memset(r.heap0.data(), 0x3C, 200 << 10);
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 200 << 10) == 0 && o.next == 4 && r.qp.sq_reserved == 0,
+              "200 KiB in 4 pieces of at most 64 KiB, all on the owned queue");
+        CHECK(efa_gda_quiet_owned(o) == 0 && landed(r, 6 << 20, 200 << 10, 0x3C), "landed by the owner's quiet");
+        // Outside the handle's destination region (region 2): the shared queue, where the NIC model holds it (>= 64 KiB)
+        // until 200 ms without a doorbell.
+        memset(r.heap0.data(), 0x3D, 64 << 10);
+        CHECK(efa_gda_put_nbi(o, r.sym(10 << 20), r.sym(0), 64 << 10) == 0 && r.qp.sq_reserved == 1, "the general way");
+        CHECK(efa_gda_quiet_owned(o) == 0 && landed(r, 10 << 20, 64 << 10, 0x3D), "the owner's quiet returned before its put on the shared queue landed");
+        CHECK(r.emu->violations().empty(), r.violations());
+    });
+
     test("owned queues under concurrency: 2 checkers each own a queue (large put, efa_gda_quiet_owned, look at the target) "
          "while 3 threads post through the shared queue; every check finds its put in place (large:64K:32)", [] {
         Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 1, nullptr, 2);

@@ -129,7 +129,6 @@ const int kMaxRails = NVSHMEMX_EFA_GDA_MAX_RAILS;
 const char *const kRailsEnv = NVSHMEM_EFA_GDA_RAILS_ENV;
 const char *const kOwnedEnv = NVSHMEM_EFA_GDA_OWNED_QUEUES_ENV;
 const int kMaxOwned = NVSHMEM_EFA_GDA_MAX_OWNED;
-const size_t kOwnedAddrLen = 32; /* an efa-direct endpoint name (struct efa_ep_addr) */
 
 /* The driver entry points GDA needs, resolved at run time. */
 struct Driver {
@@ -269,8 +268,8 @@ struct RailAddress {
     uint64_t credits_base;
     uint8_t addr[96];
     uint32_t owned;                       /* owned queues opened on this rail */
-    uint32_t owned_addrlen;
-    uint8_t owned_addr[NVSHMEM_EFA_GDA_MAX_OWNED][32];
+    uint32_t reserved;
+    uint8_t owned_addr[NVSHMEM_EFA_GDA_MAX_OWNED][32]; /* their names (an efa-direct name is 32 bytes) */
 };
 struct PeerAddress {
     int32_t requested;
@@ -429,10 +428,7 @@ int register_mr(Gda &s, Rail &rl, void *buf, size_t len, uint64_t access, struct
     return fi_mr_regattr(rl.domain, &attr, 0, mr);
 }
 
-/* Closes one rail. Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes;
- * the endpoint goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped
- * writing into it; MRs and the AV before the domain, the domain before the fabric. Heap regions registered on
- * the rail are closed by the caller first. */
+/* Closes an owned queue, in the order a rail is closed (below). */
 void close_owned(Gda &s, OwnedQueue &o) {
     if (o.sq.base) s.cu.memHostUnregister(o.sq.base);
     if (o.db.base) s.cu.memHostUnregister(o.db.base);
@@ -445,6 +441,10 @@ void close_owned(Gda &s, OwnedQueue &o) {
     o.d_slot_done = 0;
 }
 
+/* Closes one rail. Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes;
+ * the endpoint goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped
+ * writing into it; MRs and the AV before the domain, the domain before the fabric. Heap regions registered on
+ * the rail are closed by the caller first. */
 void teardown_rail(Gda &s, Rail &rl) {
     for (OwnedQueue &o : rl.owned) close_owned(s, o);
     rl.owned.clear();
@@ -724,7 +724,7 @@ const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *wh
     o.qp.cq_entries = o.tx.attr.num_entries;
     o.qp.cq_log2 = log2_of(o.qp.cq_entries);
     o.qp.slot_done = (uint32_t *)(uintptr_t)o.d_slot_done;
-    size_t len = kOwnedAddrLen;
+    size_t len = sizeof RailAddress::owned_addr[0];
     if ((rc = fi_getname(&o.ep->fid, addr, &len))) {
         snprintf(why, whylen, "fi_getname of an owned queue failed (%s)", fi_strerror(-rc));
         return why;
@@ -734,7 +734,6 @@ const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *wh
 
 /* Opens up to `want` owned queues on a rail; fewer (with the reason in rl.owned_why) when one fails. */
 void start_owned_queues(Gda &s, Rail &rl, int want, RailAddress *me) {
-    me->owned_addrlen = (uint32_t)kOwnedAddrLen;
     for (int k = 0; k < want; k++) {
         rl.owned.emplace_back();
         char why[400] = "";

@@ -5,7 +5,8 @@
 //   single post  efa_gda_put_nbi of 8 bytes: PE and region lookup, slot reservation (one atomic), WQE build
 //                and stores, the same two fences around the doorbell, the doorbell hand-off; three ways: the
 //                general call on a hot region (the common case), through a prepared handle, and the general
-//                call on a region that is only in the region table (no hot slot filled)
+//                call on a region that is only in the region table (no hot slot filled); and through an owned
+//                queue (efa_gda_owned, ABI 6: the slot from a counter in registers, no atomic)
 //   warp batch   efa_gda_rma_nbi_warp_batch with 32 lanes: 32 WQEs written in parallel under one doorbell
 //                (max_batch 32) or two (max_batch 16)
 // The three are interleaved round by round so clock drift and cache state affect them alike. Prints a
@@ -39,17 +40,21 @@ constexpr uint32_t kRounds = 32, kPerRound = 64;  // single posts: 2048; batches
 constexpr uint64_t kBuf = 1 << 20;
 
 struct Samples {
-    long long *minimal, *single, *handle, *table, *batch32, *batch16;
+    long long *minimal, *single, *handle, *table, *owned, *batch32, *batch16;
 };
 
 __global__ void post_cost(nvshmemx_efa_gda_device_state_t *single_s, nvshmemx_efa_gda_device_state_t *cold_s,
-                          nvshmemx_efa_gda_device_state_t *b32, nvshmemx_efa_gda_device_state_t *b16, uint8_t *buf,
-                          Samples out, int *err) {
+                          nvshmemx_efa_gda_device_state_t *owned_s, nvshmemx_efa_gda_device_state_t *b32,
+                          nvshmemx_efa_gda_device_state_t *b16, uint8_t *buf, Samples out, int *err) {
     const unsigned lane = threadIdx.x & 31;
     nvshmemx_efa_gda_qp_t *qp = &single_s->rail[0].qp;
     volatile uint64_t *ring = (volatile uint64_t *)qp->sq_buf;
     volatile uint32_t *db = qp->sq_db;
     uint32_t minimal_slot = 0;
+    // An owned queue, claimed once (outside the timed part) with a handle for PE 1 and the buffer's region.
+    efa_gda_owned o;
+    if (lane == 0)
+        if (const int e = efa_gda_own(owned_s, 1, buf + kBuf / 2, buf, &o)) atomicCAS(err, 0, e);
     for (uint32_t r = 0; r < kRounds; r++) {
         if (lane == 0) {
             // The minimal sequence: what any post must do for one WQE on this memory.
@@ -89,6 +94,14 @@ __global__ void post_cost(nvshmemx_efa_gda_device_state_t *single_s, nvshmemx_ef
                 const long long t0 = clock64();
                 const int e = efa_gda_put_nbi(cold_s, p + kBuf / 2, p, 8, 1);
                 out.table[r * kPerRound + i] = clock64() - t0;
+                if (e) atomicCAS(err, 0, e);
+            }
+            // Through the owned queue.
+            for (uint32_t i = 0; i < kPerRound; i++) {
+                uint8_t *p = buf + (size_t)(i % 1024) * 64;
+                const long long t0 = clock64();
+                const int e = efa_gda_put_nbi(o, p + kBuf / 2, p, 8);
+                out.owned[r * kPerRound + i] = clock64() - t0;
                 if (e) atomicCAS(err, 0, e);
             }
         }
@@ -281,7 +294,15 @@ int main() {
 
     // One device state per measured path, each with its own queue counters over the same ring; hot: the
     // buffer's region is in hot slot 0 (as the host makes the heap's first regions), else only in the table.
-    auto make_state = [&](uint32_t max_batch, bool hot) {
+    // The owned queue: its own counters and slot marks over the same ring (nothing completes here).
+    uint32_t *owned_done, *d_owner;
+    CK(cudaMalloc(&owned_done, kSq * 4));
+    CK(cudaMemcpy(owned_done, init.data(), kSq * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&d_owner, 4));
+    CK(cudaMemset(d_owner, 0, 4));
+    nvshmemx_efa_gda_qp_t *d_owned;
+    CK(cudaMalloc(&d_owned, sizeof(nvshmemx_efa_gda_qp_t)));
+    auto make_state = [&](uint32_t max_batch, bool hot, bool owned = false) {
         static nvshmemx_efa_gda_device_state_t s;  // about 260 KiB: not on the stack
         memset(&s, 0, sizeof s);
         s.abi_version = NVSHMEMX_EFA_GDA_ABI_VERSION;
@@ -310,22 +331,31 @@ int main() {
             s.rail[0].fast[0].hot[0] = {(uint64_t)buf, 0x201, 1};
             s.rail[0].fast[1].hot[0] = {(uint64_t)buf, 0x202, 1};
         }
+        if (owned) {
+            nvshmemx_efa_gda_qp_t oq = q;
+            oq.qp_num = 12;
+            oq.slot_done = owned_done;
+            CK(cudaMemcpy(d_owned, &oq, sizeof oq, cudaMemcpyHostToDevice));
+            s.rail[0].owned = d_owned;
+            s.rail[0].owner = d_owner;
+            s.rail[0].n_owned = 1;
+        }
         nvshmemx_efa_gda_device_state_t *d_s;
         CK(cudaMalloc(&d_s, sizeof s));
         CK(cudaMemcpy(d_s, &s, sizeof s, cudaMemcpyHostToDevice));
         return d_s;
     };
     nvshmemx_efa_gda_device_state_t *s_single = make_state(16, true), *s_cold = make_state(16, false),
-                                    *s32 = make_state(32, true), *s16 = make_state(16, true);
+                                    *s32 = make_state(32, true), *s16 = make_state(16, true), *s_owned = make_state(16, true, true);
 
     const size_t n = (size_t)kRounds * kPerRound;
     Samples d_out;
-    for (long long **p : {&d_out.minimal, &d_out.single, &d_out.handle, &d_out.table, &d_out.batch32, &d_out.batch16})
+    for (long long **p : {&d_out.minimal, &d_out.single, &d_out.handle, &d_out.table, &d_out.owned, &d_out.batch32, &d_out.batch16})
         CK(cudaMalloc(p, n * 8));
     int *d_err;
     CK(cudaMalloc(&d_err, 4));
     CK(cudaMemset(d_err, 0, 4));
-    post_cost<<<1, 32>>>(s_single, s_cold, s32, s16, buf, d_out, d_err);
+    post_cost<<<1, 32>>>(s_single, s_cold, s_owned, s32, s16, buf, d_out, d_err);
     CK(cudaDeviceSynchronize());
     int err;
     CK(cudaMemcpy(&err, d_err, 4, cudaMemcpyDeviceToHost));
@@ -339,8 +369,9 @@ int main() {
         return stat(v, kPerRound);
     };
     const Stat sm = fetch(d_out.minimal), ss = fetch(d_out.single), sh = fetch(d_out.handle), st = fetch(d_out.table),
-               s32s = fetch(d_out.batch32), s16s = fetch(d_out.batch16);
-    const double single_ratio = ss.median / sm.median, handle_ratio = sh.median / sm.median, table_ratio = st.median / sm.median;
+               so = fetch(d_out.owned), s32s = fetch(d_out.batch32), s16s = fetch(d_out.batch16);
+    const double single_ratio = ss.median / sm.median, handle_ratio = sh.median / sm.median, table_ratio = st.median / sm.median,
+                 owned_ratio = so.median / sm.median;
     const double b32_ratio = s32s.median / 32 / ss.median, b16_ratio = s16s.median / 32 / ss.median;
     printf("\n%u rounds x %u of each, first round dropped; cycles per call (clock64): median [p10, p90], mean\n\n", kRounds, kPerRound);
     printf("| sequence | cycles per call | WQEs | cycles per WQE | ratio | goal |\n|---|---|---|---|---|---|\n");
@@ -352,12 +383,14 @@ int main() {
            sh.median, sh.p10, sh.p90, sh.mean, sh.median, handle_ratio, handle_ratio <= 1.15 ? "met" : "missed");
     printf("| single post, region only in the region table (no hot slot) | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | |\n",
            st.median, st.p10, st.p90, st.mean, st.median, table_ratio);
+    printf("| single post through an owned queue: efa_gda_put_nbi(owned), 8 B | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.15 (%s) |\n",
+           so.median, so.p10, so.p90, so.mean, so.median, owned_ratio, owned_ratio <= 1.15 ? "met" : "missed");
     printf("| warp batch, max_batch 32: 32 WQEs, 1 doorbell | %.0f [%.0f, %.0f], %.0f | 32 | %.0f | %.2f x single post | <= 0.30 (%s) |\n",
            s32s.median, s32s.p10, s32s.p90, s32s.mean, s32s.median / 32, b32_ratio, b32_ratio <= 0.30 ? "met" : "missed");
     printf("| warp batch, max_batch 16: 32 WQEs, 2 doorbells | %.0f [%.0f, %.0f], %.0f | 32 | %.0f | %.2f x single post | <= 0.30 (%s) |\n",
            s16s.median, s16s.p10, s16s.p90, s16s.mean, s16s.median / 32, b16_ratio, b16_ratio <= 0.30 ? "met" : "missed");
-    printf("\nsingle post overhead over the minimal sequence: %.0f cycles (median), through a handle %.0f\n", ss.median - sm.median,
-           sh.median - sm.median);
+    printf("\nsingle post overhead over the minimal sequence: %.0f cycles (median), through a handle %.0f, through an owned queue %.0f\n",
+           ss.median - sm.median, sh.median - sm.median, so.median - sm.median);
 
     // Breakdown, on a fresh queue state.
     nvshmemx_efa_gda_device_state_t *s_b = make_state(16, true);

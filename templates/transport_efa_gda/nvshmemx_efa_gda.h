@@ -15,6 +15,12 @@
  * and the keys of the hot regions as that rail's NIC registered them. Rail r of one PE talks to rail r of
  * every other PE; every PE has the same n_rails (start-up agrees on it).
  *
+ * Owned queues (ABI 6): besides its shared queue, a rail may have queues one thread at a time owns
+ * (nvshmemx_efa_gda_rail_t.owned, NVSHMEM_EFA_GDA_OWNED_QUEUES per rail, each a QP of its own efa-direct
+ * endpoint). The owner reserves its slots from a counter it keeps in registers, so a post waits for no
+ * round trip before it stores its WQE: the shared queue's fetch-and-add is what keeps a shared post above
+ * 1.2x the bare WQE-and-doorbell sequence. Quiet and signals wait on the owned queues too.
+ *
  * Layout: everything a post needs sits at a fixed offset from the state pointer: rail r's block at
  * rail[r], and within it the queue, the hot regions and the first NVSHMEMX_EFA_GDA_FAST_PES peers, so the
  * device loads it in one round of independent loads issued together with the slot reservation; choosing
@@ -26,7 +32,7 @@
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 5
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 6
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
@@ -52,6 +58,7 @@ enum {
     NVSHMEMX_EFA_GDA_ERR_NO_CREDITS = 0x107,         /* the receiver took no immediates within the timeout */
     NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL = 0x108,         /* a signal of other than 4 or 8 aligned bytes, or no scratch */
     NVSHMEMX_EFA_GDA_ERR_BAD_RAIL = 0x109,           /* a rail named by the caller that GDA does not run on */
+    NVSHMEMX_EFA_GDA_ERR_NO_OWNED_QUEUE = 0x10a,     /* every owned queue of the rail is taken, or it has none */
 };
 
 /* Operation types of a posted WQE (efa_io_send_op_type values). */
@@ -204,7 +211,16 @@ typedef struct {
     nvshmemx_efa_gda_credits_t *credits;       /* GPU memory; required: a post whose lookup failed after it
                                                 * reserved its slot fills the slot with a 0-byte RDMA read of
                                                 * this PE's own credit counters on this rail */
-    uint64_t reserved[7];
+    /* Owned queues (ABI 6): [n_owned] queues of GPU memory, each a QP of its own endpoint on this rail, whose
+     * WQEs address the peers' shared queues (peers[]); owner[k] is 0 while queue k is free, else taken
+     * (efa_gda_own claims it with a compare-and-swap, efa_gda_disown frees it). Their counters follow the
+     * same rules as the shared queue's, but only the owner reserves and rings: it stores sq_reserved before
+     * each doorbell (so pollers and quiet see its WQEs) instead of fetching it. */
+    nvshmemx_efa_gda_qp_t *owned;
+    uint32_t *owner;
+    uint32_t n_owned;
+    uint32_t reserved_owned;
+    uint64_t reserved[4];
     nvshmemx_efa_gda_fast_peer_t fast[NVSHMEMX_EFA_GDA_FAST_PES]; /* PEs 0 .. FAST_PES-1 (zero past n_pes) */
 } nvshmemx_efa_gda_rail_t;
 

@@ -34,6 +34,10 @@
  * retired prefix covers it, whichever rails the payload took. Receiving (efa_gda_rx_poll) polls every rail.
  * A prepared handle (efa_gda_handle) binds one rail.
  *
+ * Owned queues (efa_gda_owned, ABI 6): a rail may also have queues that one thread at a time owns; the owner
+ * reserves slots from a counter in its registers instead of the shared fetch-and-add, so its post waits for
+ * no round trip before storing the WQE. efa_gda_quiet and efa_gda_signal wait on them as well.
+ *
  * Any number of threads may post at once (slots are reserved with one fetch-and-add and doorbells handed
  * over in slot order). A post issues its slot's fetch-and-add together with every load it needs (all at
  * fixed offsets from the state and its rail, see nvshmemx_efa_gda.h), so the common post waits for one
@@ -793,9 +797,14 @@ EFA_GDA_DEV int efa_gda_get_nbi_on(nvshmemx_efa_gda_device_state_t *s, uint32_t 
  * they took) completed: first a snapshot of each rail's reserved count, then each rail's retired prefix
  * waited up to it. Returns the first error of any rail's queue (an efa_io_comp_status value or
  * NVSHMEMX_EFA_GDA_ERR_*), or 0. */
+EFA_GDA_DEV int efa_gda_quiet_owned_queues(nvshmemx_efa_gda_device_state_t *s, uint32_t n_rails);
 EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) {
     const uint32_t n = efa_gda_ro(&s->n_rails);
-    if (n <= 1) return efa_gda_quiet_qp(&s->rail[0].qp);
+    if (n <= 1) {
+        const int err = efa_gda_quiet_qp(&s->rail[0].qp);
+        const int owned = efa_gda_ro(&s->rail[0].n_owned) ? efa_gda_quiet_owned_queues(s, 1) : 0;
+        return err ? err : owned;
+    }
     uint32_t end[NVSHMEMX_EFA_GDA_MAX_RAILS];
 #pragma unroll
     for (uint32_t r = 0; r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++)
@@ -808,6 +817,22 @@ EFA_GDA_DEV int efa_gda_quiet(nvshmemx_efa_gda_device_state_t *s) {
         int err = efa_gda_wait_slots(qp, end[r]);
         if (!err) err = (int)efa_gda_load(&qp->error);
         if (!first) first = err;
+    }
+    const int owned = efa_gda_quiet_owned_queues(s, n);
+    return first ? first : owned;
+}
+/* The owned queues' part of efa_gda_quiet: each queue's reserved count read just before waiting on it (later
+ * than the call, so it covers everything reserved before the call). */
+EFA_GDA_DEV int efa_gda_quiet_owned_queues(nvshmemx_efa_gda_device_state_t *s, uint32_t n_rails) {
+    int first = 0;
+    for (uint32_t r = 0; r < n_rails && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++) {
+        const uint32_t n = efa_gda_ro(&s->rail[r].n_owned);
+        nvshmemx_efa_gda_qp_t *owned = n ? efa_gda_ro(&s->rail[r].owned) : nullptr;
+        for (uint32_t k = 0; k < n; k++) {
+            int err = efa_gda_wait_slots(&owned[k], efa_gda_load(&owned[k].sq_reserved));
+            if (!err) err = (int)efa_gda_load(&owned[k].error);
+            if (!first) first = err;
+        }
     }
     return first;
 }
@@ -970,6 +995,128 @@ EFA_GDA_DEV int efa_gda_get_nbi(const efa_gda_handle &h, void *dest, const void 
     return efa_gda_rma_nbi(h, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes);
 }
 
+/* --- owned queues (ABI 6) ------------------------------------------------------------------------------
+ * A queue one thread owns (nvshmemx_efa_gda_rail_t.owned), with a prepared handle's peer and regions: the
+ * owner keeps the queue's next slot and the end of the free room it last saw in registers, so a put or get
+ * that fits the handle's regions and one WQE stores its WQE and sq_reserved, fences and rings without a load
+ * or an atomic before the stores; a larger one is split into max-RDMA-size pieces on the same queue. Only when
+ * the room it saw runs out does it read the counters (and poll completions), as a shared post that finds the
+ * queue full. A transfer outside the handle's regions goes the general way on the rail's shared queue. The
+ * owner's quiet (efa_gda_quiet_owned) waits on its queue, and on the shared queue when one of its posts went
+ * there since its last quiet; efa_gda_quiet and efa_gda_signal wait on every owned queue too.
+ * One thread at a time: efa_gda_own claims a free queue of the rail, efa_gda_disown frees it (after the
+ * owner's last post; its WQEs may still be in flight, and the next owner or any quiet still waits for them).
+ * Claim queues outside the hot loop: the claim is a compare-and-swap per queue it tries. */
+struct efa_gda_owned {
+    efa_gda_handle h; /* the handle's q is the owned queue */
+    uint32_t index;   /* which owned queue of the rail; ~0u when none is held */
+    uint32_t next;    /* the next slot: sq_reserved, which only the owner changes */
+    uint32_t room_end; /* slots below this were free when last read (retired + entries) */
+    bool general;      /* a post went the general way (shared queue) since the owner's last quiet */
+};
+EFA_GDA_DEV int efa_gda_own_on(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe, const void *sym, const void *local,
+                               efa_gda_owned *o) {
+    o->index = ~0u;
+    o->next = o->room_end = 0;
+    o->general = false;
+    const int err = efa_gda_handle_init_on(s, rail, pe, sym, local, &o->h);
+    if (err) return err;
+    const nvshmemx_efa_gda_rail_t *rl = &s->rail[rail];
+    const uint32_t n = efa_gda_ro(&rl->n_owned);
+    uint32_t *owner = efa_gda_ro(&rl->owner);
+    nvshmemx_efa_gda_qp_t *owned = efa_gda_ro(&rl->owned);
+    for (uint32_t k = 0; k < n; k++) {
+        if (efa_gda_load(&owner[k]) != 0u || atomicCAS(&owner[k], 0u, 1u) != 0u) continue;
+        /* Acquire: the previous owner's counter stores, released before it freed the queue. */
+        __threadfence();
+        o->index = k;
+        o->h.q = efa_gda_sq_of(&owned[k]);
+        const efa_gda_counters c = efa_gda_load_counters(&owned[k]);
+        o->next = c.reserved;
+        o->room_end = c.retired + o->h.q.entries;
+        return NVSHMEMX_EFA_GDA_OK;
+    }
+    return NVSHMEMX_EFA_GDA_ERR_NO_OWNED_QUEUE;
+}
+/* On the policy's rail for pe and the calling warp. */
+EFA_GDA_DEV int efa_gda_own(nvshmemx_efa_gda_device_state_t *s, int pe, const void *sym, const void *local, efa_gda_owned *o) {
+    return efa_gda_own_on(s, efa_gda_rail_of(s, pe, efa_gda_warp_channel()), pe, sym, local, o);
+}
+EFA_GDA_DEV void efa_gda_disown(efa_gda_owned *o) {
+    if (o->index == ~0u) return;
+    __threadfence(); /* release: this owner's counter stores before the queue is free */
+    atomicExch(&efa_gda_ro(&o->h.s->rail[o->h.rail].owner)[o->index], 0u);
+    o->index = ~0u;
+}
+
+/* Waits until n more slots of the owned queue are free (its earlier WQEs completed), polling completions. */
+EFA_GDA_DEV int efa_gda_owned_room(efa_gda_owned &o, uint32_t n) {
+    nvshmemx_efa_gda_qp_t *qp = o.h.q.qp;
+    for (;;) {
+        const efa_gda_counters c = efa_gda_load_counters(qp);
+        if (c.fatal) return NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        o.room_end = c.retired + o.h.q.entries;
+        if ((int32_t)(o.next + n - o.room_end) <= 0) return NVSHMEMX_EFA_GDA_OK;
+        efa_gda_poll_cq(qp);
+        EFA_GDA_SPIN_PAUSE();
+    }
+}
+
+EFA_GDA_DEV int efa_gda_rma_nbi(efa_gda_owned &o, uint8_t op, void *local, const void *sym, uint64_t bytes) {
+    const efa_gda_handle &h = o.h;
+    const uint64_t lo = (uint64_t)local - h.local_base, so = (uint64_t)sym - h.sym_base;
+    if (o.index == ~0u || lo >= h.local_len || bytes > h.local_len - lo || so >= h.sym_len || bytes > h.sym_len - so) {
+        o.general = true;
+        return efa_gda_rma_nbi_on(h.s, h.rail, op, local, sym, bytes, h.pe, false, 0);
+    }
+    /* One WQE per max-RDMA-size piece (one for all but huge transfers), each rung on its own: the doorbell
+     * never covers more than one new WQE. */
+    uint64_t done = 0;
+    do {
+        const uint64_t len = bytes - done < h.q.max_rdma ? bytes - done : h.q.max_rdma;
+        const uint32_t slot = o.next;
+        if ((int32_t)(slot + 1 - o.room_end) > 0) {
+            const int err = efa_gda_owned_room(o, 1);
+            if (err) return err;
+        }
+        efa_gda_piece p;
+        p.local = (uint64_t)local + done;
+        p.remote = h.remote_base + so + done;
+        p.len = len;
+        p.lkey = h.lkey;
+        p.rkey = h.rkey;
+        efa_gda_store_wqe(h.q, slot, efa_gda_wqe_of(efa_gda_desc(op, h.peer, p, false, 0)));
+        /* sq_reserved before the doorbell: a completion of this slot is checked against it. */
+        efa_gda_store(&h.q.qp->sq_reserved, slot + 1);
+        __threadfence_system();
+        efa_gda_store(h.q.db, (slot + 1) & 0xffffu);
+        __threadfence_system();
+        efa_gda_store(&h.q.qp->sq_rung, slot + 1);
+        o.next = slot + 1;
+        done += len;
+    } while (done < bytes);
+    return NVSHMEMX_EFA_GDA_OK;
+}
+EFA_GDA_DEV int efa_gda_put_nbi(efa_gda_owned &o, void *dest, const void *src, uint64_t bytes) {
+    return efa_gda_rma_nbi(o, NVSHMEMX_EFA_GDA_OP_WRITE, (void *)src, dest, bytes);
+}
+EFA_GDA_DEV int efa_gda_get_nbi(efa_gda_owned &o, void *dest, const void *src, uint64_t bytes) {
+    return efa_gda_rma_nbi(o, NVSHMEMX_EFA_GDA_OP_READ, dest, src, bytes);
+}
+/* The owner's quiet: every WQE it posted completed, on its queue and, when one of its posts went the general
+ * way since its last quiet, on the rail's shared queue (everything reserved there so far, its own included). */
+EFA_GDA_DEV int efa_gda_quiet_owned(efa_gda_owned &o) {
+    if (o.index == ~0u) return efa_gda_quiet_rail(o.h.s, o.h.rail);
+    int err = efa_gda_wait_slots(o.h.q.qp, o.next);
+    if (!err) err = (int)efa_gda_load(&o.h.q.qp->error);
+    if (o.general) {
+        const int shared = efa_gda_quiet_rail(o.h.s, o.h.rail);
+        if (!err) err = shared;
+        o.general = false;
+    }
+    return err;
+}
+
 /* Stop the kernel with a message when err is set: for callers that have no way to report an error (DeepEP's
  * void IBGDA functions), so that a failed post or quiet is never silent. efa_gda_check names the operation
  * and its addresses; efa_gda_check_quiet the rail and request that failed first. */
@@ -988,6 +1135,13 @@ EFA_GDA_DEV void efa_gda_check_quiet(const nvshmemx_efa_gda_device_state_t *s, i
             break;
         }
     const nvshmemx_efa_gda_qp_t *qp = &s->rail[rail].qp;
+    if (!efa_gda_load(&qp->error))
+        for (uint32_t r = 0; r < s->n_rails && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++)
+            for (uint32_t k = 0; k < s->rail[r].n_owned; k++)
+                if (efa_gda_load(&s->rail[r].owned[k].error) && !efa_gda_load(&qp->error)) {
+                    rail = r;
+                    qp = &s->rail[r].owned[k];
+                }
     printf("nvshmem-efa: EFA GDA %s (before signalling PE %d) failed: %s (0x%x); first failed request id %u, %u failed "
            "completions on rail %u (QP %u)\n",
            op, pe, efa_gda_strerror(err), err, efa_gda_load(&qp->error_req_id), efa_gda_load(&qp->error_count), rail, qp->qp_num);

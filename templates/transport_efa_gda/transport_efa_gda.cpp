@@ -127,6 +127,8 @@ const uint32_t kMinImmWindow = 16;        /* immediates in flight per sender the
 const uint64_t kCreditTimeoutNs = 10000000000ull;
 const int kMaxRails = NVSHMEMX_EFA_GDA_MAX_RAILS;
 const char *const kRailsEnv = NVSHMEM_EFA_GDA_RAILS_ENV;
+const char *const kOwnedEnv = NVSHMEM_EFA_GDA_OWNED_QUEUES_ENV;
+const int kMaxOwned = NVSHMEM_EFA_GDA_MAX_OWNED;
 
 /* The driver entry points GDA needs, resolved at run time. */
 struct Driver {
@@ -198,6 +200,20 @@ struct Mapping {
     CUdeviceptr dev = 0;
 };
 
+/* An owned queue: an endpoint of its own on a rail (its QP), with its TX CQ in GPU memory; its RX side
+ * shares the rail's RX CQ (nothing is sent to it: peers address the rail's own QP). */
+struct OwnedQueue {
+    struct fid_ep *ep = nullptr;
+    GpuCq tx;
+    Mapping sq, db;
+    struct fi_efa_wq_attr sq_attr = {};
+    uint8_t sq_attr_spare[64] = {};
+    struct fi_efa_wq_attr rq_attr = {};
+    uint8_t rq_attr_spare[64] = {};
+    CUdeviceptr d_slot_done = 0;
+    nvshmemx_efa_gda_qp_t qp = {};
+};
+
 /* One NIC of this PE with GDA's own efa-direct endpoint on it. */
 struct Rail {
     std::string name;   /* the NIC (nic->device_attr->name), else the domain name */
@@ -222,6 +238,9 @@ struct Rail {
     uint8_t rq_attr_spare[64] = {};
     struct fid_mr *credits_mr = nullptr;
     CUdeviceptr d_rx = 0, d_peers = 0, d_slot_done = 0, d_credits = 0, d_credit_words = 0, d_peer_consumed = 0;
+    std::vector<OwnedQueue> owned;     /* the owned queues opened (at most what every PE opened, after start-up) */
+    std::string owned_why;             /* why fewer owned queues than asked for opened here, if so */
+    CUdeviceptr d_owned = 0, d_owner = 0;
     /* What goes into the rail's block of the device state once GDA's rails are known (finish_start). */
     struct {
         nvshmemx_efa_gda_qp_t qp;
@@ -248,6 +267,9 @@ struct RailAddress {
     uint32_t credits_rkey;
     uint64_t credits_base;
     uint8_t addr[96];
+    uint32_t owned;                       /* owned queues opened on this rail */
+    uint32_t reserved;
+    uint8_t owned_addr[NVSHMEM_EFA_GDA_MAX_OWNED][32]; /* their names (an efa-direct name is 32 bytes) */
 };
 struct PeerAddress {
     int32_t requested;
@@ -406,11 +428,30 @@ int register_mr(Gda &s, Rail &rl, void *buf, size_t len, uint64_t access, struct
     return fi_mr_regattr(rl.domain, &attr, 0, mr);
 }
 
+/* Closes an owned queue, in the order a rail is closed (below). */
+void close_owned(Gda &s, OwnedQueue &o) {
+    if (o.sq.base) s.cu.memHostUnregister(o.sq.base);
+    if (o.db.base) s.cu.memHostUnregister(o.db.base);
+    o.sq = Mapping();
+    o.db = Mapping();
+    if (o.ep) fi_close(&o.ep->fid);
+    o.ep = nullptr;
+    close_cq(s, o.tx);
+    if (o.d_slot_done && s.cu.memFree) s.cu.memFree(o.d_slot_done);
+    o.d_slot_done = 0;
+}
+
 /* Closes one rail. Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes;
  * the endpoint goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped
  * writing into it; MRs and the AV before the domain, the domain before the fabric. Heap regions registered on
  * the rail are closed by the caller first. */
 void teardown_rail(Gda &s, Rail &rl) {
+    for (OwnedQueue &o : rl.owned) close_owned(s, o);
+    rl.owned.clear();
+    for (CUdeviceptr *p : {&rl.d_owned, &rl.d_owner}) {
+        if (*p && s.cu.memFree) s.cu.memFree(*p);
+        *p = 0;
+    }
     if (rl.sq.base) s.cu.memHostUnregister(rl.sq.base);
     if (rl.db.base) s.cu.memHostUnregister(rl.db.base);
     rl.sq = Mapping();
@@ -640,6 +681,83 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
     return nullptr;
 }
 
+/* Opens owned queue k of a rail (after start_rail): its endpoint on the rail's domain and AV, its own TX CQ
+ * in GPU memory, the rail's RX CQ; its SQ and doorbell mapped for the GPU; slot marks. The queue's constants
+ * follow the rail's queue; its QP number comes with the AV inserts. *addr gets its name. */
+const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *why, size_t whylen) {
+    if (open_gpu_cq(s, rl, rl.info->tx_attr->size, &o.tx, "owned queue's TX", why, whylen)) return why;
+    int rc;
+    if ((rc = fi_endpoint(rl.domain, rl.info, &o.ep, NULL)) || (rc = fi_ep_bind(o.ep, &rl.av->fid, 0)) ||
+        (rc = fi_ep_bind(o.ep, &o.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(o.ep, &rl.rx.cq->fid, FI_RECV)) ||
+        (rc = fi_enable(o.ep))) {
+        snprintf(why, whylen, "creating an owned queue's endpoint failed (%s)", fi_strerror(-rc));
+        return why;
+    }
+    if ((rc = rl.ops->query_qp_wqs(o.ep, &o.sq_attr, &o.rq_attr))) {
+        snprintf(why, whylen, "query_qp_wqs of an owned queue failed (%s)", fi_strerror(-rc));
+        return why;
+    }
+    if (o.sq_attr.entry_size != rl.sq_attr.entry_size || o.sq_attr.num_entries != rl.sq_attr.num_entries ||
+        o.tx.attr.num_entries < o.sq_attr.num_entries || o.tx.attr.entry_size != rl.tx.attr.entry_size) {
+        snprintf(why, whylen, "an owned queue's SQ (%u x %u B, TX CQ %u x %u B) differs from the rail's (%u x %u B, TX CQ %u x %u B)",
+                 o.sq_attr.num_entries, o.sq_attr.entry_size, o.tx.attr.num_entries, o.tx.attr.entry_size, rl.sq_attr.num_entries,
+                 rl.sq_attr.entry_size, rl.tx.attr.num_entries, rl.tx.attr.entry_size);
+        return why;
+    }
+    CUdeviceptr sq_dev, db_dev;
+    CUresult cr;
+    const char *step = map_bar(s, o.sq_attr.buffer, (size_t)o.sq_attr.entry_size * o.sq_attr.num_entries, &o.sq, &sq_dev, &cr);
+    if (!step) step = map_bar(s, o.sq_attr.doorbell, sizeof(uint32_t), &o.db, &db_dev, &cr);
+    if (step) {
+        snprintf(why, whylen, "%s of an owned queue's SQ/doorbell pages was refused (%s)", step, s.cu.name(cr));
+        return why;
+    }
+    std::vector<uint32_t> done(o.sq_attr.num_entries);
+    for (uint32_t i = 0; i < o.sq_attr.num_entries; i++) done[i] = i - o.sq_attr.num_entries;
+    GDA_CU(s.cu.memAlloc(&o.d_slot_done, done.size() * sizeof done[0]), "allocating an owned queue's slot marks");
+    GDA_CU(s.cu.memcpyHtoD(o.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising an owned queue's slot marks");
+    o.qp = rl.st.qp;
+    o.qp.sq_buf = (uint8_t *)sq_dev;
+    o.qp.sq_db = (uint32_t *)db_dev;
+    o.qp.max_batch = o.sq_attr.max_batch ? o.sq_attr.max_batch : 1;
+    o.qp.cq_buf = (uint8_t *)o.tx.mem;
+    o.qp.cq_entries = o.tx.attr.num_entries;
+    o.qp.cq_log2 = log2_of(o.qp.cq_entries);
+    o.qp.slot_done = (uint32_t *)(uintptr_t)o.d_slot_done;
+    size_t len = sizeof RailAddress::owned_addr[0];
+    if ((rc = fi_getname(&o.ep->fid, addr, &len))) {
+        snprintf(why, whylen, "fi_getname of an owned queue failed (%s)", fi_strerror(-rc));
+        return why;
+    }
+    return nullptr;
+}
+
+/* Opens up to `want` owned queues on a rail; fewer (with the reason in rl.owned_why) when one fails. */
+void start_owned_queues(Gda &s, Rail &rl, int want, RailAddress *me) {
+    for (int k = 0; k < want; k++) {
+        rl.owned.emplace_back();
+        char why[400] = "";
+        const char *err = start_owned(s, rl, rl.owned.back(), me->owned_addr[k], why, sizeof why);
+        if (err) {
+            close_owned(s, rl.owned.back());
+            rl.owned.pop_back();
+            rl.owned_why = std::string("owned queue ") + std::to_string(k) + " of " + rl.name + ": " + err;
+            break;
+        }
+    }
+    me->owned = (uint32_t)rl.owned.size();
+}
+
+/* How many owned queues per rail NVSHMEM_EFA_GDA_OWNED_QUEUES asks for (0 when unset); -1 when it is not a
+ * number in [0, kMaxOwned]. */
+int owned_wanted() {
+    const char *v = getenv(kOwnedEnv);
+    if (!v || !*v) return 0;
+    char *end = nullptr;
+    const long n = strtol(v, &end, 10);
+    return *end || n < 0 || n > kMaxOwned ? -1 : (int)n;
+}
+
 /* How many rails NVSHMEM_EFA_GDA_RAILS allows (kMaxRails when unset); -1 when it is not a number in
  * [1, kMaxRails]. */
 int rails_allowed() {
@@ -666,6 +784,20 @@ const char *insert_peers(Gda &s, size_t k, const std::vector<PeerAddress> &all, 
         if (rc) {
             snprintf(why, whylen, "query_addr for PE %d%s failed (%s)", pe, on, fi_strerror(-rc));
             return why;
+        }
+        /* Its owned queues too: a target accepts RMA only from initiators it inserted. Our own give their QP
+         * numbers, which their CQEs must carry. */
+        for (size_t o = 0; o < rl.owned.size(); o++) {
+            if (fi_av_insert(rl.av, all[pe].rail[k].owned_addr[o], 1, &fa, 0, NULL) != 1) {
+                snprintf(why, whylen, "fi_av_insert of PE %d's owned queue %zu%s failed", pe, o, on);
+                return why;
+            }
+            nvshmemx_efa_gda_peer_t a;
+            if ((rc = rl.ops->query_addr(rl.ep, fa, &a.ah, &a.qpn, &a.qkey))) {
+                snprintf(why, whylen, "query_addr for PE %d's owned queue %zu%s failed (%s)", pe, o, on, fi_strerror(-rc));
+                return why;
+            }
+            if (pe == s.boot.my_pe) rl.owned[o].qp.qp_num = a.qpn;
         }
     }
     return nullptr;
@@ -799,6 +931,17 @@ const char *finish_start(Gda &s, const std::vector<PeerAddress> &all, const std:
         h.peers = (nvshmemx_efa_gda_peer_t *)(uintptr_t)rl.d_peers;
         /* Peers at fixed offsets (the rest of the array stays zero: no hot region is reachable there). */
         for (size_t pe = 0; pe < n && pe < NVSHMEMX_EFA_GDA_FAST_PES; pe++) h.fast[pe].addr = peers[k][pe];
+        if (!rl.owned.empty()) {
+            std::vector<nvshmemx_efa_gda_qp_t> qs;
+            for (const OwnedQueue &o : rl.owned) qs.push_back(o.qp);
+            GDA_CU(s.cu.memAlloc(&rl.d_owned, qs.size() * sizeof qs[0]), "allocating the owned queues");
+            GDA_CU(upload(s, rl.d_owned, qs.data(), qs.size() * sizeof qs[0]), "writing the owned queues");
+            GDA_CU(s.cu.memAlloc(&rl.d_owner, qs.size() * sizeof(uint32_t)), "allocating the owned queues' owner words");
+            GDA_CU(s.cu.memsetD8(rl.d_owner, 0, qs.size() * sizeof(uint32_t)), "clearing the owned queues' owner words");
+            h.owned = (nvshmemx_efa_gda_qp_t *)(uintptr_t)rl.d_owned;
+            h.owner = (uint32_t *)(uintptr_t)rl.d_owner;
+            h.n_owned = (uint32_t)qs.size();
+        }
     }
     GDA_CU(s.cu.memAlloc(&s.d_state, sizeof s.host_state), "allocating the device state");
     /* Nobody has the state's address yet: it is written whole, once. */
@@ -845,6 +988,9 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
         else if (allowed < 0) {
             snprintf(why, sizeof why, "%s=%s is not a number of rails in [1, %d]", kRailsEnv, getenv(kRailsEnv), kMaxRails);
             err = why;
+        } else if (owned_wanted() < 0) {
+            snprintf(why, sizeof why, "%s=%s is not a number of owned queues in [0, %d]", kOwnedEnv, getenv(kOwnedEnv), kMaxOwned);
+            err = why;
         }
         if (!err) {
             g->offered.resize((size_t)n_rails);
@@ -870,6 +1016,7 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
                     me.rail[g->used.size()] = RailAddress();
                     continue;
                 }
+                start_owned_queues(*g, rl, owned_wanted(), &me.rail[g->used.size()]);
                 g->used.push_back(i);
             }
             if (g->used.empty()) {
@@ -924,6 +1071,29 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
         teardown_rail(*g, rl);
         g->used.pop_back();
     }
+    /* The common owned-queue count: the fewest any PE opened on any of the common rails. */
+    uint32_t owned_common = (uint32_t)owned_wanted() > 0 ? (uint32_t)owned_wanted() : 0;
+    int owned_fewest = -1;
+    for (int pe = 0; pe < boot->n_pes; pe++)
+        for (size_t k = 0; k < common; k++)
+            if (all[pe].rail[k].owned < owned_common) owned_common = all[pe].rail[k].owned, owned_fewest = pe;
+    std::string owned_note;
+    if (owned_fewest >= 0) {
+        owned_note = "; " + std::to_string(owned_wanted()) + " owned queue" + (owned_wanted() == 1 ? "" : "s") +
+                     " per rail asked for, " + std::to_string(owned_common) + " on every PE: PE " + std::to_string(owned_fewest) +
+                     " opened " + std::to_string(owned_common) + " (its log says why)";
+        for (size_t k = 0; k < common; k++)
+            if (!g->rail(k).owned_why.empty())
+                fprintf(stderr, "nvshmem-efa: EFA GDA on PE %d: fewer owned queues than %s=%d asked for: %s\n", boot->my_pe, kOwnedEnv,
+                        owned_wanted(), g->rail(k).owned_why.c_str());
+    }
+    for (size_t k = 0; k < common; k++) {
+        Rail &rl = g->rail(k);
+        while (rl.owned.size() > owned_common) {
+            close_owned(*g, rl.owned.back());
+            rl.owned.pop_back();
+        }
+    }
     for (Rail &rl : g->offered)
         if (!rl.why.empty())
             fprintf(stderr, "nvshmem-efa: EFA GDA on PE %d: rail %d (%s) left out: %s\n", boot->my_pe, (int)(&rl - g->offered.data()),
@@ -962,11 +1132,15 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
         snprintf(rails, sizeof rails, "on %zu rail%s (%s)", g->n_rails(), g->n_rails() == 1 ? "" : "s", names.c_str());
     else
         snprintf(rails, sizeof rails, "on %zu of %zu rails (%s); %s", g->n_rails(), g->offered.size(), names.c_str(), out.c_str());
+    std::string owned;
+    if (owned_common > 0 || owned_fewest >= 0)
+        owned = ", " + std::to_string(owned_common) + " owned queue" + (owned_common == 1 ? "" : "s") + " per rail" + owned_note;
     set_status("EFA GDA active %s: efa-direct, QP%s %s, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, RX CQ %u x %u B "
-               "(%u immediates in flight per sender), CQ dma-buf %s, %d PEs",
+               "(%u immediates in flight per sender), CQ dma-buf %s, %d PEs%s",
                rails, g->n_rails() == 1 ? "" : "s", qps.c_str(), r0.sq_attr.num_entries, r0.sq_attr.entry_size, r0.sq_attr.max_batch,
                r0.tx.attr.num_entries, r0.tx.attr.entry_size, r0.rx.attr.num_entries, r0.rx.attr.entry_size,
-               g->host_state.rail[0].imm_window, r0.tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", boot->n_pes);
+               g->host_state.rail[0].imm_window, r0.tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", boot->n_pes,
+               owned.c_str());
     return 0;
 }
 

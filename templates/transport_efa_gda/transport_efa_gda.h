@@ -13,6 +13,11 @@ struct fi_info;
 #define NVSHMEM_EFA_GDA_ENABLE_ENV "NVSHMEM_EFA_GDA_ENABLE"
 /* Optional: at most this many rails per PE (1 .. NVSHMEMX_EFA_GDA_MAX_RAILS; default: every NIC NVSHMEM gives). */
 #define NVSHMEM_EFA_GDA_RAILS_ENV "NVSHMEM_EFA_GDA_RAILS"
+/* Optional: owned queues per rail (0 .. NVSHMEM_EFA_GDA_MAX_OWNED, default 0): each an efa-direct endpoint of
+ * its own with a 2 MiB GPU CQ, for device code that keeps a queue per thread (efa_gda_own). Every PE runs as
+ * many as the PE with the fewest. */
+#define NVSHMEM_EFA_GDA_OWNED_QUEUES_ENV "NVSHMEM_EFA_GDA_OWNED_QUEUES"
+#define NVSHMEM_EFA_GDA_MAX_OWNED 32
 
 /* NVSHMEM's bootstrap, passed in by the patched connect_endpoints so this file needs no NVSHMEM header. */
 typedef struct {

@@ -309,6 +309,21 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toContain('EFAEMU_GDA_ORDER: reorder mode \'sideways\'');
   });
 
+  it('GDA through owned queues (endpoints of their own, the slot from the owner\'s registers): 2 owners, puts and gets byte-exact, exact completions, quiet-and-look, reordering on', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-owned-'));
+    gda('owned', [
+      '2 owners post 400 puts and a get each through their own queues, and quiet them',
+      'nothing went the shared queue; quiet over every queue',
+      'every owned queue: each slot completed once, with its own QP number on its CQEs',
+      'the gets returned PE 1\'s bytes',
+      '20 x (1.5 MiB put, owner\'s quiet): the data was at the target every time the owner\'s quiet returned',
+      'the owned queues\' puts landed byte-exact',
+    ], { EFAEMU_REORDER: '8', EFAEMU_STATS: stats });
+    const docs = readdirSync(stats).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8')));
+    const a = docs.find((d) => d.paths.gda.write.ops > 0);
+    expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);
+  });
+
   it('GDA errors: UNKNOWN_PEER, wrong rkey, a malformed WQE (QP_INTERNAL_ERROR, then FLUSHED) reported as a protocol violation', () => {
     const r = runner(dir)('efaemu_gda_test', ['errors']);
     passed(r, [
@@ -388,6 +403,25 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/status: EFA GDA active on 2 rails \(efaemu0, efaemu1\): efa-direct, QPs \d+\/\d+, SQ 1024 x 64 B/);
     // Both NICs carried traffic, each its own rail's bytes, on both sides.
     expect(perNic(stats)).toEqual({ write: [100000, 101000], placed: [100000, 101000] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code with NVSHMEM_EFA_GDA_OWNED_QUEUES=3: three owned queues, each with its own endpoint, SQ and GPU TX CQ, carries a write that efaemu accepts at the target', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host-owned-'));
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['owned'], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      NVSHMEM_EFA_GDA_OWNED_QUEUES: '3',
+      EFAEMU_STATS: stats,
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, [
+      ...hostChecks(1),
+      'device state: 3 owned queues on the rail, each its own QP (query_addr), SQ and GPU TX CQ, all free',
+      ...[0, 1, 2].map((k) => [
+        `a write posted on the owned queue completes OK into its own GPU TX CQ with its own QP number (owned queue ${k})`,
+        `its ${50000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (owned queue ${k})`,
+      ]).flat(),
+    ]);
+    expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, .*, 3 owned queues per rail\n/);
   });
 
   it.skipIf(!existsSync(hostTest))('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', () => {

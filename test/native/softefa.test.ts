@@ -96,6 +96,12 @@ describe('software EFA (CPU)', () => {
       'refused signals: a bad size, a misaligned target or no scratch refuse before reserving; a bad PE or a target outside the heap fill their slot; nothing moves',
       // Rails: two NICs per PE, each its own software EFA. Puts spread by the policy with per-rail counts; quiet and
       // signals wait on every rail (the first-rail quiet and the own-rail signal are caught); handles bind a rail.
+      // Owned queues (ABI 6): a thread's own queue, its slots from a counter in registers; quiet covers them.
+      'owned queues: 4 owners each put and get through their own queue (64 slots, 300 posts: the ring wraps), byte-exact, every slot retired exactly once; posts outside the handle go the shared queue (random:5:8)',
+      'owned queues: a claim past the last free queue gets NO_OWNED_QUEUE; a freed queue goes to the next owner, who continues its counters; a failed set-up claims nothing; a rail without owned queues has none to give',
+      'owned queues, negative control: a quiet of the shared queues alone returns before a put held on an owned queue landed; efa_gda_quiet waits for it (large:64K:32)',
+      'owned queues: a transfer over the max RDMA size is split into pieces on the owned queue; one outside the handle\'s regions goes the shared queue, and the owner\'s quiet waits for it there too (large:64K:32, held until idle)',
+      'owned queues under concurrency: 2 checkers each own a queue (large put, efa_gda_quiet_owned, look at the target) while 3 threads post through the shared queue; every check finds its put in place (large:64K:32)',
       '2 rails: a WQE on rail 1 carrying rail 0\'s key fails, its destination QP of rail 0 is unknown there (the rig\'s rails are separate NICs)',
       '2 rails: 4 warps\' puts (4 KiB, and 1 MiB across region ends and max-RDMA pieces), gets and puts with immediate spread over both rails by (PE + warp) % 2, land byte-exact; per-rail counts; every rail\'s slots retired exactly (random:21:8 on both)',
       '2 rails, negative control: a quiet that waits on the first rail only returns before puts on the other rail landed (large:64K:32)',
@@ -180,7 +186,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=2');
-      expect(out).toContain(`state: abi=5 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
+      expect(out).toContain(`state: abi=6 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
       // The signal scratch (ABI 4, per rail in ABI 5): one zeroed word per SQ slot in GDA's registered block, read by lkey.
       expect(out).toContain('signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
@@ -285,7 +291,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=2 rails=2');
       expect(out).toContain(`status: EFA GDA active on 2 rails (rdmap0s0-rdm, rdmap1s0-rdm): efa-direct, QPs ${100 + me}/${110 + me}, SQ 256 x 64 B`);
-      expect(out).toContain(`state: abi=5 my_pe=${me} n_pes=2 n_rails=2`);
+      expect(out).toContain(`state: abi=6 my_pe=${me} n_pes=2 n_rails=2`);
       // Each NIC opened as its own domain (the domain names NVSHMEM handed over), each rail with its own QP.
       expect(out).toContain('getinfo domains: rdmap0s0-rdm rdmap1s0-rdm');
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
@@ -313,9 +319,55 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe1).toContain('nvshmem-efa: EFA GDA on PE 1: rail 1 (rdmap1s0-rdm) left out: no efa-direct fabric for rdmap1s0-rdm');
     // The rail left out is closed: one rail's AV inserts, one rail in the table.
     expect(pe0).toContain('fabric: av_inserts=2 ');
-    expect(pe0).toContain('state: abi=5 my_pe=0 n_pes=2 n_rails=1');
+    expect(pe0).toContain('state: abi=6 my_pe=0 n_pes=2 n_rails=1');
     expect(pe0).toContain('table after the GPU region: count=1 n_pes=2 n_rails=1');
     expect(all).toContain('all-gathers: 5');
+  });
+
+  // Owned queues (NVSHMEM_EFA_GDA_OWNED_QUEUES): extra endpoints per rail, one per queue a device thread may own.
+  it('owned queues: an endpoint, GPU TX CQ, SQ mapping and slot marks each, their addresses inserted on every PE, in the state; none by default', () => {
+    const { pe0, pe1 } = run('owned3');
+    for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
+      expect(out).toContain('init=0 active=1 gathers=2 rails=1');
+      expect(out).toMatch(/status: EFA GDA active on 1 rail .*, 2 PEs, 3 owned queues per rail\n/);
+      // Their own QP numbers (from query_addr of their inserted addresses), queues apart from the rail's and each other's.
+      const q = (n: number) => `qp_num=${n * 1000 + 100 + me} sq=256x64 cq=256x32 slot_done=-256..-1 counters=0/0/0 cq_zeroed=1 owner=0 apart=1`;
+      expect(out).toContain(`owned: n=3 | ${q(1)} | ${q(2)} | ${q(3)}\n`);
+      // 2 PEs x (the rail's QP + 3 owned) inserted; each endpoint binds a TX and an RX CQ.
+      expect(out).toContain('fabric: av_inserts=8 enabled=1 cq_binds=8');
+      expect(out).toContain('endpoints: opened=4 closed=0');
+      expect(out).toContain('endpoints after fini: opened=4 closed=4');
+    }
+    const plain = run('active').pe0;
+    expect(plain).toContain('owned: n=0\n');
+    expect(plain).not.toContain('owned queue');
+    expect(plain).toContain('endpoints: opened=1 closed=0');
+  });
+
+  it('owned queues on two rails: each rail its own, with that rail\'s QP numbers', () => {
+    const { pe0 } = run('owned-rails2');
+    expect(pe0).toContain('init=0 active=1 gathers=2 rails=2');
+    expect(pe0).toMatch(/\nowned: n=2 \| qp_num=1100 .* \| qp_num=2100 /);
+    expect(pe0).toMatch(/\nrail 1 owned: n=2 \| qp_num=1110 .* \| qp_num=2110 /);
+    expect(pe0).toContain('fabric: av_inserts=12 ');
+  });
+
+  it('owned queues one PE could not open all of: every PE runs as many as the fewest, says so, and closes the rest', () => {
+    const { pe0, pe1 } = run('owned-limit-pe1');
+    for (const out of [pe0, pe1]) {
+      expect(out).toContain('init=0 active=1');
+      expect(out).toContain('2 owned queues per rail; 3 owned queues per rail asked for, 2 on every PE: PE 1 opened 2 (its log says why)');
+      expect(out).toMatch(/\nowned: n=2 \| /);
+    }
+    expect(pe1).toContain("nvshmem-efa: EFA GDA on PE 1: fewer owned queues than NVSHMEM_EFA_GDA_OWNED_QUEUES=3 asked for: owned queue 2 of rdmap0s0-rdm: creating an owned queue's endpoint failed");
+    // PE 0 opened 3 and closes the one past the common count at once.
+    expect(pe0).toContain('endpoints: opened=4 closed=1');
+    expect(pe0).toContain('endpoints after fini: opened=4 closed=4');
+    const bad = run('owned-bad');
+    for (const out of [bad.pe0, bad.pe1]) {
+      expect(out).toContain('init=-1 active=0 gathers=1');
+      expect(out).toContain('status: EFA GDA off: NVSHMEM_EFA_GDA_OWNED_QUEUES=99 is not a number of owned queues in [0, 32]');
+    }
   });
 
   it('rails left out by rule: the same NIC twice, NVSHMEM_EFA_GDA_RAILS on one PE (the others follow it), a malformed NVSHMEM_EFA_GDA_RAILS turns GDA off', () => {

@@ -180,17 +180,21 @@ check_nvshmem_perf() {
   fi
 }
 
+# GDA_OWNED (default 8): owned queues per rail the transport opens (NVSHMEM_EFA_GDA_OWNED_QUEUES) and pe_test checks,
+# 8 warps each putting through one; 0 leaves them out (an NVSHMEM built before ABI 6).
 check_gda_kernel() {
   need gda_kernel PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   rm -f "$RESULTS/uid-gda"
-  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" gda
+  local owned=${GDA_OWNED:-8}
+  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8}" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" --owned "$owned" gda
   local logs="$RESULTS/gda_kernel.pe0.log $RESULTS/gda_kernel.pe1.log"
   local active fails ooo gb
   active=$(cat $logs | grep -c 'ok nvshmemx_efa_gda_status() says active')
   fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
   ooo=$(estat gda_kernel faults.gda_cqe_out_of_order); gb=$(estat gda_kernel paths.gda.write.bytes)
   if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ]; then
-    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
+    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
   else
     result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} (gda_kernel.pe*.log)"
   fi

@@ -10,7 +10,9 @@
 //               get, quiet ordering data before an NVSHMEM atomic that announces it, warp batch; byte-exact. With
 //               --rails N (ABI 5 headers): GDA must run on N rails (nvshmemx_efa_gda_rails() and the state), the
 //               warps' posts spread over every rail by the device API's policy, every rail's queue completes
-//               exactly, and the NICs efaemu0 .. efaemu<N-1> of the private sysfs sit at this PE's GPU
+//               exactly, and the NICs efaemu0 .. efaemu<N-1> of the private sysfs sit at this PE's GPU. With
+//               --owned N (ABI 6 headers, NVSHMEM_EFA_GDA_OWNED_QUEUES=N): the state holds N owned queues on rail 0,
+//               and 8 warps each own one, put 32 x 4 KiB through it and quiet it; exact per queue, byte-exact
 //   MODE lazy   PE 0 launches a kernel for the first time while another kernel waits for PE 1's atomic add (which
 //               over efaemu needs CUDA calls of the emulator and softgdr in PE 0's process): how long the launch took
 //               and whether the add arrived meanwhile (it cannot under lazy module loading; CUDA_MODULE_LOADING=EAGER)
@@ -44,6 +46,7 @@
 namespace {
 
 int g_rank = -1, g_failures = 0, g_rails = 0;  // g_rails: --rails N (0: not asked)
+int g_owned = 0;                                // --owned N (0: not asked)
 
 void line(const char *kind, const std::string &what) {
     printf("PE%d %s %s\n", g_rank, kind, what.c_str());
@@ -353,7 +356,10 @@ constexpr uint64_t kQuietLen = 256 << 10;
 struct Result {
     int put, warps, imm, get, quiet, batch;
     unsigned long long flag_wait_bad;
+    int owned;              // first error of the owned-queue kernel
+    unsigned owned_queues;  // bit k: a warp held owned queue k
 };
+constexpr uint64_t kOwnedDst = 21 * M;  // 8 warps x 32 x 4 KiB through owned queues (from kSrc + 6 MiB)
 
 __global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -399,6 +405,25 @@ __global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base,
         nvshmem_quiet();
     }
 }
+
+#if NVSHMEMX_EFA_GDA_ABI_VERSION >= 6
+// Each warp owns a queue of rail 0 (lane 0 posts), puts 32 x 4 KiB through it, quiets it and frees it.
+__global__ void gda_owned(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, Result *r) {
+    const int warp = threadIdx.x / 32;
+    if ((threadIdx.x & 31) != 0) return;
+    efa_gda_owned o;
+    int e = efa_gda_own_on(s, 0, 1, base + kOwnedDst, base + kSrc, &o);
+    if (!e) atomicOr(&r->owned_queues, 1u << o.index);
+    for (int i = 0; i < kPerWarp && !e; i++) {
+        const uint64_t off = ((uint64_t)warp * kPerWarp + i) * kWarpPut;
+        e = efa_gda_put_nbi(o, base + kOwnedDst + off, base + kSrc + 6 * M + off, kWarpPut);
+    }
+    const int q = efa_gda_quiet_owned(o);
+    if (!e) e = q;
+    efa_gda_disown(&o);
+    if (e) atomicCAS(&r->owned, 0, e);
+}
+#endif
 
 __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r) {
     if (threadIdx.x != 0) return;
@@ -507,7 +532,13 @@ int gda() {
     const double t0 = now_s();
     if (g_rank == 0) gda_initiator<<<1, 32 * kWarpCount>>>(s, base, flag, r);
     else gda_target<<<1, 32>>>(s, base, flag, r);
-    const cudaError_t ke = cudaDeviceSynchronize();
+    cudaError_t ke = cudaDeviceSynchronize();
+#if NVSHMEMX_EFA_GDA_ABI_VERSION >= 6
+    if (g_owned && g_rank == 0 && ke == cudaSuccess) {
+        gda_owned<<<1, 32 * kWarpCount>>>(s, base, r);
+        ke = cudaDeviceSynchronize();
+    }
+#endif
     expect(ke == cudaSuccess, "GDA kernels finished (no trap)", cudaGetErrorString(ke));
     Result h{};
     CUDA_OK(cudaMemcpy(&h, r, sizeof h, cudaMemcpyDeviceToHost));
@@ -550,6 +581,33 @@ int gda() {
                per_rail);
         if (g_rails > 1)
             expect(idle_rails == 0, fmt("the warps' posts spread over all %u rails (WQEs per rail %s)", n_rails, per_rail.c_str()), per_rail);
+        if (g_owned) {
+#if NVSHMEMX_EFA_GDA_ABI_VERSION >= 6
+            const uint32_t n = hs.rail[0].n_owned;
+            std::vector<nvshmemx_efa_gda_qp_t> oq(n);
+            if (n) CUDA_OK(cudaMemcpy(oq.data(), hs.rail[0].owned, n * sizeof oq[0], cudaMemcpyDeviceToHost));
+            std::string per;
+            bool oexact = n == (uint32_t)g_owned;
+            uint32_t used = 0;
+            for (uint32_t k = 0; k < n; k++) {
+                uint64_t want = 0;
+                for (uint32_t i = 0; i < oq[k].sq_reserved; i++) want += (uint16_t)i;
+                oexact &= oq[k].sq_retired == oq[k].sq_reserved && oq[k].cq_head == oq[k].sq_reserved && oq[k].req_id_sum == want &&
+                          oq[k].error == 0;
+                used += oq[k].sq_reserved;
+                per += fmt("%s%u", k ? "," : "", oq[k].sq_reserved);
+            }
+            line("RESULT", fmt("gda_owned_wqes %s", per.c_str()));
+            expect(h.owned == 0 && __builtin_popcount(h.owned_queues) == kWarpCount,
+                   fmt("%d warps each owned a queue, put %d x 4 KiB through it and quieted it", kWarpCount, kPerWarp),
+                   fmt("%s, queues held 0x%x", gda_err(h.owned).c_str(), h.owned_queues));
+            expect(oexact && used == (uint32_t)(kWarpCount * kPerWarp),
+                   fmt("%d owned queues on rail 0; every WQE on them completed exactly once (WQEs per queue %s)", g_owned, per.c_str()), per);
+#else
+            fail("owned queues", fmt("pe_test was built against GDA device headers of ABI %d (no owned queues); rebuild it against the "
+                                     "NVSHMEM under test", NVSHMEMX_EFA_GDA_ABI_VERSION));
+#endif
+        }
     } else {
         expect(h.imm == 0, fmt("%d immediates taken from PE 0 (rx_poll), each once", kImms), fmt("0x%x", h.imm));
         expect(h.flag_wait_bad == 0, "data ordered before the flag in every quiet round",
@@ -574,6 +632,10 @@ int gda() {
         bad = 0;
         for (int i = 0; i < kImms; i++) bad += bad_bytes(base + kImm + i * 8, 8, 0, kSrc + 3 * M + i * 8);
         expect(bad == 0, "the data of every put with immediate landed", fmt("%llu bytes differ", (unsigned long long)bad));
+        if (g_owned) {
+            bad = bad_bytes(base + kOwnedDst, (uint64_t)kWarpCount * kPerWarp * kWarpPut, 0, kSrc + 6 * M);
+            expect(bad == 0, "the puts through owned queues landed byte-exact", fmt("%llu bytes differ", (unsigned long long)bad));
+        }
     }
     nvshmem_barrier_all();
     nvshmem_free(flag);
@@ -589,11 +651,12 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rank") && i + 1 < argc) g_rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rails") && i + 1 < argc) g_rails = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--owned") && i + 1 < argc) g_owned = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--uid-file") && i + 1 < argc) uid = argv[++i];
         else mode = argv[i];
     }
     if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
-        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] perf|lazy|gda|init\n");
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] [--owned N] perf|lazy|gda|init\n");
         return 2;
     }
     int dev = -1;

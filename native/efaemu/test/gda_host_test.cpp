@@ -11,7 +11,9 @@
 // driver, writes a WQE into the SQ of that rail the host code mapped, rings its doorbell, and reads the TX CQE
 // (and, at the target, the RX CQE of the write with immediate and the data) from that rail's GPU CQs the host
 // code handed to efaemu as dma-buf fds. Rail k writes 100000 + 1000 k bytes (efaemu's per-NIC statistics show
-// which NIC carried them).
+// which NIC carried them). `owned` (with NVSHMEM_EFA_GDA_OWNED_QUEUES=N): one rail with N owned queues, each
+// playing the GPU through its own SQ and GPU TX CQ: a write of 50000 + 1000 k bytes to PE 1 (which inserted
+// the owned queues' addresses: efaemu refuses RMA from an initiator the target did not insert).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <rdma/fabric.h>
@@ -106,9 +108,10 @@ bool wait_cqe(Drv &cu, const uint8_t *ring, uint32_t index, uint32_t entry_size,
 
 int main(int argc, char **argv) {
     const std::string mode = argc > 1 ? argv[1] : "1";
-    const bool missing = mode == "missing";
-    const int offered = missing ? 2 : atoi(mode.c_str());
-    if (offered < 1 || offered > NVSHMEMX_EFA_GDA_MAX_RAILS) die("usage: efaemu_gda_host_test [RAILS|missing]");
+    const bool missing = mode == "missing", owned = mode == "owned";
+    const int offered = missing ? 2 : owned ? 1 : atoi(mode.c_str());
+    if (offered < 1 || offered > NVSHMEMX_EFA_GDA_MAX_RAILS) die("usage: efaemu_gda_host_test [RAILS|missing|owned]");
+    const int n_owned = owned ? atoi(getenv("NVSHMEM_EFA_GDA_OWNED_QUEUES") ? getenv("NVSHMEM_EFA_GDA_OWNED_QUEUES") : "0") : 0;
     const int rails = missing ? 1 : offered;
     Pair pair = fork_pair();
     g_pair = &pair;
@@ -216,6 +219,60 @@ int main(int argc, char **argv) {
             bool same = true;
             for (size_t i = 0; i < back.size() && same; i++) same = back[i] == pattern(0, src_off + i);
             expect(same, fmt("the %u bytes landed in PE 1's GPU heap, byte-exact", len) + on);
+        }
+    }
+    if (owned) {
+        const uint32_t n = s.rail[0].n_owned;
+        std::vector<nvshmemx_efa_gda_qp_t> oq(n);
+        if (n) cu.dtoh(oq.data(), (CUdeviceptr)s.rail[0].owned, n * sizeof oq[0]);
+        std::vector<uint32_t> owner(n);
+        if (n) cu.dtoh(owner.data(), (CUdeviceptr)s.rail[0].owner, n * sizeof owner[0]);
+        bool shape = (int)n == n_owned;
+        std::string d = fmt("n_owned %u", n);
+        for (uint32_t k = 0; k < n; k++) {
+            shape = shape && oq[k].qp_num != s.rail[0].qp.qp_num && oq[k].sq_buf != s.rail[0].qp.sq_buf &&
+                    oq[k].cq_buf != s.rail[0].qp.cq_buf && oq[k].sq_entries == s.rail[0].qp.sq_entries && owner[k] == 0;
+            for (uint32_t j = 0; j < k; j++) shape = shape && oq[j].qp_num != oq[k].qp_num && oq[j].cq_buf != oq[k].cq_buf;
+            d += fmt("; owned %u: qp %u sq %u cq %u", k, oq[k].qp_num, oq[k].sq_entries, oq[k].cq_entries);
+        }
+        expect(shape, fmt("device state: %d owned queues on the rail, each its own QP (query_addr), SQ and GPU TX CQ, all free", n_owned), d);
+        for (uint32_t k = 0; k < n; k++) {
+            const uint32_t len = 50000 + 1000 * k;
+            const uint64_t src_off = 3 << 20, dst_off = (2 << 20) + (uint64_t)k * (64 << 10);
+            const std::string on = fmt(" (owned queue %u)", k);
+            if (pair.a) {
+                efa_gda_rdma_desc w{};
+                w.op = EFA_IO_RDMA_WRITE;
+                w.dest_qpn = peers[0][1].qpn;  // PE 1's rail QP: owned queues address the peers' own queues
+                w.ah = peers[0][1].ah;
+                w.qkey = peers[0][1].qkey;
+                w.local_addr = row(0)[0].base + src_off;
+                w.lkey = row(0)[0].key;
+                w.remote_addr = row(0)[2].base + dst_off;
+                w.rkey = row(0)[2].key;
+                w.length = len;
+                union efa_gda_wqe_words ww;
+                efa_gda_build_rdma_wqe(&ww, &w, efa_gda_sq_phase(0, oq[k].sq_log2));
+                volatile uint64_t *slot = (volatile uint64_t *)oq[k].sq_buf;
+                for (int i = 0; i < 8; i++) slot[i] = ww.q[i];
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+                *(volatile uint32_t *)oq[k].sq_db = 1;
+                uint8_t e[64];
+                const bool got = wait_cqe(cu, oq[k].cq_buf, 0, oq[k].cq_entry_size, e);
+                efa_io_cdesc_common c;
+                memcpy(&c, e, sizeof c);
+                expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == oq[k].qp_num,
+                       "a write posted on the owned queue completes OK into its own GPU TX CQ with its own QP number" + on,
+                       fmt("got %d status %u req %u qp %u", got, c.status, c.req_id, c.qp_num));
+                put(pair, 1);
+            } else {
+                (void)get<int>(pair);
+                std::vector<uint8_t> back(len);
+                cu.dtoh(back.data(), heap + dst_off, back.size());
+                bool same = true;
+                for (size_t i = 0; i < back.size() && same; i++) same = back[i] == pattern(0, src_off + i);
+                expect(same, fmt("its %u bytes landed in PE 1's GPU heap, byte-exact", len) + on);
+            }
         }
     }
     sync(pair);

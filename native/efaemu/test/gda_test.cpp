@@ -10,7 +10,7 @@
 // provider allows) except in `gpu-cq`, where they are the stand-in driver's "GPU memory" handed over as
 // dma-buf fds, as the GPU runs do.
 //
-// Scenarios: ops, errors, fail-every, gpu-cq. Lines "A|B: ok <check>" / "A|B: FAIL <check>: why".
+// Scenarios: ops, owned (owned queues: endpoints of their own), errors, fail-every, gpu-cq. Lines "A|B: ok <check>" / "A|B: FAIL <check>: why".
 #include "cuda_on_cpu.h"
 
 #include "nvshmemx_efa_gda_device.cuh"
@@ -50,6 +50,7 @@ struct Published {  // what one PE tells the other (the bootstrap all-gather of 
     uint32_t rkey[3];
     uint64_t credits;
     uint32_t credits_rkey;
+    uint8_t owned_name[2][32];  // the owned queues' endpoints (scenario owned)
 };
 
 // One PE: the libfabric objects of the GDA host code and the device state it publishes (here in host memory).
@@ -71,7 +72,7 @@ struct Pe {
     struct fid_mr *credit_mr = nullptr;
     Published mine{}, all[kPes]{};
     std::vector<uint32_t> slot_done;
-    // The device state (ABI 5: about 260 KiB with the fixed peer entries of every rail, so on the heap) and its
+    // The device state (ABI 5 and later: about 260 KiB with the fixed peer entries of every rail, so on the heap) and its
     // queue, which sits inside it: one rail here (the host-code test drives two).
     std::unique_ptr<nvshmemx_efa_gda_device_state_t> state{new nvshmemx_efa_gda_device_state_t()};
     nvshmemx_efa_gda_device_state_t &s = *state;
@@ -87,6 +88,18 @@ struct Pe {
         return reinterpret_cast<nvshmemx_efa_gda_region_t *>(table + 1) + (size_t)region * (1 + kPes) + e;
     }
     nvshmemx_efa_gda_credits_t credits{};
+    // Owned queues (scenario owned): endpoints of their own on the domain, each with its TX CQ; the RX CQ shared.
+    struct Owned {
+        struct fid_ep *ep = nullptr;
+        struct fid_cq *tx = nullptr;
+        struct fi_efa_cq_attr tx_attr{};
+        struct fi_efa_wq_attr sq{}, rq{};
+        std::vector<uint8_t> txbuf;
+        std::vector<uint32_t> slot_done;
+    };
+    std::vector<std::unique_ptr<Owned>> owned_eps;
+    std::vector<nvshmemx_efa_gda_qp_t> owned;
+    std::vector<uint32_t> owner;
 };
 
 void check(int rc, const char *what) {
@@ -249,7 +262,61 @@ void connect_pe(Pe &p, bool insert_peer = true) {
     }
 }
 
+// As start_owned() in the host code: n owned queues after open_pe, named in p.mine.owned_name.
+void open_owned(Pe &p, int n) {
+    for (int k = 0; k < n; k++) {
+        std::unique_ptr<Pe::Owned> o(new Pe::Owned());
+        o->tx = open_ext_cq(p, p.info->tx_attr->size, o->txbuf, &o->tx_attr);
+        check(fi_endpoint(p.domain, p.info, &o->ep, nullptr), "fi_endpoint (owned queue)");
+        check(fi_ep_bind(o->ep, &p.av->fid, 0), "bind av");
+        check(fi_ep_bind(o->ep, &o->tx->fid, FI_TRANSMIT), "bind tx cq");
+        check(fi_ep_bind(o->ep, &p.rx->fid, FI_RECV), "bind the shared rx cq");
+        check(fi_enable(o->ep), "fi_enable (owned queue)");
+        check(p.ops->query_qp_wqs(o->ep, &o->sq, &o->rq), "query_qp_wqs (owned queue)");
+        size_t len = sizeof p.mine.owned_name[k];
+        check(fi_getname(&o->ep->fid, p.mine.owned_name[k], &len), "fi_getname (owned queue)");
+        p.owned_eps.push_back(std::move(o));
+    }
+}
+
+// As insert_peers() + finish_start() for the owned queues: every PE's owned queues inserted (a target accepts RMA
+// only from initiators it inserted), ours resolved to their QP numbers, the queues in the state.
+void connect_owned(Pe &p) {
+    const int n = (int)p.owned_eps.size();
+    for (int pe = 0; pe < kPes; pe++)
+        for (int k = 0; k < n; k++) {
+            fi_addr_t fa;
+            if (fi_av_insert(p.av, p.all[pe].owned_name[k], 1, &fa, 0, nullptr) != 1) die("fi_av_insert (owned queue)");
+            nvshmemx_efa_gda_peer_t a;
+            check(p.ops->query_addr(p.ep, fa, &a.ah, &a.qpn, &a.qkey), "query_addr (owned queue)");
+            if (pe != p.me) continue;
+            Pe::Owned &o = *p.owned_eps[(size_t)k];
+            o.slot_done.resize(o.sq.num_entries);
+            for (uint32_t i = 0; i < o.sq.num_entries; i++) o.slot_done[i] = i - o.sq.num_entries;
+            nvshmemx_efa_gda_qp_t q = p.qp;
+            q.sq_buf = o.sq.buffer;
+            q.sq_db = o.sq.doorbell;
+            q.max_batch = o.sq.max_batch;
+            q.cq_buf = o.tx_attr.buffer;
+            q.cq_entries = o.tx_attr.num_entries;
+            q.cq_log2 = (uint32_t)__builtin_ctz(o.tx_attr.num_entries);
+            q.qp_num = a.qpn;
+            q.slot_done = o.slot_done.data();
+            q.sq_reserved = q.sq_rung = q.sq_retired = q.cq_head = 0;
+            q.req_id_sum = 0;
+            p.owned.push_back(q);
+        }
+    p.owner.assign((size_t)n, 0);
+    p.s.rail[0].owned = p.owned.data();
+    p.s.rail[0].owner = p.owner.data();
+    p.s.rail[0].n_owned = (uint32_t)n;
+}
+
 void close_pe(Pe &p) {
+    for (auto &o : p.owned_eps) {
+        if (o->ep) fi_close(&o->ep->fid);
+        if (o->tx) fi_close(&o->tx->fid);
+    }
     if (p.ep) fi_close(&p.ep->fid);
     if (p.tx) fi_close(&p.tx->fid);
     if (p.rx) fi_close(&p.rx->fid);
@@ -442,6 +509,84 @@ int ops(Pair &pair) {
         sync(pair);
         for (int it = 0; it < 40; it++) {
             const int k = get<int>(pair);
+            const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
+            int bad_bytes = 0;
+            for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
+            bad_bytes += p.heap[off + kLoopLen - 1] != (uint8_t)(k + 1);
+            put(pair, bad_bytes ? 1 : 0);
+        }
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+// ---- owned queues ---------------------------------------------------------------------------------------------
+
+constexpr int kOwners = 2, kOwnedPuts = 400;
+constexpr uint64_t kOwnedBase = 11 * M;  // each owner's puts: 400 x 64 B apart from the other's
+
+int owned(Pair &pair) {
+    Pe p;
+    open_pe(p, pair.a ? 0 : 1);
+    open_owned(p, kOwners);
+    put(pair, p.mine);
+    p.all[p.me] = p.mine;
+    p.all[1 - p.me] = get<Published>(pair);
+    connect_pe(p);
+    connect_owned(p);
+    sync(pair);
+    if (pair.a) {
+        std::atomic<int> err{0};
+        parallel(kOwners, [&](int t) {
+            efa_gda_owned o;
+            if (efa_gda_own(&p.s, 1, p.heap + kOwnedBase, p.heap + kOwnedBase, &o)) {
+                err++;
+                return;
+            }
+            for (int i = 0; i < kOwnedPuts; i++) {
+                const uint64_t off = kOwnedBase + ((uint64_t)t * kOwnedPuts + i) * 64;
+                if (efa_gda_put_nbi(o, p.heap + off, p.heap + off, 64)) err++;
+            }
+            // A get through the owned queue: PE 1's bytes into this PE's region 2, away from the puts' sources.
+            if (efa_gda_get_nbi(o, p.heap + 10 * M + t * 4096, p.heap + 10 * M + t * 4096, 4096)) err++;
+            if (efa_gda_quiet_owned(o)) err++;
+            efa_gda_disown(&o);
+        });
+        expect(err == 0, "2 owners post 400 puts and a get each through their own queues, and quiet them", fmt("%d errors", err.load()));
+        expect(efa_gda_quiet(&p.s) == 0 && p.qp.sq_reserved == 0, "nothing went the shared queue; quiet over every queue");
+        bool exact = true;
+        uint64_t want_sum = 0;
+        for (uint32_t s = 0; s < kOwnedPuts + 1; s++) want_sum += (uint16_t)s;
+        for (const nvshmemx_efa_gda_qp_t &q : p.owned)
+            exact = exact && q.sq_reserved == kOwnedPuts + 1 && q.sq_retired == q.sq_reserved && q.cq_head == q.sq_reserved &&
+                    q.req_id_sum == want_sum && q.error == 0 && q.qp_num != p.qp.qp_num;
+        expect(exact, "every owned queue: each slot completed once, with its own QP number on its CQEs");
+        bool got = true;
+        for (uint64_t i = 0; i < 2 * 4096; i++) got = got && p.heap[10 * M + i] == pattern(1, 10 * M + i);
+        expect(got, "the gets returned PE 1's bytes");
+        put(pair, 1);
+        // The put-quiet-look loop through an owned queue: B looks after each owned quiet.
+        efa_gda_owned o;
+        int late = efa_gda_own(&p.s, 1, p.heap + 5 * M, p.heap + 9 * M + M / 2, &o) ? 1000 : 0;
+        for (int it = 0; it < 20 && !late; it++) {
+            const uint64_t off = 5 * M + (uint64_t)(it % 2) * kLoopLen;
+            memset(p.heap + 9 * M + M / 2, (uint8_t)(it + 1), kLoopLen);
+            if (efa_gda_put_nbi(o, p.heap + off, p.heap + 9 * M + M / 2, kLoopLen) || efa_gda_quiet_owned(o)) late++;
+            put(pair, it);
+            late += get<int>(pair);
+        }
+        put(pair, -1);
+        efa_gda_disown(&o);
+        expect(late == 0, "20 x (1.5 MiB put, owner's quiet): the data was at the target every time the owner's quiet returned",
+               fmt("%d times not", late));
+    } else {
+        get<int>(pair);
+        bool puts = true;
+        for (uint64_t i = 0; i < (uint64_t)kOwners * kOwnedPuts * 64 && puts; i++)
+            puts = p.heap[kOwnedBase + i] == pattern(0, kOwnedBase + i);
+        expect(puts, "the owned queues' puts landed byte-exact");
+        for (int k; (k = get<int>(pair)) >= 0;) {
             const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
             int bad_bytes = 0;
             for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
@@ -716,6 +861,7 @@ int main(int argc, char **argv) {
     Pair pair = fork_pair();
     if (s == "ops") return ops(pair);
     if (s == "errors") return errors(pair);
+    if (s == "owned") return owned(pair);
     if (s == "fail-every") return fail_every(pair);
     if (s == "gpu-cq") return gpu_cq(pair);
     die("unknown scenario " + s);

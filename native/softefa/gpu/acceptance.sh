@@ -6,7 +6,7 @@
 # headers: rdma-core-*/efa_io_defs.h and libfabric-*/include/rdma/*.h. Exits non-zero when a step fails.
 #
 # Steps: the proof under two completion orders; the concurrent-quiet test with this release's quiet (must
-# pass) and with the count-based quiet it replaced (must fail); compute-sanitizer memcheck and racecheck of
+# pass), with the count-based quiet it replaced (must fail) and with each checker on an owned queue (must pass); compute-sanitizer memcheck and racecheck of
 # the proof and the concurrent test; DeepEP-shaped signals after completion (must pass) and right after the post
 # (must fail); a failed post trapping with its message; the post-cost bench and the
 # throughput bench; the CPU tests and the ABI check, for the record.
@@ -38,6 +38,7 @@ run concurrent_quiet.log "concurrent quiet, the count-based quiet it replaced (m
 # The count-based run must have failed on its checks (not by crashing or hanging).
 grep -q "^FAIL checkers=.* saw the target unwritten after quiet" "$out/concurrent_quiet.log" \
   || { echo "FAIL the count-based quiet was not caught by the target checks"; status=1; }
+run concurrent_quiet.log "concurrent quiet, each checker on a queue of its own (owned queues, ABI 6)" pass "$bin/efa_gda_proof" --concurrent-quiet owned
 run signals.log "signals after payload completion (DeepEP dispatch shape)" pass "$bin/efa_gda_proof" --signals new
 run signals.log "signals right after the payload post (must be caught)" fail "$bin/efa_gda_proof" --signals old --idle-us 20000
 grep -q "^FAIL signals: .* [1-9][0-9]* tokens not in place when their count was seen" "$out/signals.log" \
@@ -45,8 +46,10 @@ grep -q "^FAIL signals: .* [1-9][0-9]* tokens not in place when their count was 
 # Instrumented kernels post slowly: the software EFA holds reordered WQEs longer, so they still get overtaken.
 run memcheck.log "memcheck: proof" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --quick --idle-us 20000
 run memcheck.log "memcheck: concurrent quiet" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet new --quick --idle-us 20000
+run memcheck.log "memcheck: owned queues" pass "$san" --tool memcheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet owned --quick --idle-us 20000
 run racecheck.log "racecheck: proof" pass "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --quick --idle-us 20000
 run racecheck.log "racecheck: concurrent quiet" pass "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet new --quick --idle-us 20000
+run racecheck.log "racecheck: owned queues" pass "$san" --tool racecheck --error-exitcode 9 "$bin/efa_gda_proof" --concurrent-quiet owned --quick --idle-us 20000
 run bench.log "post cost (ratios, one run)" pass "$bin/efa_gda_post_cost"
 run bench.log "throughput through the software EFA" pass "$bin/efa_gda_proof" --bench
 run bench.log "a failed post traps with the op and address" pass "$bin/efa_gda_proof" --trap-test

@@ -3,7 +3,8 @@
 //   efa_gda_proof [--quick] [--reorder SPEC] [--seed N]      the proof (default reorder large:65536:8)
 //   (any mode) --idle-us N: how long the software EFA holds reordered WQEs when no doorbell comes (default
 //   200; raise it under compute-sanitizer, whose slowed kernels otherwise leave every queue idle)
-//   efa_gda_proof --concurrent-quiet new|old [--quick]        quiet under concurrency, new or count-based
+//   efa_gda_proof --concurrent-quiet new|old|owned [--quick]  quiet under concurrency: new, count-based, or
+//                                                             each checker on a queue of its own (efa_gda_owned)
 //   efa_gda_proof --signals new|old [--quick]                 DeepEP-shaped signals: after completion, or right after the post
 //   efa_gda_proof --bench [--reorder SPEC]                    posted WQEs/s through the software EFA
 //   efa_gda_proof --trap-test                                 a failed post traps with a message
@@ -18,7 +19,8 @@
 // Concurrent quiet: 1, 4 and 32 warps doing "256 KiB put -> quiet -> check the target" while 32 or more
 // other warps keep posting a 64 B put every millisecond, with large writes completing after 32 later WQEs;
 // exit 0 only when no check saw the target unwritten (the count-based quiet of the previous release is kept
-// here, test-only, to show that it does).
+// here, test-only, to show that it does). With owned, each checker warp owns a queue (ABI 6): its large put
+// and 4 small puts after it (which overtake it) go through that queue, and the owner's quiet must cover them.
 // Signals: DeepEP's low-latency dispatch shaped on the GPU. Token warps put tokens (8 KiB and 2 KiB, so that the
 // short ones overtake) to their expert's next slot and bump the expert's finish counter (release); a signal warp
 // per expert waits for it (acquire) and writes the count (-n - 1) to the expert's slot with efa_gda_signal (new:
@@ -254,14 +256,20 @@ __device__ int count_based_quiet(nvshmemx_efa_gda_qp_t *qp) {
 // count-based), and check the target. The other warps post a 64 B put every gap_ns until every checker is
 // done: paced, so that the SQ keeps room and other warps' completions keep arriving while a large write is
 // held, which is when a count can be satisfied by the wrong WQEs.
+enum QuietMode { kQuietNew = 0, kQuietCountBased = 1, kQuietOwned = 2 };
 __global__ void concurrent_quiet_kernel(nvshmemx_efa_gda_device_state_t *s, uint8_t *src, uint8_t *dst, uint32_t checkers,
-                                        uint32_t iters, uint64_t large, int count_based, uint64_t gap_ns, unsigned *done,
+                                        uint32_t iters, uint64_t large, int mode, uint64_t gap_ns, unsigned *done,
                                         unsigned long long *early, int *err) {
     const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const uint32_t lane = threadIdx.x & 31;
     if (warp < checkers) {
         uint64_t *from = (uint64_t *)(src + warp * large);
         const uint8_t *to = dst + warp * large;
+        efa_gda_owned o;
+        if (mode == kQuietOwned && lane == 0) {
+            const int e = efa_gda_own(s, 1, to, from, &o);
+            if (e) atomicCAS(err, 0, e);
+        }
         for (uint32_t it = 0; it < iters; it++) {
             const uint8_t pattern = (uint8_t)(it * 37 + warp + 1);
             const uint64_t word = 0x0101010101010101ull * pattern;
@@ -269,9 +277,16 @@ __global__ void concurrent_quiet_kernel(nvshmemx_efa_gda_device_state_t *s, uint
             __threadfence();
             __syncwarp();
             int e = 0;
-            if (lane == 0) {
+            if (lane == 0 && mode == kQuietOwned) {
+                e = efa_gda_put_nbi(o, (void *)to, from, large);
+                // Small puts after it on its own queue: they complete first (large writes wait for 32 later WQEs).
+                for (int j = 0; j < 4 && !e; j++)
+                    e = efa_gda_put_nbi(o, (void *)(dst + (14ull << 20) + warp * 256 + j * 64), from, 64);
+                const int q = efa_gda_quiet_owned(o);
+                if (!e) e = q;
+            } else if (lane == 0) {
                 e = efa_gda_put_nbi(s, (void *)to, from, large, 1);
-                const int q = count_based ? count_based_quiet(&s->rail[0].qp) : efa_gda_quiet(s);
+                const int q = mode == kQuietCountBased ? count_based_quiet(&s->rail[0].qp) : efa_gda_quiet(s);
                 if (!e) e = q;
             }
             e = __shfl_sync(0xffffffffu, e, 0);
@@ -281,6 +296,7 @@ __global__ void concurrent_quiet_kernel(nvshmemx_efa_gda_device_state_t *s, uint
             if (lane == 0) bad |= *(const volatile uint8_t *)(to + large - 1) != pattern;
             if (__any_sync(0xffffffffu, bad) && lane == 0) atomicAdd(early, 1ull);
         }
+        if (mode == kQuietOwned && lane == 0) efa_gda_disown(&o);
         if (lane == 0) atomicAdd(done, 1u);
     } else if (lane == 0) {
         const uint64_t base = (32 + 8) * large + (uint64_t)(warp - checkers) * 65536;
@@ -340,8 +356,12 @@ struct Rig {
     nvshmemx_efa_gda_device_state_t *state = nullptr, *state1 = nullptr;
     nvshmemx_efa_gda_device_state_t host_state{}, host_state1{};
     int qp_a = 0, qp_b = 0;
+    // Owned queues of PE 0 (ABI 6), each its own QP (qpn 20 + k) with its ring, GPU CQ and slot marks.
+    uint32_t n_owned = 0;
+    nvshmemx_efa_gda_qp_t *owned = nullptr;
+    uint32_t *owner = nullptr;
 
-    explicit Rig(const softefa::Reorder &reorder) {
+    explicit Rig(const softefa::Reorder &reorder, uint32_t n_owned_ = 0) : n_owned(n_owned_) {
         CK(cudaMalloc(&src, kBuf));
         CK(cudaMalloc(&dst, kBuf));
         CK(cudaMalloc(&covered, kBuf));
@@ -451,6 +471,50 @@ struct Rig {
             host_state.rail[0].hot[k] = {row[0].base, row[0].length, row[0].key, 1, 0};
             for (int pe = 0; pe < 2; pe++) host_state.rail[0].fast[pe].hot[k] = {row[1 + pe].base, row[1 + pe].key, 1};
         }
+        std::vector<softefa::QpConfig> owned_cfg;
+        if (n_owned) {
+            std::vector<nvshmemx_efa_gda_qp_t> oq(n_owned);
+            for (uint32_t k = 0; k < n_owned; k++) {
+                uint8_t *ring_h, *ring_d, *ocq;
+                uint32_t *odb_h, *odb_d, *odone;
+                CK(cudaHostAlloc(&ring_h, kSq * 64, cudaHostAllocMapped));
+                CK(cudaHostGetDevicePointer((void **)&ring_d, ring_h, 0));
+                memset(ring_h, 0, kSq * 64);
+                CK(cudaHostAlloc(&odb_h, 4096, cudaHostAllocMapped));
+                CK(cudaHostGetDevicePointer((void **)&odb_d, odb_h, 0));
+                memset(odb_h, 0, 4096);
+                CK(cudaMalloc(&ocq, kCq * 32));
+                CK(cudaMemset(ocq, 0, kCq * 32));
+                CK(cudaMalloc(&odone, kSq * 4));
+                CK(cudaMemcpy(odone, done.data(), kSq * 4, cudaMemcpyHostToDevice));
+                oq[k] = host_state.rail[0].qp;
+                oq[k].sq_buf = ring_d;
+                oq[k].sq_db = odb_d;
+                oq[k].cq_buf = ocq;
+                oq[k].qp_num = 20 + k;
+                oq[k].slot_done = odone;
+                softefa::QpConfig c = {};
+                c.sq = ring_h;
+                c.db = odb_h;
+                c.sq_entries = kSq;
+                c.max_batch = kMaxBatch;
+                c.cq = ocq;
+                c.cq_entries = kCq;
+                c.cq_entry_size = 32;
+                c.qpn = (uint16_t)(20 + k);
+                c.ah = 1;
+                c.qkey = 0x5A5A;
+                c.max_rdma_size = kMaxRdma;
+                owned_cfg.push_back(c);
+            }
+            CK(cudaMalloc(&owned, n_owned * sizeof oq[0]));
+            CK(cudaMemcpy(owned, oq.data(), n_owned * sizeof oq[0], cudaMemcpyHostToDevice));
+            CK(cudaMalloc(&owner, n_owned * 4));
+            CK(cudaMemset(owner, 0, n_owned * 4));
+            host_state.rail[0].owned = owned;
+            host_state.rail[0].owner = owner;
+            host_state.rail[0].n_owned = n_owned;
+        }
         CK(cudaMalloc(&state, sizeof host_state));
         CK(cudaMalloc(&state1, sizeof host_state1));
         qp = &state->rail[0].qp;
@@ -506,6 +570,10 @@ struct Rig {
         qp_b = emu.add_qp(b);
         emu.av_insert(qp_b, 1, 10);  // PE 1 inserted PE 0 before any RMA
         emu.av_insert(qp_a, 1, 10);  // and PE 0 itself, as the host inserts every PE
+        for (const softefa::QpConfig &c : owned_cfg) {
+            emu.add_qp(c);
+            emu.av_insert(qp_b, 1, c.qpn);  // PE 1 inserted PE 0's owned queues too
+        }
         emu.set_reorder(reorder);
         emu.start();
     }
@@ -897,7 +965,7 @@ int negative_cases(Rig &rig) {
     return failures;
 }
 
-int concurrent_quiet(Rig &rig, bool count_based, bool quick) {
+int concurrent_quiet(Rig &rig, int mode, bool quick) {
     const uint64_t large = 256 << 10;
     unsigned *d_done;
     unsigned long long *d_early;
@@ -906,7 +974,9 @@ int concurrent_quiet(Rig &rig, bool count_based, bool quick) {
     CK(cudaMalloc(&d_early, 8));
     CK(cudaMalloc(&d_err, 4));
     int failures = 0;
-    printf("quiet under test: %s\n", count_based ? "count-based (previous release, test-only copy)" : "retired prefix (this release)");
+    printf("quiet under test: %s\n", mode == kQuietCountBased ? "count-based (previous release, test-only copy)"
+                                     : mode == kQuietOwned     ? "each checker's own queue (efa_gda_owned, efa_gda_quiet_owned)"
+                                                               : "retired prefix (this release)");
     for (uint32_t checkers : {1u, 4u, 32u}) {
         const uint32_t iters = quick ? 4 : (checkers == 32 ? 8 : 32);
         const uint32_t warps = checkers + 32;
@@ -914,7 +984,7 @@ int concurrent_quiet(Rig &rig, bool count_based, bool quick) {
         CK(cudaMemset(d_early, 0, 8));
         CK(cudaMemset(d_err, 0, 4));
         const auto t0 = std::chrono::steady_clock::now();
-        concurrent_quiet_kernel<<<(warps + 7) / 8, 256>>>(rig.state, rig.src, rig.dst, checkers, iters, large, count_based,
+        concurrent_quiet_kernel<<<(warps + 7) / 8, 256>>>(rig.state, rig.src, rig.dst, checkers, iters, large, mode,
                                                            1000000, d_done, d_early, d_err);
         final_quiet<<<1, 1>>>(rig.state, d_err);
         if (!wait_gpu("concurrent quiet", 120)) return failures + 1;
@@ -1084,7 +1154,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--concurrent-quiet") && i + 1 < argc) concurrent = argv[++i];
         else if (!strcmp(argv[i], "--signals") && i + 1 < argc) signals_mode = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--bench] [--trap-test] [--seed N] [--reorder SPEC] [--idle-us N] [--concurrent-quiet new|old] [--signals new|old]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--bench] [--trap-test] [--seed N] [--reorder SPEC] [--idle-us N] [--concurrent-quiet new|old|owned] [--signals new|old]\n", argv[0]);
             return 2;
         }
     }
@@ -1094,8 +1164,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", why.c_str());
         return 2;
     }
-    if (concurrent && strcmp(concurrent, "new") && strcmp(concurrent, "old")) {
-        fprintf(stderr, "--concurrent-quiet takes new or old\n");
+    if (concurrent && strcmp(concurrent, "new") && strcmp(concurrent, "old") && strcmp(concurrent, "owned")) {
+        fprintf(stderr, "--concurrent-quiet takes new, old or owned\n");
         return 2;
     }
     if (concurrent && !softefa::parse_reorder("large:65536:32", &reorder, &why)) return 2;
@@ -1115,7 +1185,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s (sm_%d%d); software EFA completion order: %s (held at most %u us while idle)\n", prop.name,
            prop.major, prop.minor, softefa::to_string(reorder).c_str(), reorder.idle_us);
-    Rig rig(reorder);
+    Rig rig(reorder, concurrent && !strcmp(concurrent, "owned") ? 32 : 0);
     g_rig = &rig;
     fill_src<<<1024, 256>>>(rig.src, kBuf, seed);
     CK(cudaDeviceSynchronize());
@@ -1139,7 +1209,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
         _exit(trapped ? 0 : 1);  // the context is gone: skip the emulator's teardown
     } else if (concurrent) {
-        failures += concurrent_quiet(rig, !strcmp(concurrent, "old"), quick);
+        failures += concurrent_quiet(rig, !strcmp(concurrent, "old") ? kQuietCountBased : !strcmp(concurrent, "owned") ? kQuietOwned : kQuietNew,
+                                     quick);
     } else if (signals_mode) {
         failures += signals(rig, !strcmp(signals_mode, "new"), quick);
     } else if (do_bench) {

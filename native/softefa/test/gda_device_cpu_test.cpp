@@ -462,6 +462,156 @@ int main() {
         CHECK(efa_gda_quiet(&r.s0) == 0 && r.emu->stats().errors == 0 && r.emu->violations().empty(), r.violations());
     });
 
+    // Owned queues (ABI 6): a queue one thread owns posts from a counter in its registers.
+    test("owned queues: 4 owners each put and get through their own queue (64 slots, 300 posts: the ring wraps), "
+         "byte-exact, every slot retired exactly once; posts outside the handle go the shared queue (random:5:8)", [] {
+        Rig r("random:5:8", 64, 16, 1 << 20, 64, 64, 2000, true, 1, nullptr, 4);
+        std::atomic<int> errors{0};
+        for (uint64_t i = 0; i < 4 * 8192; i++) r.heap1[(7 << 20) + i] = (uint8_t)(i * 7 + 3);
+        parallel(4, [&](int id) {
+            efa_gda_owned o;
+            if (efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) || o.index == ~0u) {
+                errors++;
+                return;
+            }
+            for (int i = 0; i < 300; i++) {
+                const uint64_t off = (uint64_t)(id * 300 + i) * 64;
+                if (efa_gda_put_nbi(o, r.sym((6 << 20) + off), r.sym(off), 64)) errors++;
+            }
+            if (efa_gda_get_nbi(o, r.sym((1 << 20) + id * 8192), r.sym((7 << 20) + id * 8192), 8192)) errors++;
+            // Outside the handle's destination region: the general way, on the shared queue.
+            if (efa_gda_put_nbi(o, r.sym((10 << 20) + id * 64), r.sym((2 << 20) + id * 64), 64)) errors++;
+            if (efa_gda_quiet_owned(o)) errors++;
+            if (o.next != 301) errors += 1000;
+            efa_gda_disown(&o);
+        });
+        CHECK(errors == 0, std::to_string(errors.load()) + " errors");
+        CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+        CHECK(memcmp(r.heap1.data() + (6 << 20), r.heap0.data(), 4 * 300 * 64) == 0, "puts landed");
+        CHECK(memcmp(r.heap0.data() + (1 << 20), r.heap1.data() + (7 << 20), 4 * 8192) == 0, "gets landed");
+        CHECK(memcmp(r.heap1.data() + (10 << 20), r.heap0.data() + (2 << 20), 4 * 64) == 0, "general-path puts landed");
+        CHECK(r.qp.sq_reserved == 4 && r.qp.sq_retired == 4, "4 posts on the shared queue");
+        for (uint32_t k = 0; k < 4; k++) {
+            const nvshmemx_efa_gda_qp_t &q = r.rails[0]->owned[k];
+            uint64_t sum = 0;
+            for (uint32_t i = 0; i < 301; i++) sum += (uint16_t)i;
+            CHECK(q.sq_reserved == 301 && q.sq_rung == 301 && q.sq_retired == 301 && q.cq_head == 301 && q.req_id_sum == sum && q.error == 0,
+                  "owned queue " + std::to_string(k) + ": every slot reserved, rung and retired once");
+            CHECK(r.rails[0]->owner[k] == 0, "owned queue " + std::to_string(k) + " freed");
+        }
+        CHECK(r.emu->stats().reordered > 0 && r.emu->stats().errors == 0, "completions out of order, none failed");
+        CHECK(r.emu->violations().empty(), r.violations());
+    });
+
+    test("owned queues: a claim past the last free queue gets NO_OWNED_QUEUE; a freed queue goes to the next owner, who "
+         "continues its counters; a failed set-up claims nothing; a rail without owned queues has none to give", [] {
+        Rig r("inorder", 64, 16, 1 << 20, 64, 64, 2000, true, 1, nullptr, 2);
+        efa_gda_owned a, b, c;
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &a) == 0 && efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &b) == 0 &&
+                  a.index != b.index,
+              "two owners, two queues");
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &c) == NVSHMEMX_EFA_GDA_ERR_NO_OWNED_QUEUE && c.index == ~0u,
+              "the third finds none");
+        for (int i = 0; i < 100; i++) CHECK(efa_gda_put_nbi(a, r.sym((6 << 20) + i * 8), r.sym(i * 8), 8) == 0, "put");
+        const uint32_t freed = a.index;
+        efa_gda_disown(&a);
+        CHECK(a.index == ~0u && efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &c) == 0 && c.index == freed && c.next == 100,
+              "the freed queue, at slot 100");
+        CHECK(efa_gda_put_nbi(c, r.sym((6 << 20) + 800), r.sym(800), 8) == 0 && efa_gda_quiet_owned(c) == 0, "its next post");
+        CHECK(memcmp(r.heap1.data() + (6 << 20), r.heap0.data(), 808) == 0, "landed");
+        efa_gda_owned bad;
+        CHECK(efa_gda_own(&r.s0, 2, r.sym(0), r.sym(0), &bad) == NVSHMEMX_EFA_GDA_ERR_BAD_PE && bad.index == ~0u, "PE 2 of 2");
+        const uint32_t bi = b.index;
+        CHECK(r.rails[0]->owner[bi] == 1, "b's queue is taken");
+        efa_gda_disown(&b);
+        CHECK(r.rails[0]->owner[bi] == 0 && b.index == ~0u, "b's queue is free again");
+        Rig none("inorder");
+        CHECK(efa_gda_own(&none.s0, 1, none.sym(6 << 20), none.sym(0), &bad) == NVSHMEMX_EFA_GDA_ERR_NO_OWNED_QUEUE, "no owned queues");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && r.emu->violations().empty(), r.violations());
+    });
+
+    test("owned queues, negative control: a quiet of the shared queues alone returns before a put held on an owned queue "
+         "landed; efa_gda_quiet waits for it (large:64K:32)", [] {
+        {
+            Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, kHoldIdleUs, true, 1, nullptr, 1);
+            efa_gda_owned o;
+            CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+            memset(r.heap0.data(), 0x4D, 256 << 10);
+            CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 256 << 10) == 0, "large put on the owned queue");
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(9 << 20), r.sym(9 << 20), 64, 1) == 0, "small put on the shared queue");
+            CHECK(efa_gda_quiet_qp(&r.qp) == 0, "the shared queue's quiet");
+            CHECK(!landed(r, 6 << 20, 256 << 10, 0x4D), "the owned queue's put had landed, so this test could not catch it");
+            for (int i = 0; i < 32; i++) CHECK(efa_gda_put_nbi(o, r.sym((9 << 20) + i * 64), r.sym(9 << 20), 64) == 0, "small put");
+            CHECK(efa_gda_quiet(&r.s0) == 0 && landed(r, 6 << 20, 256 << 10, 0x4D), "landed by efa_gda_quiet");
+        }
+        // Nothing releases the held put but the NIC model's idle release (200 ms): efa_gda_quiet must wait for it.
+        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 200000, true, 1, nullptr, 1);
+        efa_gda_owned o;
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+        memset(r.heap0.data(), 0x4E, 256 << 10);
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 256 << 10) == 0, "large put on the owned queue");
+        CHECK(efa_gda_quiet(&r.s0) == 0 && landed(r, 6 << 20, 256 << 10, 0x4E), "efa_gda_quiet returned before the held put landed");
+        CHECK(efa_gda_signal(&r.s0, r.sym(11 << 20), 5, 4, 1) == 0, "signal");
+        CHECK(word_seen(r, 11 << 20, 5), "the signal");
+        CHECK(r.emu->violations().empty(), r.violations());
+    });
+
+    test("owned queues: a transfer over the max RDMA size is split into pieces on the owned queue; one outside the handle's "
+         "regions goes the shared queue, and the owner's quiet waits for it there too (large:64K:32, held until idle)", [] {
+        Rig r("large:65536:32", 256, 16, 64 << 10, 64, 64, 200000, true, 1, nullptr, 1);
+        efa_gda_owned o;
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+        memset(r.heap0.data(), 0x3C, 200 << 10);
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 200 << 10) == 0 && o.next == 4 && r.qp.sq_reserved == 0,
+              "200 KiB in 4 pieces of at most 64 KiB, all on the owned queue");
+        CHECK(efa_gda_quiet_owned(o) == 0 && landed(r, 6 << 20, 200 << 10, 0x3C), "landed by the owner's quiet");
+        // Outside the handle's destination region (region 2): the shared queue, where the NIC model holds it (>= 64 KiB)
+        // until 200 ms without a doorbell.
+        memset(r.heap0.data(), 0x3D, 64 << 10);
+        CHECK(efa_gda_put_nbi(o, r.sym(10 << 20), r.sym(0), 64 << 10) == 0 && r.qp.sq_reserved == 1, "the general way");
+        CHECK(efa_gda_quiet_owned(o) == 0 && landed(r, 10 << 20, 64 << 10, 0x3D), "the owner's quiet returned before its put on the shared queue landed");
+        CHECK(r.emu->violations().empty(), r.violations());
+    });
+
+    test("owned queues under concurrency: 2 checkers each own a queue (large put, efa_gda_quiet_owned, look at the target) "
+         "while 3 threads post through the shared queue; every check finds its put in place (large:64K:32)", [] {
+        Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, 50000, true, 1, nullptr, 2);
+        std::atomic<int> early{0}, errors{0}, running{2};
+        const uint64_t large = 256 << 10;
+        parallel(5, [&](int id) {
+            if (id < 2) {
+                efa_gda_owned o;
+                if (efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o)) {
+                    errors++;
+                    running--;
+                    return;
+                }
+                for (int it = 0; it < 30; it++) {
+                    const uint8_t pattern = (uint8_t)(it * 37 + id + 1);
+                    memset(r.heap0.data() + id * large, pattern, large);
+                    std::atomic_thread_fence(std::memory_order_seq_cst);
+                    if (efa_gda_put_nbi(o, r.sym((6 << 20) + id * large), r.heap0.data() + id * large, large)) errors++;
+                    // Small puts after it on its own queue: they complete first, and would stand in for it in a count.
+                    for (int j = 0; j < 4; j++)
+                        if (efa_gda_put_nbi(o, r.sym((6 << 20) + 2 * large + id * 256 + j * 64), r.sym(4 << 20), 64)) errors++;
+                    if (efa_gda_quiet_owned(o)) errors++;
+                    if (!landed(r, (6 << 20) + id * large, large, pattern)) early++;
+                }
+                efa_gda_disown(&o);
+                running--;
+            } else {
+                const uint64_t off = (9ull << 20) + (uint64_t)(id - 2) * 65536;
+                for (uint64_t i = 0; running.load() > 0; i++)
+                    if (efa_gda_put_nbi(&r.s0, r.sym(off + (i % 1000) * 64), r.heap0.data() + off, 64, 1)) errors++;
+            }
+        });
+        CHECK(efa_gda_quiet(&r.s0) == 0 && errors == 0, std::to_string(errors.load()) + " errors");
+        CHECK(early == 0, std::to_string(early.load()) + " checks saw the target unwritten after the owner's quiet");
+        CHECK(r.emu->stats().reordered > 0 && r.emu->violations().empty(), r.violations());
+        for (uint32_t k = 0; k < 2; k++)
+            CHECK(r.rails[0]->owned[k].sq_retired == 150, "owned queue " + std::to_string(k) + ": 30 x 5 WQEs");
+    });
+
     test("NIC errors reach quiet: UNKNOWN_PEER, then FLUSHED after a QP error", [] {
         Rig r("inorder");
         r.emu->av_remove(1, 1, 10);

@@ -46,7 +46,7 @@ inline void test(const char *name, const std::function<void()> &fn) {
 struct Rig {
     static constexpr uint64_t kHeap = 12ull << 20;
     static constexpr uint64_t kPieces[3] = {5ull << 20, 4ull << 20, 3ull << 20};
-    uint32_t sq_entries, max_batch, rx_entries, wqe_size, n_rails;
+    uint32_t sq_entries, max_batch, rx_entries, wqe_size, n_rails, n_owned;
     uint64_t max_rdma;
     HostMemory mem;
     std::vector<std::unique_ptr<Device>> emus;  // one software EFA per rail
@@ -65,6 +65,15 @@ struct Rig {
         nvshmemx_efa_gda_region_t peer_consumed0[2] = {}, peer_consumed1[2] = {};
         nvshmemx_efa_gda_credits_t credits0{}, credits1{};
         std::vector<uint64_t> sig0;  // PE 0's signal scratch (one word per SQ slot)
+        // PE 0's owned queues: each its own QP on this rail's NIC (qpn 40 + 8r + k), ring, CQ and slot marks.
+        struct Owned {
+            std::vector<uint8_t> sq, cq;
+            std::vector<uint32_t> slot_done;
+            uint32_t db = 0;
+        };
+        std::vector<std::unique_ptr<Owned>> owned_mem;
+        std::vector<nvshmemx_efa_gda_qp_t> owned;
+        std::vector<uint32_t> owner;
     };
     std::vector<std::unique_ptr<RailMem>> rails;
     // The device states (about 260 KiB each: on the heap), the queues in them.
@@ -92,8 +101,9 @@ struct Rig {
     // for warps on a loaded 2-core machine stall for milliseconds, so tests that rely on other threads'
     // WQEs overtaking a held one give it room. reorder_rest: the completion order of rails 1.. (default: reorder).
     Rig(const char *reorder, uint32_t sq_n = 256, uint32_t batch = 16, uint64_t rdma = 1 << 20, uint32_t rx_n = 64,
-        uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true, uint32_t n_rails_ = 1, const char *reorder_rest = nullptr)
-        : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), n_rails(n_rails_), max_rdma(rdma),
+        uint32_t wqe = 64, uint32_t idle_us = 2000, bool hot = true, uint32_t n_rails_ = 1, const char *reorder_rest = nullptr,
+        uint32_t n_owned_ = 0)
+        : sq_entries(sq_n), max_batch(batch), rx_entries(rx_n), wqe_size(wqe), n_rails(n_rails_), n_owned(n_owned_), max_rdma(rdma),
           emus(make_devices(mem, n_rails_)), emu(emus[0].get()), heap0(kHeap), heap1(kHeap),
           rails(make_rails(n_rails_, sq_n, wqe, rx_n)), db(rails[0]->db), rx(rails[0]->rx), peers(rails[0]->peers),
           cred0(rails[0]->cred0), credits0(rails[0]->credits0), sig0(rails[0]->sig0) {
@@ -262,6 +272,32 @@ private:
         qb.ah = 2;
         qb.qkey = 0x6B6B;
         dev.add_qp(qb);
+        for (uint32_t k = 0; k < n_owned; k++) {
+            std::unique_ptr<RailMem::Owned> om(new RailMem::Owned());
+            om->sq.assign(sq_entries * wqe_size, 0);
+            om->cq.assign(sq_entries * 32, 0);
+            om->slot_done.resize(sq_entries);
+            for (uint32_t i = 0; i < sq_entries; i++) om->slot_done[i] = i - sq_entries;
+            nvshmemx_efa_gda_qp_t o = q;
+            o.sq_buf = om->sq.data();
+            o.sq_db = &om->db;
+            o.cq_buf = om->cq.data();
+            o.qp_num = (uint16_t)(40 + 8 * r + k);
+            o.slot_done = om->slot_done.data();
+            m.owned.push_back(o);
+            QpConfig qo = qa;
+            qo.sq = om->sq.data();
+            qo.db = &om->db;
+            qo.cq = om->cq.data();
+            qo.qpn = (uint16_t)o.qp_num;
+            dev.add_qp(qo);
+            dev.av_insert(1, 1, qo.qpn);  // PE 1 inserted PE 0's owned queues, as the host inserts every address
+            m.owned_mem.push_back(std::move(om));
+        }
+        m.owner.assign(n_owned, 0);
+        a.owned = n_owned ? m.owned.data() : nullptr;
+        a.owner = n_owned ? m.owner.data() : nullptr;
+        a.n_owned = n_owned;
         dev.av_insert(1, 1, qpn0);  // PE 1 inserted PE 0
         dev.av_insert(0, 2, qpn1);
         dev.av_insert(0, 1, qpn0);  // and every PE itself, as the host inserts every PE

@@ -49,6 +49,7 @@ struct Queues {
 struct FakeDomain {
     struct fid_domain domain;
     int index;  // opening order: the rail
+    int eps;    // endpoints opened on it
 };
 struct FakeAv {
     struct fid_av av;
@@ -57,6 +58,7 @@ struct FakeAv {
 struct FakeEp {
     struct fid_ep ep;
     int domain_index;
+    int index;  // opening order on its domain: 0 is the rail's own QP, then the owned queues
     FakeAv *av;
     Queues q;
 };
@@ -100,7 +102,8 @@ int getname(fid_t fid, void *addr, size_t *len) {
     if (*len < sizeof(Address)) return -FI_ETOOSMALL;
     const FakeEp *e = reinterpret_cast<const FakeEp *>(fid);
     const int pe = env_int("FAKE_PE", 0);
-    Address a = {{'F', 'A', 'K', 'E'}, (uint16_t)(100 + pe + 10 * e->domain_index), 0, 0x11110000u + (uint32_t)pe};
+    // QP 100 + pe + 10 x domain for a domain's first endpoint; later ones (owned queues) 1000 x their index more.
+    Address a = {{'F', 'A', 'K', 'E'}, (uint16_t)(100 + pe + 10 * e->domain_index + 1000 * e->index), 0, 0x11110000u + (uint32_t)pe};
     memcpy(addr, &a, sizeof a);
     *len = sizeof a;
     return 0;
@@ -111,13 +114,22 @@ int ep_bind(struct fid *ep, struct fid *bfid, uint64_t flags) {
     if (bfid->fclass == FI_CLASS_AV) reinterpret_cast<FakeEp *>(ep)->av = reinterpret_cast<FakeAv *>(bfid);
     return 0;
 }
+int ep_close(struct fid *) {
+    fake_fabric.endpoints_closed++;
+    return 0;
+}
 int ep_control(struct fid *, int command, void *) {
     if (command == FI_ENABLE) fake_fabric.enabled = true;
     return 0;
 }
 
 int endpoint(struct fid_domain *d, struct fi_info *, struct fid_ep **ep, void *) {
+    FakeDomain *fd = reinterpret_cast<FakeDomain *>(d);
+    // FAKE_EP_LIMIT: the NIC's QP limit, endpoints per domain (fi_endpoint then fails as efa does: ENOMEM).
+    if (fd->eps >= env_int("FAKE_EP_LIMIT", 1 << 30)) return -FI_ENOMEM;
+    fake_fabric.endpoints++;
     FakeEp *e = new FakeEp();
+    e->index = fd->eps++;
     e->ep.fid.fclass = FI_CLASS_EP;
     e->ep.fid.ops = &g_ep_fid_ops;
     e->ep.cm = &g_cm_ops;
@@ -230,6 +242,7 @@ struct Init {
         g_ep_fid_ops = g_fid_ops;
         g_ep_fid_ops.bind = ep_bind;
         g_ep_fid_ops.control = ep_control;
+        g_ep_fid_ops.close = ep_close;
         g_domain_fid_ops = g_fid_ops;
         g_domain_fid_ops.ops_open = ops_open;
         g_fabric_ops.size = sizeof g_fabric_ops;

@@ -6,7 +6,8 @@
 //   gda_host_fake_harness SCENARIO      (run with LD_LIBRARY_PATH at the fake libcuda.so.1)
 // Scenarios: active, wide-wqe, mismatch, none, no-efa-pe1, av-fail-pe1, region-fail-pe1, cq-oversize, no-pcie,
 // and with two NICs per PE (FAKE_RAILS: the domain names NVSHMEM hands over, one rail each): rails2,
-// rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1.
+// rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1; owned queues: owned3,
+// owned-rails2, owned-limit-pe1, owned-bad.
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
@@ -79,6 +80,13 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
         {"rails-env-bad", {on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_RAILS", "two"}}), on({{"FAKE_RAILS", kTwo}})}},
         // registrations per PE: the credit blocks of rail 0 and rail 1, then each heap region on rail 0 and rail 1:
         // the 4th is the GPU heap region on rail 1
+        // Owned queues (NVSHMEM_EFA_GDA_OWNED_QUEUES): 3 per rail on both PEs; PE 1's NIC takes only 3 endpoints per
+        // domain (its own and 2 owned), so every PE runs 2; a malformed value turns GDA off.
+        {"owned3", {on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}}), on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}})}},
+        {"owned-rails2", {on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_OWNED_QUEUES", "2"}}),
+                          on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_OWNED_QUEUES", "2"}})}},
+        {"owned-limit-pe1", {on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}}), on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}, {"FAKE_EP_LIMIT", "3"}})}},
+        {"owned-bad", {on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "99"}}), on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "99"}})}},
         {"rails-region-fail-pe1", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}, {"FAKE_MR_FAIL_NTH", "4"}})}},
     };
 }
@@ -172,6 +180,19 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
                        rl.peers[p].qpn, rl.peers[p].qkey, rl.credits->peer_consumed[p].key, rl.credits->peer_consumed[p].valid,
                        rl.credits->peer_consumed[p].base != 0, memcmp(&rl.fast[p].addr, &rl.peers[p], sizeof rl.peers[p]) == 0);
             printf("%sfast past n_pes zero=%d\n", tag.c_str(), rl.fast[kPes].addr.qpn == 0 && rl.fast[NVSHMEMX_EFA_GDA_FAST_PES - 1].addr.qpn == 0);
+            printf("%sowned: n=%u", tag.c_str(), rl.n_owned);
+            for (uint32_t o = 0; o < rl.n_owned; o++) {
+                const nvshmemx_efa_gda_qp_t &oq = rl.owned[o];
+                bool apart = oq.sq_buf != q->sq_buf && oq.sq_db != q->sq_db && oq.cq_buf != q->cq_buf && oq.slot_done != q->slot_done;
+                for (uint32_t p = 0; p < o; p++)
+                    apart &= rl.owned[p].sq_buf != oq.sq_buf && rl.owned[p].cq_buf != oq.cq_buf && rl.owned[p].slot_done != oq.slot_done;
+                bool cq_zero = true;
+                for (uint32_t i = 0; i < oq.cq_entries * oq.cq_entry_size; i++) cq_zero &= oq.cq_buf[i] == 0;
+                printf(" | qp_num=%u sq=%ux%u cq=%ux%u slot_done=%d..%d counters=%u/%u/%u cq_zeroed=%d owner=%u apart=%d", oq.qp_num,
+                       oq.sq_entries, oq.wqe_size, oq.cq_entries, oq.cq_entry_size, (int)oq.slot_done[0],
+                       (int)oq.slot_done[oq.sq_entries - 1], oq.sq_reserved, oq.sq_retired, oq.cq_head, cq_zero, rl.owner[o], apart);
+            }
+            printf("\n");
         }
         if (s->n_rails > 1) {
             bool distinct = true;
@@ -190,6 +211,7 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
         printf("\n");
         printf("fabric: av_inserts=%d enabled=%d cq_binds=%zu\n", fake_fabric.av_inserts, fake_fabric.enabled,
                fake_fabric.cq_binds.size());
+        printf("endpoints: opened=%d closed=%d\n", fake_fabric.endpoints, fake_fabric.endpoints_closed);
         for (auto &r : fake_fabric.cq_requests)
             printf("cq request: size=%zu dmabuf_length=%llu offset=%llu\n", r.size, (unsigned long long)r.length,
                    (unsigned long long)r.offset);
@@ -223,6 +245,7 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
         if (report) printf("cuda:\n%s", report());
     }
     nvshmemt_efa_gda_fini();
+    printf("endpoints after fini: opened=%d closed=%d\n", fake_fabric.endpoints, fake_fabric.endpoints_closed);
     printf("after fini: active=%d state=%p status: %s\n", nvshmemx_efa_gda_is_active(),
            (void *)nvshmemx_efa_gda_get_device_state(), nvshmemx_efa_gda_status());
     fflush(stdout);

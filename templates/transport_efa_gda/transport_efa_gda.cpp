@@ -428,18 +428,20 @@ int register_mr(Gda &s, Rail &rl, void *buf, size_t len, uint64_t access, struct
     return fi_mr_regattr(rl.domain, &attr, 0, mr);
 }
 
-/* Closes an owned queue, in the order a rail is closed (below). */
-void close_owned(Gda &s, OwnedQueue &o) {
-    if (o.sq.base) s.cu.memHostUnregister(o.sq.base);
-    if (o.db.base) s.cu.memHostUnregister(o.db.base);
-    o.sq = Mapping();
-    o.db = Mapping();
-    if (o.ep) fi_close(&o.ep->fid);
-    o.ep = nullptr;
-    close_cq(s, o.tx);
-    if (o.d_slot_done && s.cu.memFree) s.cu.memFree(o.d_slot_done);
-    o.d_slot_done = 0;
+/* Closes one QP (the rail's own or an owned queue's): the GPU's mappings of its SQ and doorbell first, then the
+ * endpoint, then its TX CQ and slot marks (see teardown_rail for why in this order). */
+void close_qp(Gda &s, Mapping &sq, Mapping &db, struct fid_ep *&ep, GpuCq &tx, CUdeviceptr &slot_done) {
+    if (sq.base) s.cu.memHostUnregister(sq.base);
+    if (db.base) s.cu.memHostUnregister(db.base);
+    sq = Mapping();
+    db = Mapping();
+    if (ep) fi_close(&ep->fid);
+    ep = nullptr;
+    close_cq(s, tx);
+    if (slot_done && s.cu.memFree) s.cu.memFree(slot_done);
+    slot_done = 0;
 }
+void close_owned(Gda &s, OwnedQueue &o) { close_qp(s, o.sq, o.db, o.ep, o.tx, o.d_slot_done); }
 
 /* Closes one rail. Order matters: the GPU must stop seeing the NIC's pages before the QP that owns them goes;
  * the endpoint goes before its CQs (the QP references them); GPU CQ memory is freed only after the NIC stopped
@@ -452,19 +454,13 @@ void teardown_rail(Gda &s, Rail &rl) {
         if (*p && s.cu.memFree) s.cu.memFree(*p);
         *p = 0;
     }
-    if (rl.sq.base) s.cu.memHostUnregister(rl.sq.base);
-    if (rl.db.base) s.cu.memHostUnregister(rl.db.base);
-    rl.sq = Mapping();
-    rl.db = Mapping();
-    if (rl.ep) fi_close(&rl.ep->fid);
-    rl.ep = nullptr;
-    close_cq(s, rl.tx);
+    close_qp(s, rl.sq, rl.db, rl.ep, rl.tx, rl.d_slot_done);
     close_cq(s, rl.rx);
     if (rl.credits_mr) fi_close(&rl.credits_mr->fid);
     rl.credits_mr = nullptr;
     if (rl.av) fi_close(&rl.av->fid);
     rl.av = nullptr;
-    CUdeviceptr *dev[] = {&rl.d_rx, &rl.d_peers, &rl.d_slot_done, &rl.d_credits, &rl.d_credit_words, &rl.d_peer_consumed};
+    CUdeviceptr *dev[] = {&rl.d_rx, &rl.d_peers, &rl.d_credits, &rl.d_credit_words, &rl.d_peer_consumed};
     for (CUdeviceptr *p : dev) {
         if (*p && s.cu.memFree) s.cu.memFree(*p);
         *p = 0;
@@ -514,6 +510,47 @@ std::string nic_name(const struct fi_info *info, int index) {
     if (info && info->nic && info->nic->device_attr && info->nic->device_attr->name) return info->nic->device_attr->name;
     if (info && info->domain_attr && info->domain_attr->name) return info->domain_attr->name;
     return "NIC " + std::to_string(index);
+}
+
+/* One QP on a rail's domain (the rail's own, or an owned queue's): its endpoint bound to the rail's AV, to tx
+ * (FI_TRANSMIT) and to the rail's RX CQ, enabled, and its send and receive queues as query_qp_wqs gives them.
+ * what names it in errors. */
+const char *open_qp(Rail &rl, GpuCq &tx, struct fid_ep **ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq, const char *what,
+                    char *why, size_t whylen) {
+    int rc;
+    if ((rc = fi_endpoint(rl.domain, rl.info, ep, NULL)) || (rc = fi_ep_bind(*ep, &rl.av->fid, 0)) ||
+        (rc = fi_ep_bind(*ep, &tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(*ep, &rl.rx.cq->fid, FI_RECV)) ||
+        (rc = fi_enable(*ep))) {
+        snprintf(why, whylen, "creating %s failed (%s)", what, fi_strerror(-rc));
+        return why;
+    }
+    if ((rc = rl.ops->query_qp_wqs(*ep, sq, rq))) {
+        snprintf(why, whylen, "query_qp_wqs of %s failed (%s)%s", what, fi_strerror(-rc),
+                 rc == -FI_ENOSYS ? ": libfabric was built against an rdma-core without efadv_query_qp_wqs (needs >= 59)" : "");
+        return why;
+    }
+    return nullptr;
+}
+
+/* A QP's SQ ring and doorbell mapped for the GPU, and its per-slot completion marks in GPU memory (entry i
+ * starts as the slot of the pass before, i - entries). */
+const char *map_sq(Gda &s, const struct fi_efa_wq_attr &sq, Mapping *ring, Mapping *db, CUdeviceptr *ring_dev, CUdeviceptr *db_dev,
+                   CUdeviceptr *slot_done, char *why, size_t whylen) {
+    CUresult cr;
+    const char *step = map_bar(s, sq.buffer, (size_t)sq.entry_size * sq.num_entries, ring, ring_dev, &cr);
+    if (!step) step = map_bar(s, sq.doorbell, sizeof(uint32_t), db, db_dev, &cr);
+    if (step) {
+        snprintf(why, whylen, "%s of the NIC's SQ/doorbell pages was refused (%s)%s", step, s.cu.name(cr),
+                 cr == CUDA_ERROR_NOT_PERMITTED || cr == CUDA_ERROR_NOT_SUPPORTED || cr == CUDA_ERROR_INVALID_VALUE
+                     ? ": needs NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for the nvidia module and a privileged process"
+                     : "");
+        return why;
+    }
+    std::vector<uint32_t> done(sq.num_entries);
+    for (uint32_t i = 0; i < sq.num_entries; i++) done[i] = i - sq.num_entries;
+    GDA_CU(s.cu.memAlloc(slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
+    GDA_CU(s.cu.memcpyHtoD(*slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
+    return nullptr;
 }
 
 /* One rail's local set-up up to the point where peers are needed: its efa-direct fabric, domain, AV, GPU CQs,
@@ -575,17 +612,7 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
     if (open_gpu_cq(s, rl, rl.info->tx_attr->size, &rl.tx, "TX", why, whylen) ||
         open_gpu_cq(s, rl, rx_entries, &rl.rx, "RX", why, whylen))
         return why;
-    if ((rc = fi_endpoint(rl.domain, rl.info, &rl.ep, NULL)) || (rc = fi_ep_bind(rl.ep, &rl.av->fid, 0)) ||
-        (rc = fi_ep_bind(rl.ep, &rl.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(rl.ep, &rl.rx.cq->fid, FI_RECV)) ||
-        (rc = fi_enable(rl.ep))) {
-        snprintf(why, whylen, "creating the GDA endpoint failed (%s)", fi_strerror(-rc));
-        return why;
-    }
-    if ((rc = rl.ops->query_qp_wqs(rl.ep, &rl.sq_attr, &rl.rq_attr))) {
-        snprintf(why, whylen, "query_qp_wqs failed (%s)%s", fi_strerror(-rc),
-                 rc == -FI_ENOSYS ? ": libfabric was built against an rdma-core without efadv_query_qp_wqs (needs >= 59)" : "");
-        return why;
-    }
+    if (open_qp(rl, rl.tx, &rl.ep, &rl.sq_attr, &rl.rq_attr, "the GDA endpoint", why, whylen)) return why;
     if (rl.sq_attr.entry_size != 64 && rl.sq_attr.entry_size != 128) {
         snprintf(why, whylen, "the SQ uses %u-byte WQEs; the device code writes 64-byte RDMA WQEs at a 64- or 128-byte stride",
                  rl.sq_attr.entry_size);
@@ -598,21 +625,7 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
         return why;
     }
     CUdeviceptr sq_dev, db_dev;
-    CUresult cr;
-    const char *step = map_bar(s, rl.sq_attr.buffer, (size_t)rl.sq_attr.entry_size * rl.sq_attr.num_entries, &rl.sq, &sq_dev, &cr);
-    if (!step) step = map_bar(s, rl.sq_attr.doorbell, sizeof(uint32_t), &rl.db, &db_dev, &cr);
-    if (step) {
-        snprintf(why, whylen, "%s of the NIC's SQ/doorbell pages was refused (%s)%s", step, s.cu.name(cr),
-                 cr == CUDA_ERROR_NOT_PERMITTED || cr == CUDA_ERROR_NOT_SUPPORTED || cr == CUDA_ERROR_INVALID_VALUE
-                     ? ": needs NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for the nvidia module and a privileged process"
-                     : "");
-        return why;
-    }
-    /* Per-slot completion marks: entry i starts as the slot of the pass before (i - entries). */
-    std::vector<uint32_t> done(rl.sq_attr.num_entries);
-    for (uint32_t i = 0; i < rl.sq_attr.num_entries; i++) done[i] = i - rl.sq_attr.num_entries;
-    GDA_CU(s.cu.memAlloc(&rl.d_slot_done, done.size() * sizeof done[0]), "allocating the slot marks");
-    GDA_CU(s.cu.memcpyHtoD(rl.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising the slot marks");
+    if (map_sq(s, rl.sq_attr, &rl.sq, &rl.db, &sq_dev, &db_dev, &rl.d_slot_done, why, whylen)) return why;
     /* The rail's own registered block. Credits: consumed, sent, seen, landing ([n_pes] x u64 each), then lock
      * ([n_pes] x u32); consumed is read by peers, landing receives our reads. Then the signal scratch: one
      * u64 per SQ slot, the source the NIC reads a signal's value from (nvshmemx_efa_gda_rail_t). */
@@ -686,17 +699,7 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
  * follow the rail's queue; its QP number comes with the AV inserts. *addr gets its name. */
 const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *why, size_t whylen) {
     if (open_gpu_cq(s, rl, rl.info->tx_attr->size, &o.tx, "owned queue's TX", why, whylen)) return why;
-    int rc;
-    if ((rc = fi_endpoint(rl.domain, rl.info, &o.ep, NULL)) || (rc = fi_ep_bind(o.ep, &rl.av->fid, 0)) ||
-        (rc = fi_ep_bind(o.ep, &o.tx.cq->fid, FI_TRANSMIT)) || (rc = fi_ep_bind(o.ep, &rl.rx.cq->fid, FI_RECV)) ||
-        (rc = fi_enable(o.ep))) {
-        snprintf(why, whylen, "creating an owned queue's endpoint failed (%s)", fi_strerror(-rc));
-        return why;
-    }
-    if ((rc = rl.ops->query_qp_wqs(o.ep, &o.sq_attr, &o.rq_attr))) {
-        snprintf(why, whylen, "query_qp_wqs of an owned queue failed (%s)", fi_strerror(-rc));
-        return why;
-    }
+    if (open_qp(rl, o.tx, &o.ep, &o.sq_attr, &o.rq_attr, "an owned queue's endpoint", why, whylen)) return why;
     if (o.sq_attr.entry_size != rl.sq_attr.entry_size || o.sq_attr.num_entries != rl.sq_attr.num_entries ||
         o.tx.attr.num_entries < o.sq_attr.num_entries || o.tx.attr.entry_size != rl.tx.attr.entry_size) {
         snprintf(why, whylen, "an owned queue's SQ (%u x %u B, TX CQ %u x %u B) differs from the rail's (%u x %u B, TX CQ %u x %u B)",
@@ -705,17 +708,7 @@ const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *wh
         return why;
     }
     CUdeviceptr sq_dev, db_dev;
-    CUresult cr;
-    const char *step = map_bar(s, o.sq_attr.buffer, (size_t)o.sq_attr.entry_size * o.sq_attr.num_entries, &o.sq, &sq_dev, &cr);
-    if (!step) step = map_bar(s, o.sq_attr.doorbell, sizeof(uint32_t), &o.db, &db_dev, &cr);
-    if (step) {
-        snprintf(why, whylen, "%s of an owned queue's SQ/doorbell pages was refused (%s)", step, s.cu.name(cr));
-        return why;
-    }
-    std::vector<uint32_t> done(o.sq_attr.num_entries);
-    for (uint32_t i = 0; i < o.sq_attr.num_entries; i++) done[i] = i - o.sq_attr.num_entries;
-    GDA_CU(s.cu.memAlloc(&o.d_slot_done, done.size() * sizeof done[0]), "allocating an owned queue's slot marks");
-    GDA_CU(s.cu.memcpyHtoD(o.d_slot_done, done.data(), done.size() * sizeof done[0]), "initialising an owned queue's slot marks");
+    if (map_sq(s, o.sq_attr, &o.sq, &o.db, &sq_dev, &db_dev, &o.d_slot_done, why, whylen)) return why;
     o.qp = rl.st.qp;
     o.qp.sq_buf = (uint8_t *)sq_dev;
     o.qp.sq_db = (uint32_t *)db_dev;
@@ -725,7 +718,7 @@ const char *start_owned(Gda &s, Rail &rl, OwnedQueue &o, uint8_t *addr, char *wh
     o.qp.cq_log2 = log2_of(o.qp.cq_entries);
     o.qp.slot_done = (uint32_t *)(uintptr_t)o.d_slot_done;
     size_t len = sizeof RailAddress::owned_addr[0];
-    if ((rc = fi_getname(&o.ep->fid, addr, &len))) {
+    if (const int rc = fi_getname(&o.ep->fid, addr, &len)) {
         snprintf(why, whylen, "fi_getname of an owned queue failed (%s)", fi_strerror(-rc));
         return why;
     }

@@ -369,6 +369,31 @@ constexpr int kPosters = 4, kPerPoster = 150;
 constexpr int kCreditImms = 150;
 constexpr uint64_t kLoopLen = 3 * M / 2;  // the put-quiet-look loop: 24 wire chunks of 64 KiB
 
+// The put-quiet-look loop, the initiator's side: each round fills the 1.5 MiB source with the round's byte, puts
+// it to one of two targets on PE 1 and waits (put_and_wait: 0 or an error), then PE 1 looks. Returns how many
+// rounds failed or found the data missing when the wait returned; tells PE 1 it is over with -1.
+int quiet_and_look(Pair &pair, Pe &p, int rounds, const std::function<int(uint8_t *dst, uint8_t *src)> &put_and_wait) {
+    int late = 0;
+    for (int it = 0; it < rounds; it++) {
+        memset(p.heap + 9 * M + M / 2, (uint8_t)(it + 1), kLoopLen);
+        if (put_and_wait(p.heap + 5 * M + (uint64_t)(it % 2) * kLoopLen, p.heap + 9 * M + M / 2)) late++;
+        put(pair, it);
+        late += get<int>(pair);
+    }
+    put(pair, -1);
+    return late;
+}
+// PE 1's side: after each round, whether the round's bytes are all at the target.
+void look_at_targets(Pair &pair, Pe &p) {
+    for (int k; (k = get<int>(pair)) >= 0;) {
+        const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
+        int bad_bytes = 0;
+        for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
+        bad_bytes += p.heap[off + kLoopLen - 1] != (uint8_t)(k + 1);
+        put(pair, bad_bytes ? 1 : 0);
+    }
+}
+
 int ops(Pair &pair) {
     Pe p;
     setup(pair, p);
@@ -447,14 +472,10 @@ int ops(Pair &pair) {
                fmt("%llu refreshes", (unsigned long long)p.credits.refreshes));
         sync(pair);
         // The initiator's completion comes only after the target placed the data: after each quiet, B looks.
-        int late = 0;
-        for (int it = 0; it < 40; it++) {
-            const uint64_t off = 5 * M + (uint64_t)(it % 2) * kLoopLen;
-            memset(p.heap + 9 * M + M / 2, (uint8_t)(it + 1), kLoopLen);
-            if (efa_gda_put_nbi(&p.s, p.heap + off, p.heap + 9 * M + M / 2, kLoopLen, 1) || efa_gda_quiet(&p.s)) late++;
-            put(pair, it);
-            late += get<int>(pair);
-        }
+        const int late = quiet_and_look(pair, p, 40, [&](uint8_t *dst, uint8_t *src) {
+            const int e = efa_gda_put_nbi(&p.s, dst, src, kLoopLen, 1);
+            return e ? e : efa_gda_quiet(&p.s);
+        });
         expect(late == 0, "40 x (1.5 MiB put, quiet): the data was at the target every time quiet returned",
                fmt("%d times not", late));
     } else {
@@ -507,14 +528,7 @@ int ops(Pair &pair) {
         expect(taken == kCreditImms, fmt("%d immediates taken in order, no RX CQ overrun", kCreditImms),
                fmt("%d taken, rx error %u", taken, p.rxq.error));
         sync(pair);
-        for (int it = 0; it < 40; it++) {
-            const int k = get<int>(pair);
-            const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
-            int bad_bytes = 0;
-            for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
-            bad_bytes += p.heap[off + kLoopLen - 1] != (uint8_t)(k + 1);
-            put(pair, bad_bytes ? 1 : 0);
-        }
+        look_at_targets(pair, p);
     }
     sync(pair);
     close_pe(p);
@@ -568,15 +582,11 @@ int owned(Pair &pair) {
         put(pair, 1);
         // The put-quiet-look loop through an owned queue: B looks after each owned quiet.
         efa_gda_owned o;
-        int late = efa_gda_own(&p.s, 1, p.heap + 5 * M, p.heap + 9 * M + M / 2, &o) ? 1000 : 0;
-        for (int it = 0; it < 20 && !late; it++) {
-            const uint64_t off = 5 * M + (uint64_t)(it % 2) * kLoopLen;
-            memset(p.heap + 9 * M + M / 2, (uint8_t)(it + 1), kLoopLen);
-            if (efa_gda_put_nbi(o, p.heap + off, p.heap + 9 * M + M / 2, kLoopLen) || efa_gda_quiet_owned(o)) late++;
-            put(pair, it);
-            late += get<int>(pair);
-        }
-        put(pair, -1);
+        const int own = efa_gda_own(&p.s, 1, p.heap + 5 * M, p.heap + 9 * M + M / 2, &o);
+        const int late = quiet_and_look(pair, p, 20, [&](uint8_t *dst, uint8_t *src) {
+            const int e = own ? own : efa_gda_put_nbi(o, dst, src, kLoopLen);
+            return e ? e : efa_gda_quiet_owned(o);
+        });
         efa_gda_disown(&o);
         expect(late == 0, "20 x (1.5 MiB put, owner's quiet): the data was at the target every time the owner's quiet returned",
                fmt("%d times not", late));
@@ -586,13 +596,7 @@ int owned(Pair &pair) {
         for (uint64_t i = 0; i < (uint64_t)kOwners * kOwnedPuts * 64 && puts; i++)
             puts = p.heap[kOwnedBase + i] == pattern(0, kOwnedBase + i);
         expect(puts, "the owned queues' puts landed byte-exact");
-        for (int k; (k = get<int>(pair)) >= 0;) {
-            const uint64_t off = 5 * M + (uint64_t)(k % 2) * kLoopLen;
-            int bad_bytes = 0;
-            for (uint64_t i = 0; i < kLoopLen; i += 509) bad_bytes += p.heap[off + i] != (uint8_t)(k + 1);
-            bad_bytes += p.heap[off + kLoopLen - 1] != (uint8_t)(k + 1);
-            put(pair, bad_bytes ? 1 : 0);
-        }
+        look_at_targets(pair, p);
     }
     sync(pair);
     close_pe(p);

@@ -335,6 +335,24 @@ __global__ void bench_post(nvshmemx_efa_gda_device_state_t *s, uint8_t *src, uin
     }
 }
 
+// A send queue as the software EFA serves it: kSq slots of 64 B rung through db, completions into kCq 32-byte
+// entries at cq, RDMA split at kMaxRdma; its address (qpn, ah, qkey) as peers use it.
+softefa::QpConfig send_queue(uint8_t *sq, volatile uint32_t *db, uint8_t *cq, uint16_t qpn, uint16_t ah, uint32_t qkey) {
+    softefa::QpConfig c = {};
+    c.sq = sq;
+    c.db = db;
+    c.sq_entries = kSq;
+    c.max_batch = kMaxBatch;
+    c.cq = cq;
+    c.cq_entries = kCq;
+    c.cq_entry_size = 32;
+    c.qpn = qpn;
+    c.ah = ah;
+    c.qkey = qkey;
+    c.max_rdma_size = kMaxRdma;
+    return c;
+}
+
 struct Rig {
     CudaMemory mem{0};
     Device emu{mem};
@@ -493,19 +511,7 @@ struct Rig {
                 oq[k].cq_buf = ocq;
                 oq[k].qp_num = 20 + k;
                 oq[k].slot_done = odone;
-                softefa::QpConfig c = {};
-                c.sq = ring_h;
-                c.db = odb_h;
-                c.sq_entries = kSq;
-                c.max_batch = kMaxBatch;
-                c.cq = ocq;
-                c.cq_entries = kCq;
-                c.cq_entry_size = 32;
-                c.qpn = (uint16_t)(20 + k);
-                c.ah = 1;
-                c.qkey = 0x5A5A;
-                c.max_rdma_size = kMaxRdma;
-                owned_cfg.push_back(c);
+                owned_cfg.push_back(send_queue(ring_h, odb_h, ocq, (uint16_t)(20 + k), 1, 0x5A5A));
             }
             CK(cudaMalloc(&owned, n_owned * sizeof oq[0]));
             CK(cudaMemcpy(owned, oq.data(), n_owned * sizeof oq[0], cudaMemcpyHostToDevice));
@@ -533,40 +539,17 @@ struct Rig {
         emu.add_region({kRkeyCredits0, (uint64_t)cred_words, 16, true, false});
         emu.add_region({kLkeyCredits0, (uint64_t)cred_words, 64, false, false});
         emu.add_region({kLkeySignal, (uint64_t)signal_src, kSq * 8, false, false});
-        softefa::QpConfig a = {};
-        a.sq = sq_host;
-        a.db = db_host;
-        a.sq_entries = kSq;
-        a.max_batch = kMaxBatch;
-        a.cq = cq;
-        a.cq_entries = kCq;
-        a.cq_entry_size = 32;
-        a.qpn = 10;
-        a.ah = 1;
-        a.qkey = 0x5A5A;
-        a.max_rdma_size = kMaxRdma;
-        qp_a = emu.add_qp(a);
-        softefa::QpConfig b = {};
+        qp_a = emu.add_qp(send_queue(sq_host, db_host, cq, 10, 1, 0x5A5A));
         static uint32_t idle_db = 0;  // the target posts nothing
         static uint8_t idle_sq[kSq * 64];
         static uint8_t *idle_cq = nullptr;
         CK(cudaMalloc(&idle_cq, kCq * 32));
-        b.sq = idle_sq;
-        b.db = &idle_db;
-        b.sq_entries = kSq;
-        b.max_batch = kMaxBatch;
-        b.cq = idle_cq;
-        b.cq_entries = kCq;
-        b.cq_entry_size = 32;
+        softefa::QpConfig b = send_queue(idle_sq, &idle_db, idle_cq, 11, 2, 0x6B6B);
         b.rx_cq = rx_cq_buf;
         b.rx_cq_entries = kRx;
         b.rx_cq_entry_size = 32;
         // The NIC cannot see the GPU consumer; the model reads it to report an overrun.
         b.rx_consumed = [this] { return mem.read_u32(&rx->cq_head); };
-        b.qpn = 11;
-        b.ah = 2;
-        b.qkey = 0x6B6B;
-        b.max_rdma_size = kMaxRdma;
         qp_b = emu.add_qp(b);
         emu.av_insert(qp_b, 1, 10);  // PE 1 inserted PE 0 before any RMA
         emu.av_insert(qp_a, 1, 10);  // and PE 0 itself, as the host inserts every PE

@@ -10,14 +10,26 @@
 #   rebuild the same work dir after one template file changed (templates/transport_efa_gda/transport_efa_gda.cpp)
 # and prints the seconds of each, tool / recipe (goal <= 0.45) and the template-only rebuild (goal <= 30 s), with
 # ccache on or off as found (the tool uses ccache when it is on PATH; the recipe is given the same launcher).
+# PHASE (default all): recipe, tool or rebuild runs that build alone, for a device tool whose calls end after 10
+# minutes: run the three in order on one machine (the work tree /tmp/nvshmem-efa-build-time stays between them;
+# recipe starts it afresh). Each phase records its seconds there, and the ratio is printed once all three are in.
 set -u
 C=$(cd "$1" && pwd) OUT=$2 JOBS=${3:-$(nproc)}
-W=/tmp/nvshmem-efa-build-time
-rm -rf "$W" && mkdir -p "$W" "$OUT"
+W=/tmp/nvshmem-efa-build-time PHASE=${PHASE:-all}
+case $PHASE in all | recipe | tool | rebuild) ;; *) echo "PHASE is all, recipe, tool or rebuild, not $PHASE" >&2; exit 2 ;; esac
+if [ "$PHASE" = all ] || [ "$PHASE" = recipe ]; then rm -rf "$W"; fi
+if [ ! -f "$W/.unpacked" ] && [ "$PHASE" != all ] && [ "$PHASE" != recipe ]; then
+  echo "PHASE=$PHASE needs the work tree of PHASE=recipe on this machine ($W is missing)" >&2; exit 2
+fi
+mkdir -p "$W/times" "$OUT"
 cd "$W" || exit 1
-xz -dc "$C/node.xz" > node && chmod +x node
-for t in nvshmem-efa-standalone nvshmem-v3.4.5 deepep-567632d libfabric-2.3.0; do tar xzf "$C/$t.tar.gz"; done
-tar xJf "$C/cmake-3.25.tar.xz"
+if [ ! -f .unpacked ]; then
+  xz -dc "$C/node.xz" > node && chmod +x node
+  for t in nvshmem-efa-standalone nvshmem-v3.4.5 deepep-567632d libfabric-2.3.0; do tar xzf "$C/$t.tar.gz"; done
+  tar xJf "$C/cmake-3.25.tar.xz"
+  touch .unpacked
+fi
+runs() { [ "$PHASE" = all ] || [ "$PHASE" = "$1" ]; }
 export PATH=$W:$PATH:$W/cmk/bin LD_LIBRARY_PATH=$W/lfcarry/lib:${LD_LIBRARY_PATH:-}:$W/cmk/lib CI=true
 PY=$(command -v python3 || command -v python)
 GDR=$(for d in /usr/local/gdrdrv /opt/gdrcopy /usr/local /usr; do [ -f "$d/include/gdrapi.h" ] && echo "$d" && break; done)
@@ -29,6 +41,7 @@ now() { date +%s.%N; }
 secs() { echo "$2 - $1" | bc; }
 
 # 1. The recipe.
+if runs recipe; then
 cp -r v345 recipe-src && cp -r 567632d recipe-deepep
 t0=$(now)
 cmake -S recipe-src -B recipe-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$W/recipe-install" \
@@ -43,18 +56,24 @@ cmake -S recipe-src -B recipe-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_
       TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$JOBS $PY setup.py build_ext --inplace >> "$OUT/recipe.log" 2>&1 )
 recipe_rc=$? t1=$(now)
 recipe=$(secs "$t0" "$t1")
-echo "recipe exit $recipe_rc, $recipe s" | tee "$OUT/summary.log"
+echo "recipe exit $recipe_rc, $recipe s" | tee -a "$OUT/summary.log"
+echo "$recipe_rc $recipe" > times/recipe
+fi
 
 # 2. The tool, cold.
+if runs tool; then
 t0=$(now)
 PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work" \
   --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/tool.log" 2>&1
 tool_rc=$? t1=$(now)
 tool=$(secs "$t0" "$t1")
 echo "tool exit $tool_rc, $tool s" | tee -a "$OUT/summary.log"
+echo "$tool_rc $tool" > times/tool
+fi
 
 # 3. Template-only rebuild: the bundle with one template file changed.
-cp -r sa sa-changed
+if runs rebuild; then
+rm -rf sa-changed && cp -r sa sa-changed
 echo "// a template-only change" >> sa-changed/templates/transport_efa_gda/transport_efa_gda.cpp
 t0=$(now)
 NVSHMEM_EFA_HOME=$W/sa-changed PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" \
@@ -62,5 +81,16 @@ NVSHMEM_EFA_HOME=$W/sa-changed PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvsh
 rebuild_rc=$? t1=$(now)
 rebuild=$(secs "$t0" "$t1")
 echo "template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
+echo "$rebuild_rc $rebuild" > times/rebuild
 cp "$W/work/report.md" "$OUT/" 2>/dev/null
-echo "tool / recipe = $(echo "scale=3; $tool / $recipe" | bc) (goal <= 0.45); template-only rebuild $rebuild s (goal <= 30); ccache ${CCACHE:-none}" | tee -a "$OUT/summary.log"
+fi
+
+# The ratio, once every phase has run on this machine (each line: exit status, seconds).
+if [ -f times/recipe ] && [ -f times/tool ] && [ -f times/rebuild ]; then
+  read -r recipe_rc recipe < times/recipe; read -r tool_rc tool < times/tool; read -r rebuild_rc rebuild < times/rebuild
+  echo "recipe exit $recipe_rc, $recipe s; tool exit $tool_rc, $tool s; template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
+  echo "tool / recipe = $(echo "scale=3; $tool / $recipe" | bc) (goal <= 0.45); template-only rebuild $rebuild s (goal <= 30); ccache ${CCACHE:-none}" | tee -a "$OUT/summary.log"
+  [ "$recipe_rc" = 0 ] && [ "$tool_rc" = 0 ] && [ "$rebuild_rc" = 0 ]
+else
+  echo "phases done on this machine: $(ls times | paste -sd' ' -); the ratio comes once recipe, tool and rebuild have all run" | tee -a "$OUT/summary.log"
+fi

@@ -85,6 +85,12 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   if (env.NVSHMEM_IB_ENABLE_IBGDA === '1') out.push(check('env-ibgda', 'NVSHMEM_IB_ENABLE_IBGDA', 'warn', '1: asks for IBGDA, which an EFA build of NVSHMEM does not have', 'unset NVSHMEM_IB_ENABLE_IBGDA (the EFA GDA switch is NVSHMEM_EFA_GDA_ENABLE)'));
   const gda = env.NVSHMEM_EFA_GDA_ENABLE;
   if (gda !== undefined && !/^(0|1|y|yes|on|true|n|no|off|false)$/i.test(gda)) out.push(check('env-gda', 'NVSHMEM_EFA_GDA_ENABLE', 'warn', `'${gda}' is neither on (1/y/yes/on/true) nor off`, 'export NVSHMEM_EFA_GDA_ENABLE=1 (or 0)'));
+  // The GDA transport reads these at start-up and turns GDA off on every PE for a value it cannot parse.
+  for (const [id, name, lo, hi, what] of GDA_COUNTS) {
+    const v = env[name];
+    if (v !== undefined && v !== '' && !countIn(v, lo, hi))
+      out.push(check(id, name, 'warn', `'${v}' is not a number of ${what} in [${lo}, ${hi}]: the GDA transport turns GDA off on every PE for it`, `export ${name}=N with N in ${lo}..${hi} (or unset it)`));
+  }
   const ldPip = (env.LD_LIBRARY_PATH ?? '').split(':').filter((p) => /nvidia\/nvshmem/.test(p));
   if (d.pipNvshmem || ldPip.length) {
     out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'warn', [d.pipNvshmem && `pip package at ${d.pipNvshmem}`, ldPip.length && `LD_LIBRARY_PATH has ${ldPip.join(', ')}`].filter(Boolean).join('; ') + ': its libnvshmem can load instead of the one nvshmem-efa builds', 'pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 (and drop it from LD_LIBRARY_PATH) in the environment that runs the job'));
@@ -94,6 +100,18 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   if (d.nvshmemTree) out.push(d.nvshmemTree);
   out.push(d.torch ? check('torch', 'PyTorch (for DeepEP)', 'pass', d.torch) : check('torch', 'PyTorch (for DeepEP)', 'skip', 'python3 cannot import torch: only needed with --deepep-*'));
   return out;
+}
+
+/** The transport's optional counts (transport_efa_gda.h): id, variable, range, what it counts. */
+const GDA_COUNTS: [string, string, number, number, string][] = [
+  ['env-gda-rails', 'NVSHMEM_EFA_GDA_RAILS', 1, 4, 'rails'],
+  ['env-gda-owned', 'NVSHMEM_EFA_GDA_OWNED_QUEUES', 0, 32, 'owned queues per rail'],
+];
+/** Whether v parses as strtol(v, &end, 10) does with *end == 0, within [lo, hi]. */
+function countIn(v: string, lo: number, hi: number): boolean {
+  if (!/^\s*[+-]?\d+$/.test(v)) return false;
+  const n = Number(v.trim());
+  return n >= lo && n <= hi;
 }
 
 const TREE_TITLE = 'NVSHMEM source tree (--nvshmem-src)';

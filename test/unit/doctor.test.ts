@@ -44,6 +44,18 @@ describe('doctor', () => {
     expect(c['env-gda']?.evidence).toContain("'maybe'");
   });
 
+  it('flags an NVSHMEM_EFA_GDA_RAILS or NVSHMEM_EFA_GDA_OWNED_QUEUES the GDA transport would refuse, and not a valid one', () => {
+    const bad = run({ ...good, NVSHMEM_EFA_GDA_RAILS: 'two', NVSHMEM_EFA_GDA_OWNED_QUEUES: '99' });
+    expect(bad['env-gda-rails']).toMatchObject({ status: 'warn', fix: 'export NVSHMEM_EFA_GDA_RAILS=N with N in 1..4 (or unset it)' });
+    expect(bad['env-gda-rails']?.evidence).toContain("'two' is not a number of rails in [1, 4]");
+    expect(bad['env-gda-owned']?.evidence).toContain("'99' is not a number of owned queues per rail in [0, 32]: the GDA transport turns GDA off");
+    expect(run({ ...good, NVSHMEM_EFA_GDA_RAILS: '0' })['env-gda-rails']?.status).toBe('warn');
+    const ok = run({ ...good, NVSHMEM_EFA_GDA_RAILS: '2', NVSHMEM_EFA_GDA_OWNED_QUEUES: '0' });
+    expect(ok['env-gda-rails']).toBeUndefined();
+    expect(ok['env-gda-owned']).toBeUndefined();
+    expect(run({ ...good, NVSHMEM_EFA_GDA_OWNED_QUEUES: '+8' })['env-gda-owned']).toBeUndefined(); // strtol takes it
+  });
+
   it('reports pip NVSHMEM shadowing from the package or LD_LIBRARY_PATH', () => {
     const c = run({ ...good, LD_LIBRARY_PATH: '/venv/lib/python3.12/site-packages/nvidia/nvshmem/lib:/usr/lib' }, { pipNvshmem: '/venv/lib/python3.12/site-packages/nvidia/nvshmem' });
     expect(c['pip-nvshmem']?.status).toBe('warn');

@@ -136,9 +136,8 @@ struct fid_cq *open_ext_cq(Pe &p, size_t entries, std::vector<uint8_t> &buf, str
     return cq;
 }
 
-// The local half of start_local(): everything before the peers' addresses are known.
-void open_pe(Pe &p, int me, bool with_rx_cq = true) {
-    p.me = me;
+// The efa-direct fabric and domain on the NIC, the GDA ops and the AV (start_local()'s first steps).
+void open_domain(Pe &p) {
     struct fi_info *h = gda_hints();
     check(fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, h, &p.info), "fi_getinfo(efa-direct)");
     fi_freeinfo(h);
@@ -148,16 +147,28 @@ void open_pe(Pe &p, int me, bool with_rx_cq = true) {
     struct fi_av_attr av = {};
     av.type = FI_AV_TABLE;
     check(fi_av_open(p.domain, &av, &p.av, nullptr), "fi_av_open");
+}
+
+// One QP on the domain (open_qp() in the host code): its endpoint bound to the AV, to tx and to the PE's RX CQ
+// if it has one, enabled, its queues from query_qp_wqs, its name (32 bytes) in name.
+void open_endpoint(Pe &p, struct fid_cq *tx, struct fid_ep **ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq, uint8_t *name) {
+    check(fi_endpoint(p.domain, p.info, ep, nullptr), "fi_endpoint");
+    check(fi_ep_bind(*ep, &p.av->fid, 0), "bind av");
+    check(fi_ep_bind(*ep, &tx->fid, FI_TRANSMIT), "bind tx cq");
+    if (p.rx) check(fi_ep_bind(*ep, &p.rx->fid, FI_RECV), "bind rx cq");
+    check(fi_enable(*ep), "fi_enable");
+    check(p.ops->query_qp_wqs(*ep, sq, rq), "query_qp_wqs");
+    size_t len = sizeof p.mine.name;
+    check(fi_getname(&(*ep)->fid, name, &len), "fi_getname");
+}
+
+// The local half of start_local(): everything before the peers' addresses are known.
+void open_pe(Pe &p, int me, bool with_rx_cq = true) {
+    p.me = me;
+    open_domain(p);
     p.tx = open_ext_cq(p, p.info->tx_attr->size, p.txbuf, &p.tx_attr);
     if (with_rx_cq) p.rx = open_ext_cq(p, 64, p.rxbuf, &p.rx_attr);
-    check(fi_endpoint(p.domain, p.info, &p.ep, nullptr), "fi_endpoint");
-    check(fi_ep_bind(p.ep, &p.av->fid, 0), "bind av");
-    check(fi_ep_bind(p.ep, &p.tx->fid, FI_TRANSMIT), "bind tx cq");
-    if (p.rx) check(fi_ep_bind(p.ep, &p.rx->fid, FI_RECV), "bind rx cq");
-    check(fi_enable(p.ep), "fi_enable");
-    check(p.ops->query_qp_wqs(p.ep, &p.sq, &p.rq), "query_qp_wqs");
-    size_t len = sizeof p.mine.name;
-    check(fi_getname(&p.ep->fid, p.mine.name, &len), "fi_getname");
+    open_endpoint(p, p.tx, &p.ep, &p.sq, &p.rq, p.mine.name);
 
     p.heap = static_cast<uint8_t *>(aligned_alloc(4096, kHeap));
     for (uint64_t i = 0; i < kHeap; i++) p.heap[i] = pattern(me, i);
@@ -267,14 +278,7 @@ void open_owned(Pe &p, int n) {
     for (int k = 0; k < n; k++) {
         std::unique_ptr<Pe::Owned> o(new Pe::Owned());
         o->tx = open_ext_cq(p, p.info->tx_attr->size, o->txbuf, &o->tx_attr);
-        check(fi_endpoint(p.domain, p.info, &o->ep, nullptr), "fi_endpoint (owned queue)");
-        check(fi_ep_bind(o->ep, &p.av->fid, 0), "bind av");
-        check(fi_ep_bind(o->ep, &o->tx->fid, FI_TRANSMIT), "bind tx cq");
-        check(fi_ep_bind(o->ep, &p.rx->fid, FI_RECV), "bind the shared rx cq");
-        check(fi_enable(o->ep), "fi_enable (owned queue)");
-        check(p.ops->query_qp_wqs(o->ep, &o->sq, &o->rq), "query_qp_wqs (owned queue)");
-        size_t len = sizeof p.mine.owned_name[k];
-        check(fi_getname(&o->ep->fid, p.mine.owned_name[k], &len), "fi_getname (owned queue)");
+        open_endpoint(p, o->tx, &o->ep, &o->sq, &o->rq, p.mine.owned_name[k]);  // the RX CQ is the PE's
         p.owned_eps.push_back(std::move(o));
     }
 }
@@ -750,15 +754,7 @@ int gpu_cq(Pair &pair) {
     cu.load();
     Pe p;
     p.me = me;
-    struct fi_info *h = gda_hints();
-    check(fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, h, &p.info), "fi_getinfo(efa-direct)");
-    fi_freeinfo(h);
-    check(fi_fabric(p.info->fabric_attr, &p.fabric, nullptr), "fi_fabric");
-    check(fi_domain(p.fabric, p.info, &p.domain, nullptr), "fi_domain");
-    check(fi_open_ops(&p.domain->fid, FI_EFA_GDA_OPS, 0, (void **)&p.ops, nullptr), "fi_open_ops");
-    struct fi_av_attr av = {};
-    av.type = FI_AV_TABLE;
-    check(fi_av_open(p.domain, &av, &p.av, nullptr), "fi_av_open");
+    open_domain(p);
     unsigned long long tx_ring = 0, rx_ring = 0;
     p.tx = gpu_cq(p, cu, p.info->tx_attr->size, &tx_ring);
     p.rx = gpu_cq(p, cu, 64, &rx_ring);
@@ -768,12 +764,7 @@ int gpu_cq(Pair &pair) {
                p.tx_attr.num_entries == p.info->tx_attr->size,
            "query_cq reports the GPU ring, 32-byte entries, the requested depth",
            fmt("%p %u x %u", (void *)p.tx_attr.buffer, p.tx_attr.num_entries, p.tx_attr.entry_size));
-    check(fi_endpoint(p.domain, p.info, &p.ep, nullptr), "fi_endpoint");
-    check(fi_ep_bind(p.ep, &p.av->fid, 0), "bind av");
-    check(fi_ep_bind(p.ep, &p.tx->fid, FI_TRANSMIT), "bind tx");
-    check(fi_ep_bind(p.ep, &p.rx->fid, FI_RECV), "bind rx");
-    check(fi_enable(p.ep), "fi_enable");
-    check(p.ops->query_qp_wqs(p.ep, &p.sq, &p.rq), "query_qp_wqs");
+    open_endpoint(p, p.tx, &p.ep, &p.sq, &p.rq, p.mine.name);
     // map_bar(): page-aligned IOMEMORY|DEVICEMAP registrations of the SQ ring and the doorbell page.
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     auto bar = [&](void *ptr, size_t len) {
@@ -785,8 +776,6 @@ int gpu_cq(Pair &pair) {
            fmt("ring %d doorbell %d", r1, r2));
     std::vector<uint8_t> ordinary(2 * page);
     expect(bar(ordinary.data() + page - 8, 16) != 0, "an ordinary page is still refused IOMEMORY (the driver's rule)");
-    size_t len = sizeof p.mine.name;
-    check(fi_getname(&p.ep->fid, p.mine.name, &len), "fi_getname");
     p.heap = static_cast<uint8_t *>(aligned_alloc(4096, 1 * M));
     for (uint64_t i = 0; i < M; i++) p.heap[i] = pattern(me, i);
     check(fi_mr_reg(p.domain, p.heap, M, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr[0], nullptr), "reg");

@@ -48,7 +48,7 @@ if [ -f "$C/deep_ep_cpp.so.xz" ] && [ "$(cat "$C/deep_ep_cpp.nvshmem" 2>/dev/nul
   ( xz -dc "$C/deep_ep_cpp.so.xz" >"$SO"; echo "carried module (NVSHMEM $NVHASH)" >"$R/deepep-build.log" ) &
 else
   ( cd "$E/DeepEP" && NVSHMEM_DIR=$WD/install/nvshmem TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(nproc) CUDA_HOME=$CUDA_HOME \
-      NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA timeout 200 python3 setup.py build_ext --inplace >"$R/deepep-build.log" 2>&1
+      NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA timeout "${DEEPEP_BUILD_TIMEOUT:-200}" python3 setup.py build_ext --inplace >"$R/deepep-build.log" 2>&1
     echo "exit $?" >>"$R/deepep-build.log" ) &
 fi
 build=$!

@@ -10,16 +10,23 @@
 #   rebuild the same work dir after one template file changed (templates/transport_efa_gda/transport_efa_gda.cpp)
 # and prints the seconds of each, tool / recipe (goal <= 0.45) and the template-only rebuild (goal <= 30 s), with
 # ccache on or off as found (the tool uses ccache when it is on PATH; the recipe is given the same launcher).
-# PHASE (default all): recipe, tool or rebuild runs that build alone, for a device tool whose calls end after 10
-# minutes: run the three in order on one machine (the work tree /tmp/nvshmem-efa-build-time stays between them;
-# recipe starts it afresh). Each phase records its seconds there, and the ratio is printed once all three are in.
+# PHASE (default all) runs one part alone, for a device tool whose calls end after 10 minutes: recipe-nvshmem,
+# recipe-deepep (recipe = both), tool, rebuild, in that order on one machine (the work tree
+# /tmp/nvshmem-efa-build-time stays between them; recipe-nvshmem starts it afresh). Each part records its
+# seconds there, and the ratio is printed once recipe, tool and rebuild are all in. tool may run alone on a fresh
+# machine; its seconds then stand without a recipe from the same machine.
 set -u
 C=$(cd "$1" && pwd) OUT=$2 JOBS=${3:-$(nproc)}
 W=/tmp/nvshmem-efa-build-time PHASE=${PHASE:-all}
-case $PHASE in all | recipe | tool | rebuild) ;; *) echo "PHASE is all, recipe, tool or rebuild, not $PHASE" >&2; exit 2 ;; esac
-if [ "$PHASE" = all ] || [ "$PHASE" = recipe ]; then rm -rf "$W"; fi
-if [ ! -f "$W/.unpacked" ] && [ "$PHASE" != all ] && [ "$PHASE" != recipe ]; then
-  echo "PHASE=$PHASE needs the work tree of PHASE=recipe on this machine ($W is missing)" >&2; exit 2
+case $PHASE in all | recipe | recipe-nvshmem | recipe-deepep | tool | rebuild) ;; *) echo "PHASE is all, recipe, recipe-nvshmem, recipe-deepep, tool or rebuild, not $PHASE" >&2; exit 2 ;; esac
+case $PHASE in all | recipe | recipe-nvshmem) rm -rf "$W" ;; esac
+# The rebuild needs the tool's work dir from this machine; recipe-deepep needs the recipe's NVSHMEM install.
+# tool alone is allowed on a fresh machine (its seconds then stand without a recipe from the same machine).
+if [ "$PHASE" = rebuild ] && [ ! -d "$W/work" ]; then
+  echo "PHASE=rebuild needs the work dir of PHASE=tool on this machine ($W/work is missing)" >&2; exit 2
+fi
+if [ "$PHASE" = recipe-deepep ] && [ ! -d "$W/recipe-install" ]; then
+  echo "PHASE=recipe-deepep needs the NVSHMEM install of PHASE=recipe-nvshmem on this machine ($W/recipe-install is missing)" >&2; exit 2
 fi
 mkdir -p "$W/times" "$OUT"
 cd "$W" || exit 1
@@ -29,35 +36,50 @@ if [ ! -f .unpacked ]; then
   tar xJf "$C/cmake-3.25.tar.xz"
   touch .unpacked
 fi
-runs() { [ "$PHASE" = all ] || [ "$PHASE" = "$1" ]; }
+runs() { [ "$PHASE" = all ] || [ "$PHASE" = "$1" ] || { [ "$PHASE" = recipe ] && [ "${1#recipe-}" != "$1" ]; }; }
 export PATH=$W:$PATH:$W/cmk/bin LD_LIBRARY_PATH=$W/lfcarry/lib:${LD_LIBRARY_PATH:-}:$W/cmk/lib CI=true
 PY=$(command -v python3 || command -v python)
 GDR=$(for d in /usr/local/gdrdrv /opt/gdrcopy /usr/local /usr; do [ -f "$d/include/gdrapi.h" ] && echo "$d" && break; done)
 CCACHE=$(command -v ccache || true)
 launcher=()
+gdr_flags=(-DNVSHMEM_USE_GDRCOPY=OFF)
+[ -n "$GDR" ] && gdr_flags=(-DNVSHMEM_USE_GDRCOPY=ON -DGDRCOPY_HOME="$GDR")
 [ -n "$CCACHE" ] && launcher=(-DCMAKE_C_COMPILER_LAUNCHER="$CCACHE" -DCMAKE_CXX_COMPILER_LAUNCHER="$CCACHE" -DCMAKE_CUDA_COMPILER_LAUNCHER="$CCACHE")
 { nvidia-smi -L; nproc; echo "jobs $JOBS, ccache ${CCACHE:-none}, gdrcopy ${GDR:-none}"; } > "$OUT/env.log" 2>&1
 now() { date +%s.%N; }
-secs() { echo "$2 - $1" | bc; }
+# awk, not bc: GPU hosts may lack bc.
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# 1. The recipe.
-if runs recipe; then
-cp -r v345 recipe-src && cp -r 567632d recipe-deepep
+# 1. The recipe, in two parts that can run in separate calls (NVSHMEM with tests and examples alone takes
+# about 8 minutes on 16 cores): its seconds are the sum.
+if runs recipe-nvshmem; then
+rm -rf recipe-src recipe-build recipe-install && cp -r v345 recipe-src
 t0=$(now)
 cmake -S recipe-src -B recipe-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$W/recipe-install" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DLIBFABRIC_HOME="$W/lfcarry" -DNVSHMEM_LIBFABRIC_SUPPORT=ON -DNVSHMEM_IBRC_SUPPORT=ON \
   -DNVSHMEM_IBGDA_SUPPORT=ON -DNVSHMEM_BUILD_TESTS=ON -DNVSHMEM_BUILD_EXAMPLES=ON -DNVSHMEM_MPI_SUPPORT=OFF \
   -DNVSHMEM_PMIX_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_UCX_SUPPORT=OFF -DNVSHMEM_USE_NCCL=OFF \
   -DNVSHMEM_BUILD_PYTHON_LIB=OFF -DNVSHMEM_BUILD_TXZ_PACKAGE=OFF \
-  ${GDR:+-DNVSHMEM_USE_GDRCOPY=ON -DGDRCOPY_HOME="$GDR"} ${GDR:--DNVSHMEM_USE_GDRCOPY=OFF} "${launcher[@]}" > "$OUT/recipe.log" 2>&1 &&
-  cmake --build recipe-build --parallel "$JOBS" >> "$OUT/recipe.log" 2>&1 &&
-  cmake --install recipe-build >> "$OUT/recipe.log" 2>&1 &&
-  ( cd recipe-deepep && NVSHMEM_DIR="$W/recipe-install" NVCC_APPEND_FLAGS="-I/usr/local/cuda/include/cccl" \
-      TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$JOBS $PY setup.py build_ext --inplace >> "$OUT/recipe.log" 2>&1 )
-recipe_rc=$? t1=$(now)
-recipe=$(secs "$t0" "$t1")
-echo "recipe exit $recipe_rc, $recipe s" | tee -a "$OUT/summary.log"
-echo "$recipe_rc $recipe" > times/recipe
+  "${gdr_flags[@]}" "${launcher[@]}" > "$OUT/recipe-nvshmem.log" 2>&1 &&
+  cmake --build recipe-build --parallel "$JOBS" >> "$OUT/recipe-nvshmem.log" 2>&1 &&
+  cmake --install recipe-build >> "$OUT/recipe-nvshmem.log" 2>&1
+rc=$? t1=$(now)
+echo "recipe, NVSHMEM part exit $rc, $(secs "$t0" "$t1") s" | tee -a "$OUT/summary.log"
+echo "$rc $(secs "$t0" "$t1")" > times/recipe-nvshmem
+fi
+if runs recipe-deepep; then
+rm -rf recipe-deepep && cp -r 567632d recipe-deepep
+t0=$(now)
+# deep_ep.cpp goes through g++, which NVCC_APPEND_FLAGS does not reach: CPATH carries CUDA 13's cccl to both.
+( cd recipe-deepep && NVSHMEM_DIR="$W/recipe-install" NVCC_APPEND_FLAGS="-I/usr/local/cuda/include/cccl" \
+    CPATH=/usr/local/cuda/include/cccl TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$JOBS $PY setup.py build_ext --inplace > "$OUT/recipe-deepep.log" 2>&1 )
+rc=$? t1=$(now)
+echo "recipe, DeepEP part exit $rc, $(secs "$t0" "$t1") s" | tee -a "$OUT/summary.log"
+echo "$rc $(secs "$t0" "$t1")" > times/recipe-deepep
+fi
+if [ -f times/recipe-nvshmem ] && [ -f times/recipe-deepep ]; then
+  read -r a_rc a < times/recipe-nvshmem; read -r b_rc b < times/recipe-deepep
+  echo "$([ "$a_rc" = 0 ] && [ "$b_rc" = 0 ] && echo 0 || echo 1) $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a + b }')" > times/recipe
 fi
 
 # 2. The tool, cold.
@@ -69,6 +91,9 @@ tool_rc=$? t1=$(now)
 tool=$(secs "$t0" "$t1")
 echo "tool exit $tool_rc, $tool s" | tee -a "$OUT/summary.log"
 echo "$tool_rc $tool" > times/tool
+# The cold build's report (its step times); the rebuild writes its own over it.
+cp "$W/work/report.md" "$OUT/tool-report.md" 2>/dev/null
+cp "$W/work/report.json" "$OUT/tool-report.json" 2>/dev/null
 fi
 
 # 3. Template-only rebuild: the bundle with one template file changed.
@@ -89,7 +114,7 @@ fi
 if [ -f times/recipe ] && [ -f times/tool ] && [ -f times/rebuild ]; then
   read -r recipe_rc recipe < times/recipe; read -r tool_rc tool < times/tool; read -r rebuild_rc rebuild < times/rebuild
   echo "recipe exit $recipe_rc, $recipe s; tool exit $tool_rc, $tool s; template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
-  echo "tool / recipe = $(echo "scale=3; $tool / $recipe" | bc) (goal <= 0.45); template-only rebuild $rebuild s (goal <= 30); ccache ${CCACHE:-none}" | tee -a "$OUT/summary.log"
+  echo "tool / recipe = $(awk -v t="$tool" -v r="$recipe" 'BEGIN { printf "%.3f", t / r }') (goal <= 0.45); template-only rebuild $rebuild s (goal <= 30); ccache ${CCACHE:-none}" | tee -a "$OUT/summary.log"
   [ "$recipe_rc" = 0 ] && [ "$tool_rc" = 0 ] && [ "$rebuild_rc" = 0 ]
 else
   echo "phases done on this machine: $(ls times | paste -sd' ' -); the ratio comes once recipe, tool and rebuild have all run" | tee -a "$OUT/summary.log"

@@ -29,6 +29,7 @@ const Raw = z.object({
   json: z.boolean().default(false),
   verbose: z.boolean().default(false),
   keepSet: z.boolean().default(false),
+  nvshmemStatic: z.boolean().default(false),
 });
 
 export interface Options {
@@ -59,6 +60,8 @@ export interface Options {
   verbose: boolean;
   /** env: variables already set keep their values. */
   keepSet: boolean;
+  /** build: also build NVSHMEM 3.4's combined static library (libnvshmem.a) and nvshmem-info. */
+  nvshmemStatic: boolean;
 }
 
 const abs = (p: string | undefined, cwd: string) => (p === undefined ? undefined : path.resolve(cwd, p));
@@ -110,5 +113,6 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     json: o.json,
     verbose: o.verbose,
     keepSet: o.keepSet,
+    nvshmemStatic: o.nvshmemStatic,
   };
 }

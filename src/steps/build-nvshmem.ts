@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { buildCudaLinkStub } from '../core/cuda-stub.ts';
 import type { DetectedEnv } from '../core/environment.ts';
@@ -9,6 +9,7 @@ import { hashTree } from '../core/hash.ts';
 import { withdrawBrokenHeaders } from '../core/installed-headers.ts';
 import { filesIncluding, NVSHMEM_BUILD_OUTPUTS } from '../core/nvshmem-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
+import { NO_STATIC_LIB_VAR } from '../patchers/nvshmem/cmake.ts';
 import { requireSource } from './get-nvshmem.ts';
 import type { BuildResult, Ctx, Step } from './types.ts';
 
@@ -42,6 +43,11 @@ export function linkStubPath(ctx: Ctx): string {
   return path.join(ctx.paths.stubs, 'libcuda.so');
 }
 
+/** The patch put NVSHMEM 3.4's combined static library behind a switch (a tree without one, such as AWS's NVSHMEM 3.5.7 branch, has no switch). */
+function hasStaticLibSwitch(ctx: Ctx): boolean {
+  return !!ctx.patch?.fixes.some((f) => f.id === 'nvshmem-static-lib-switch' && f.status !== 'refused');
+}
+
 export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
   const args = [
     '-S', requireSource(ctx).dir,
@@ -58,6 +64,8 @@ export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
     ...(env.gdrcopy ? [`-DGDRCOPY_HOME=${env.gdrcopy.home}`] : []),
     ...(env.libcuda.kind === 'none' ? [`-DCUDA_cuda_driver_LIBRARY=${linkStubPath(ctx)}`] : []),
     ...ccacheArgs(env),
+    // Always explicit: CMake's cache would otherwise keep an earlier run's value.
+    ...(hasStaticLibSwitch(ctx) ? [`-D${NO_STATIC_LIB_VAR}=${ctx.opts.nvshmemStatic ? 'OFF' : 'ON'}`] : []),
   ];
   return args;
 }
@@ -89,6 +97,20 @@ async function checkDeviceApi(ctx: Ctx, fixes: FixRecord[]): Promise<BuildResult
     detail: `GDA device API unavailable: ${why}; not installed: ${withdrawn.map((w) => w.file).join(', ')}. Fix: ${fix}`,
   });
   return { available: false, removed: withdrawn.map((w) => w.file), reason: why, fix };
+}
+
+/** What the report says about libnvshmem.a: left out (and how to get it), built on request, or not there to build. */
+function staticLibFixes(ctx: Ctx): FixRecord[] {
+  const anchor = 'libnvshmem.a, nvshmem-info';
+  const why = "NVSHMEM 3.4's combined static library compiles every host source a second time (about half of NVSHMEM's build); DeepEP and the probe link libnvshmem_host.so and libnvshmem_device.a";
+  if (!hasStaticLibSwitch(ctx)) {
+    return ctx.opts.nvshmemStatic
+      ? [{ id: 'nvshmem-static-lib', anchor, status: 'warned', why, detail: "--nvshmem-static: this NVSHMEM has no combined static library to build (as in AWS's NVSHMEM 3.5.7 branch); link libnvshmem_host.so and libnvshmem_device.a" }]
+      : [];
+  }
+  return ctx.opts.nvshmemStatic
+    ? [{ id: 'nvshmem-static-lib', anchor, status: 'already-present', why, detail: `built and installed as NVSHMEM does (--nvshmem-static, ${NO_STATIC_LIB_VAR}=OFF)` }]
+    : [{ id: 'nvshmem-static-lib', anchor, status: 'applied', why, detail: `not built: lib/libnvshmem.a and bin/nvshmem-info (${NO_STATIC_LIB_VAR}=ON); link libnvshmem_host.so + libnvshmem_device.a, or rebuild with --nvshmem-static to have them` }];
 }
 
 export const buildNvshmemStep: Step = {
@@ -123,6 +145,7 @@ export const buildNvshmemStep: Step = {
       } else if (env.libcuda.kind === 'toolkit-stub') {
         fixes.push({ id: 'cuda-driver-link-stub', anchor: 'CUDA::cuda_driver', status: 'already-present', why: 'no driver libcuda.so on this host', detail: `CMake links against the toolkit stub ${env.libcuda.path}` });
       }
+      fixes.push(...staticLibFixes(ctx));
       const args = cmakeArgs(ctx, env);
       io.progress('configuring');
       await run(env.cmake.path, args, { ...common, fix: `read the CMake error above; configuration flags are in ${io.logPath}` });
@@ -137,6 +160,10 @@ export const buildNvshmemStep: Step = {
       });
       io.progress('installing');
       await run(env.cmake.path, ['--install', ctx.paths.build], { ...common, fix: `check that ${ctx.paths.install} is writable` });
+      // cmake --install never deletes: a libnvshmem.a from an earlier --nvshmem-static build would be stale.
+      if (hasStaticLibSwitch(ctx) && !ctx.opts.nvshmemStatic) {
+        for (const f of ['lib/libnvshmem.a', 'bin/nvshmem-info']) await rm(path.join(ctx.paths.install, f), { force: true });
+      }
     } finally {
       await log.end();
     }

@@ -5,7 +5,7 @@ import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import { reuseTimes } from '../core/copy-tree.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
-import { planNvshmem } from '../patchers/nvshmem/index.ts';
+import { nvshmemSpecDigest, planNvshmem } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
@@ -31,7 +31,14 @@ export const patchNvshmemStep: Step = {
   restampAfterRun: true,
   async stamp(ctx) {
     const t = await loadTemplate();
-    return { tree: await hashTree(requireSource(ctx).dir, { generated: NVSHMEM_BUILD_OUTPUTS }), template: hashJson(t.files), vendored: ctx.vendored?.sha256 ?? null, tool: toolVersion() };
+    const dir = requireSource(ctx).dir;
+    return {
+      tree: await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS }),
+      template: hashJson(t.files),
+      vendored: ctx.vendored?.sha256 ?? null,
+      specs: hashJson(await nvshmemSpecDigest(dir, t)),
+      tool: toolVersion(),
+    };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;

@@ -156,6 +156,43 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('nvshmem-efa build on the miniatu
   });
 });
 
+describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric("NVSHMEM 3.4's combined static library (real cmake + g++)"), () => {
+  const src = materialize('v3.4-like');
+  const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-static-'));
+  const lib = (f: string) => path.join(work, 'install/nvshmem', f);
+  const staticFix = () => report(work).fixes.find((f) => f.id === 'nvshmem-static-lib');
+  const build = (extra: string[] = []) => cli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2', '--efa-io-defs', IO_DEFS, ...extra]);
+
+  it('is not built by default, and the report says what was left out, why, and the flag that builds it', () => {
+    const r = build();
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(lib('lib/libnvshmem_host.so'))).toBe(true);
+    expect(existsSync(lib('lib/libnvshmem.a'))).toBe(false);
+    expect(existsSync(lib('bin/nvshmem-info'))).toBe(false);
+    expect(existsSync(path.join(work, 'build/nvshmem/src/libnvshmem.a'))).toBe(false);
+    expect(staticFix()).toMatchObject({ status: 'applied' });
+    expect(staticFix()?.detail).toMatch(/not built: lib\/libnvshmem\.a and bin\/nvshmem-info.*--nvshmem-static/);
+    expect(report(work).fixes.map((f) => `${f.id}:${f.status}`)).toEqual(expect.arrayContaining(['nvshmem-static-lib-switch:applied', 'nvshmem-static-lib-install:applied']));
+    expect(readFileSync(path.join(work, 'report.md'), 'utf8')).toContain('| applied | nvshmem-static-lib |');
+  });
+
+  it('--nvshmem-static builds and installs it with nvshmem-info, as NVSHMEM does', () => {
+    const r = build(['--nvshmem-static']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(lib('lib/libnvshmem.a'))).toBe(true);
+    expect(existsSync(lib('bin/nvshmem-info'))).toBe(true);
+    expect(staticFix()).toMatchObject({ status: 'already-present' });
+  });
+
+  it('a default build after it removes the installed copies (CMake keeps the cache and never deletes installed files)', () => {
+    const r = build();
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(lib('lib/libnvshmem.a'))).toBe(false);
+    expect(existsSync(lib('bin/nvshmem-info'))).toBe(false);
+    expect(readFileSync(path.join(work, 'build/nvshmem/CMakeCache.txt'), 'utf8')).toMatch(/^NVSHMEM_EFA_NO_STATIC_LIB:[A-Z]+=ON$/m);
+  });
+});
+
 describe('nvshmem-efa patch', () => {
   it('--dry-run prints a diff and changes nothing', () => {
     const src = materialize('v3.4-like');

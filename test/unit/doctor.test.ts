@@ -100,7 +100,7 @@ describe('doctor --nvshmem-src', () => {
     const { check, facts } = await nvshmemTreeCheck(tree);
     expect(check.status).toBe('pass');
     expect(facts).toMatchObject({ version: '3.4.5.0', layout: { id: 'single-rail' } });
-    expect(check.evidence).toMatch(/NVSHMEM libfabric layout: single-rail .*; 0 patch\(es\) to apply, 14 already present$/);
+    expect(check.evidence).toMatch(/NVSHMEM libfabric layout: single-rail .*; 0 patch\(es\) to apply, 16 already present$/);
   });
 
   it('fails a tree patch would refuse, with the refusal and the fix', async () => {

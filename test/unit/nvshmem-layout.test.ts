@@ -1,3 +1,4 @@
+import { staticLibInstallTail } from '../../src/patchers/nvshmem/cmake.ts';
 import { describe, expect, it } from 'vitest';
 import { indexCpp } from '../../src/patchers/engine/cpp.ts';
 import { detectLayout } from '../../src/patchers/nvshmem/layout.ts';
@@ -41,5 +42,22 @@ describe('NVSHMEM libfabric layout detection', () => {
     const r = await detect(noCounts);
     expect('refuse' in r && r.refuse).toMatch(/single-rail lacks fabric, domain, prov_info, eps; multi-rail lacks or differs in num_selected_domains \(found /);
     expect(await detect('struct other { int x; };')).toEqual({ refuse: 'no struct nvshmemt_libfabric_state_t defined' });
+  });
+});
+
+describe("NVSHMEM 3.4's combined static library", () => {
+  const pristine = 'install(\n\tTARGETS nvshmem nvshmem_host nvshmem-info ${ACTIVE_BOOTSTRAPS} ${ACTIVE_TRANSPORTS}\n  EXPORT NVSHMEMTargets\n)\n';
+
+  it('finds what follows nvshmem-info on the install line, pristine or patched, so the patch is the same both times', () => {
+    expect(staticLibInstallTail(pristine)).toBe(' ${ACTIVE_BOOTSTRAPS} ${ACTIVE_TRANSPORTS}');
+    const patched = pristine.replace('\tTARGETS nvshmem nvshmem_host nvshmem-info', '\t# replaced ...\n\tTARGETS ${NVSHMEM_EFA_INSTALL_LIBS}');
+    expect(staticLibInstallTail(patched)).toBe(' ${ACTIVE_BOOTSTRAPS} ${ACTIVE_TRANSPORTS}');
+  });
+
+  it('plans nothing for a tree without the library, or with two such lines (never guessed at)', () => {
+    expect(staticLibInstallTail('install(\n\tTARGETS nvshmem_host nvshmem-info ${ACTIVE_TRANSPORTS}\n)\n')).toBeUndefined();
+    expect(staticLibInstallTail(pristine + pristine)).toBeUndefined();
+    // nvshmem-info2 is not nvshmem-info
+    expect(staticLibInstallTail('install(\n  TARGETS nvshmem nvshmem_host nvshmem-info2\n)\n')).toBeUndefined();
   });
 });

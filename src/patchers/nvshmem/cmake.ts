@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { CMakeCommand } from '../engine/cmake-scan.ts';
-import type { Doc, InsertSpec, Located } from '../engine/plan.ts';
+import type { Doc, InsertSpec, Located, PatchSpec } from '../engine/plan.ts';
 import { afterLine, indentAt } from '../engine/text.ts';
 import type { Template } from './template.ts';
 
@@ -13,20 +13,83 @@ function commandsFor(doc: Doc, name: string, firstArg: string): CMakeCommand[] {
   return doc.cmake!.filter((c) => c.name === name && c.args[0]?.text === firstArg);
 }
 
-/** After the single `target_link_libraries(nvshmem_transport_libfabric ...)`: the target exists by then. */
-function afterTargetLink(doc: Doc): Located {
-  const links = commandsFor(doc, 'target_link_libraries', TARGET);
+/** After the single `target_link_libraries(<target> ...)`: the target exists by then. */
+function afterTargetLink(doc: Doc, target = TARGET): Located {
+  const links = commandsFor(doc, 'target_link_libraries', target);
   if (links.length !== 1) {
-    const other = doc.cmake!.filter((c) => c.args.some((a) => a.text.includes(TARGET))).map((c) => `${c.name}() line ${c.line}`);
+    const other = doc.cmake!.filter((c) => c.args.some((a) => a.text.includes(target))).map((c) => `${c.name}() line ${c.line}`);
     return {
-      refuse: `expected exactly one target_link_libraries(${TARGET} ...), found ${links.length} (commands naming ${TARGET}: ${other.join(', ') || 'none'})`,
+      refuse: `expected exactly one target_link_libraries(${target} ...), found ${links.length} (commands naming ${target}: ${other.join(', ') || 'none'})`,
     };
   }
   const cmd = links[0]!;
   if (doc.src.slice(cmd.end, afterLine(doc.src, cmd.end)).trim() !== '') {
-    return { refuse: `target_link_libraries(${TARGET} ...) at line ${cmd.line} is followed by more code on its line` };
+    return { refuse: `target_link_libraries(${target} ...) at line ${cmd.line} is followed by more code on its line` };
   }
   return { offset: afterLine(doc.src, cmd.end), indent: indentAt(doc.src, cmd.start) };
+}
+
+/**
+ * NVSHMEM 3.4's combined static library: `nvshmem` (libnvshmem.a) compiles every host source a second time
+ * next to nvshmem_host, about half of NVSHMEM's build, and nvshmem-info links it; both are installed by one
+ * `TARGETS nvshmem nvshmem_host nvshmem-info ...` line. AWS's NVSHMEM 3.5.7 branch has neither the library nor the line.
+ */
+export const NO_STATIC_LIB_VAR = 'NVSHMEM_EFA_NO_STATIC_LIB';
+const INSTALL_LIBS_VAR = 'NVSHMEM_EFA_INSTALL_LIBS';
+const STATIC_INSTALL_LINE = /^([ \t]*)TARGETS[ \t]+nvshmem[ \t]+nvshmem_host[ \t]+nvshmem-info(?=[ \t]|$)(.*)$/gm;
+const PATCHED_INSTALL_LINE = new RegExp(`^[ \\t]*TARGETS[ \\t]+\\$\\{${INSTALL_LIBS_VAR}\\}(.*)$`, 'gm');
+
+/** What follows nvshmem-info on the install line (in a pristine or an already patched file), or undefined when
+ *  the file has no combined static library (or more than one such line, which the patch will not guess at). */
+export function staticLibInstallTail(src: string): string | undefined {
+  const tails = [...src.matchAll(STATIC_INSTALL_LINE)].map((m) => m[2]!);
+  const patched = [...src.matchAll(PATCHED_INSTALL_LINE)].map((m) => m[1]!);
+  const all = [...tails, ...patched];
+  return all.length === 1 ? all[0] : undefined;
+}
+
+export function staticLibSpecs(tail: string): PatchSpec[] {
+  const why =
+    "libnvshmem.a (NVSHMEM 3.4's combined static library) compiles every host source a second time, about half of NVSHMEM's build; DeepEP and the probe link libnvshmem_host.so and libnvshmem_device.a";
+  return [
+    {
+      kind: 'insert',
+      id: 'nvshmem-static-lib-switch',
+      file: SRC_CMAKE,
+      parse: 'cmake',
+      style: 'hash',
+      anchor: 'after target_link_libraries(nvshmem-info ...)',
+      why,
+      lines: [
+        `# nvshmem-efa build sets ${NO_STATIC_LIB_VAR} unless given --nvshmem-static; unset, this is NVSHMEM's own build.`,
+        `if(${NO_STATIC_LIB_VAR})`,
+        '  set_target_properties(nvshmem nvshmem-info PROPERTIES EXCLUDE_FROM_ALL ON)',
+        `  set(${INSTALL_LIBS_VAR} nvshmem_host)`,
+        'else()',
+        `  set(${INSTALL_LIBS_VAR} nvshmem nvshmem_host nvshmem-info)`,
+        'endif()',
+      ],
+      locate: (doc) => afterTargetLink(doc, 'nvshmem-info'),
+    },
+    {
+      kind: 'replace',
+      id: 'nvshmem-static-lib-install',
+      file: SRC_CMAKE,
+      parse: 'cmake',
+      style: 'hash',
+      anchor: 'the line TARGETS nvshmem nvshmem_host nvshmem-info ... of install()',
+      why,
+      lines: [`# replaced TARGETS nvshmem nvshmem_host nvshmem-info: the libraries ${NO_STATIC_LIB_VAR} chose`, `TARGETS \${${INSTALL_LIBS_VAR}}${tail}`],
+      locate(doc) {
+        const hits = [...doc.src.matchAll(STATIC_INSTALL_LINE)];
+        if (hits.length !== 1) return { refuse: `expected one install() line TARGETS nvshmem nvshmem_host nvshmem-info ..., found ${hits.length}` };
+        const m = hits[0]!;
+        const inInstall = doc.cmake!.some((c) => c.name === 'install' && c.start < m.index! && m.index! < c.end);
+        if (!inInstall) return { refuse: `TARGETS nvshmem nvshmem_host nvshmem-info at line ${doc.src.slice(0, m.index).split('\n').length} is not inside install()` };
+        return { start: m.index!, end: afterLine(doc.src, m.index!), indent: m[1]! };
+      },
+    },
+  ];
 }
 
 function templateSources(t: Template, fromDir: string): string[] {

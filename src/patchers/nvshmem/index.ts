@@ -1,14 +1,31 @@
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
-import { cmakeSpecs } from './cmake.ts';
+import { cmakeSpecs, SRC_CMAKE, staticLibInstallTail, staticLibSpecs } from './cmake.ts';
 import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
 import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
 
-/** Everything the NVSHMEM patcher does for one layout, in the order the report lists it. */
-export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout: LayoutId = 'single-rail'): PatchSpec[] {
-  return [...libfabricCppSpecs(t, layout), ...cmakeSpecs(t), ...templateFileSpecs(t), ...vendored.map((v) => vendoredFileSpec(t, v))];
+/**
+ * Everything the NVSHMEM patcher does for one layout, in the order the report lists it. `staticLibTail`: the
+ * tree has NVSHMEM 3.4's combined static library, installed by a line ending in this text (see cmake.ts).
+ */
+export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout: LayoutId = 'single-rail', staticLibTail?: string): PatchSpec[] {
+  return [
+    ...libfabricCppSpecs(t, layout),
+    ...cmakeSpecs(t),
+    ...(staticLibTail === undefined ? [] : staticLibSpecs(staticLibTail)),
+    ...templateFileSpecs(t),
+    ...vendored.map((v) => vendoredFileSpec(t, v)),
+  ];
+}
+
+async function readStaticLibTail(root: string): Promise<string | undefined> {
+  try {
+    return staticLibInstallTail(await readFile(path.join(root, SRC_CMAKE), 'utf8'));
+  } catch {
+    return undefined; // no src/CMakeLists.txt: the CMake specs refuse it with their own message
+  }
 }
 
 /** The plan, and the libfabric layout it was made for (absent when the tree has none nvshmem-efa knows). */
@@ -36,13 +53,28 @@ async function findElsewhere(root: string, base: string, depth = 0): Promise<str
 }
 
 /**
+ * What the patcher would write into this tree, without locating it (ids, files and lines): part of the patch
+ * step's stamp, so a tool whose specs changed re-patches a work dir it patched before.
+ */
+export async function nvshmemSpecDigest(root: string, t: Template, vendored: VendoredFile[] = []): Promise<unknown[]> {
+  const found = await treeLayout(root);
+  const layout = found && 'layout' in found ? found.layout.id : undefined;
+  return nvshmemSpecs(t, vendored, layout, await readStaticLibTail(root)).map((s) => ({
+    id: s.id,
+    file: s.file,
+    kind: s.kind,
+    ...('lines' in s ? { lines: s.lines } : {}),
+  }));
+}
+
+/**
  * Detects the layout from libfabric.h, then plans that layout's hook set. A tree of neither layout is planned
  * with the single-rail set, whose state check then refuses it, naming what it found.
  */
 export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<NvshmemPlan> {
   const found = await treeLayout(root);
   const layout = found && 'layout' in found ? found.layout : undefined;
-  const plan = await planPatches(root, nvshmemSpecs(t, vendored, layout?.id), {
+  const plan = await planPatches(root, nvshmemSpecs(t, vendored, layout?.id, await readStaticLibTail(root)), {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
       const hits = await findElsewhere(root, '');

@@ -227,6 +227,17 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
     return mapped;
 }
 
+#ifdef NVSHMEM_EFA_SHIM_GDA
+// Out of line (one copy per translation unit, internal linkage under -rdc): the quiet waits anyway and the
+// failure reports print; inlined into every DeepEP kernel instantiation they tripled internode_ll.cu's compile time.
+static __device__ __noinline__ void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
+    efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+}
+static __device__ __noinline__ void nvshmem_efa_shim_gda_put_failed(int err, uint64_t req_rptr, uint64_t req_lptr, int dst_pe, size_t bytes) {
+    efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
+}
+#endif
+
 // Called by a whole warp with the same arguments.
 template <bool kAlwaysDoPostSend = false>
 __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
@@ -241,8 +252,8 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
                                                                static_cast<uint32_t>(message_idx));
         // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
         const int err = efa_gda_put_nbi_warp_on(gda, rail, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
-        if ((threadIdx.x & 31) == 0)
-            efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
+        if (err && (threadIdx.x & 31) == 0)
+            nvshmem_efa_shim_gda_put_failed(err, req_rptr, req_lptr, dst_pe, bytes);
         return;
     }
 #endif
@@ -257,7 +268,7 @@ __device__ __forceinline__ void nvshmem_efa_shim_order_before_signal(int pe) {
     nvshmem_efa_shim::mark_proxy_used();
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda)
-        efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+        nvshmem_efa_shim_gda_quiet_checked(gda, pe);
 #endif
     (void)pe;
     nvshmem_fence();
@@ -307,7 +318,7 @@ __device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda
 // covered because DeepEP orders those posts before the signal (a release/acquire counter or a bar.sync, see
 // below). Failures stop the kernel with the reason.
 __device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe) {
-    efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+    nvshmem_efa_shim_gda_quiet_checked(gda, pe);
     const int err = efa_gda_write_value_nbi(gda, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
     if (err)
         efa_gda_check(err, "signal write", rptr, nullptr, pe, sizeof(int));
@@ -387,7 +398,7 @@ __device__ __forceinline__ void nvshmemi_ibgda_quiet(int dst_pe, int qp_id) {
         return;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda) {
-        efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", dst_pe);
+        nvshmem_efa_shim_gda_quiet_checked(gda, dst_pe);
         if (*reinterpret_cast<volatile int*>(&nvshmem_efa_shim::proxy_used_d) == 0)
             return;
     }

@@ -228,12 +228,17 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
 }
 
 #ifdef NVSHMEM_EFA_SHIM_GDA
+#ifdef __CUDACC__
+#define NVSHMEM_EFA_SHIM_NOINLINE __noinline__
+#else  // the shim's CPU test compiles it as host C++
+#define NVSHMEM_EFA_SHIM_NOINLINE __attribute__((noinline))
+#endif
 // Out of line (one copy per translation unit, internal linkage under -rdc): the quiet waits anyway and the
 // failure reports print; inlined into every DeepEP kernel instantiation they tripled internode_ll.cu's compile time.
-static __device__ __noinline__ void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
     efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
 }
-static __device__ __noinline__ void nvshmem_efa_shim_gda_put_failed(int err, uint64_t req_rptr, uint64_t req_lptr, int dst_pe, size_t bytes) {
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_put_failed(int err, uint64_t req_rptr, uint64_t req_lptr, int dst_pe, size_t bytes) {
     efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
 }
 #endif

@@ -234,9 +234,20 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
 #define NVSHMEM_EFA_SHIM_NOINLINE __attribute__((noinline))
 #endif
 // Out of line (one copy per translation unit, internal linkage under -rdc): the quiet waits anyway and the
-// failure reports print; inlined into every DeepEP kernel instantiation they tripled internode_ll.cu's compile time.
+// failure report only runs on failure. Inlined into every DeepEP kernel instantiation, the GDA code took
+// internode_ll.cu from 21 s to 73 s to compile on a 2-core host (47 s with these two out of line).
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
     efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+}
+// The post itself: inline for the low-latency kernels, which post per token; out of line where the including file
+// defines NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE (the patcher does for normal mode's internode.cu, one put per chunk).
+#ifdef NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE
+#else
+__device__ __forceinline__
+#endif
+int nvshmem_efa_shim_gda_put(nvshmemx_efa_gda_device_state_t* gda, uint32_t rail, uint64_t req_rptr, uint64_t req_lptr, size_t bytes, int dst_pe) {
+    return efa_gda_put_nbi_warp_on(gda, rail, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
 }
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_put_failed(int err, uint64_t req_rptr, uint64_t req_lptr, int dst_pe, size_t bytes) {
     efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
@@ -256,7 +267,7 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
         const uint32_t rail = efa_gda_rail_of(gda, dst_pe, efa_gda_warp_channel() + static_cast<uint32_t>(qp_id) +
                                                                static_cast<uint32_t>(message_idx));
         // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
-        const int err = efa_gda_put_nbi_warp_on(gda, rail, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
+        const int err = nvshmem_efa_shim_gda_put(gda, rail, req_rptr, req_lptr, bytes, dst_pe);
         if (err && (threadIdx.x & 31) == 0)
             nvshmem_efa_shim_gda_put_failed(err, req_rptr, req_lptr, dst_pe, bytes);
         return;

@@ -24,6 +24,7 @@ describe.skipIf(!NVCC)('DeepEP EFA shim (nvcc -rdc=true, sm_90, NVSHMEM-shaped t
     ['V1, a kernel translation unit (extern state)', []],
     ['EPv2 legacy namespace', ['-DDEFINE_STATE', '-DNVSHMEM_EFA_SHIM_LEGACY_NAMESPACE']],
     ['with the EFA GDA device path', ['-DDEFINE_STATE', '-DNVSHMEM_EFA_SHIM_GDA', `-I${gdaInclude()}`]],
+    ["with the EFA GDA device path, the post out of line (normal mode's internode.cu)", ['-DNVSHMEM_EFA_SHIM_GDA', '-DNVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE', `-I${gdaInclude()}`]],
   ];
   it.each(variants)('compiles every call DeepEP makes: %s', (_name, flags) => {
     const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'shim-')), 'shim.o');

@@ -133,6 +133,10 @@ describe('software EFA (CPU)', () => {
       "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
     ]);
   });
+
+  it("gives the same results with the post out of line, as normal mode's internode.cu includes the shim", () => {
+    expect(runChecks(path.join(dir, 'shim_cpu_test_put_out_of_line'))).toEqual(runChecks(path.join(dir, 'shim_cpu_test')));
+  });
 });
 
 describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () => {

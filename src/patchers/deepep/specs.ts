@@ -35,6 +35,30 @@ function dropInclude(id: string, file: string, include: string, why: string): Re
   };
 }
 
+/**
+ * Normal mode's internode.cu posts a chunk of tokens per put, where a call costs nothing measurable; inlined into
+ * every kernel instantiation, the GDA post made it DeepEP's longest compile (150 s against 55 s without the GDA
+ * path, on a 2-core host). A block of its own before the shim include, so a tree patched before it gains it.
+ */
+function putOutOfLine(file: string): InsertSpec {
+  return {
+    kind: 'insert',
+    id: 'deepep-put-out-of-line:internode.cu',
+    file,
+    parse: 'text',
+    style: 'c',
+    anchor: `before ${IBGDA_INCLUDE} (or the shim include that replaced it)`,
+    why: "normal mode's GDA put as a call: it posts per chunk of tokens, and inlined it was DeepEP's longest compile",
+    lines: ['#define NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE  // one put per chunk of tokens here: the GDA post is a call'],
+    locate(doc) {
+      const pristine = theLine(doc, IBGDA_INCLUDE);
+      const at = 'refuse' in pristine ? theLine(doc, '/* nvshmem-efa:begin deepep-shim-include:internode.cu */') : pristine;
+      if ('refuse' in at) return { refuse: `${'refuse' in pristine ? pristine.refuse : ''}, and no shim include block either` };
+      return { offset: at.start, indent: at.indent };
+    },
+  };
+}
+
 function initState(file: string): InsertSpec {
   return {
     kind: 'insert',
@@ -123,6 +147,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
     const k = 'csrc/kernels';
     return [
       swapInclude('deepep-shim-include:internode.cu', `${k}/internode.cu`, [], swapWhy),
+      putOutOfLine(`${k}/internode.cu`),
       swapInclude('deepep-shim-include:internode_ll.cu', `${k}/internode_ll.cu`, [], swapWhy),
       ...LL_SIGNALS.map((sig) => llSignal(`${k}/internode_ll.cu`, sig)),
       swapInclude(
@@ -155,6 +180,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
   const legacyNs = '#define NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE  // the shim functions go to deep_ep::legacy';
   return [
     swapInclude('deepep-shim-include:internode.cu', `${l}/internode.cu`, [legacyNs], swapWhy),
+    putOutOfLine(`${l}/internode.cu`),
     swapInclude('deepep-shim-include:internode_ll.cu', `${l}/internode_ll.cu`, [legacyNs], swapWhy),
     ...LL_SIGNALS.map((sig) => llSignal(`${l}/internode_ll.cu`, sig)),
     {

@@ -5,6 +5,9 @@
 #include "buffer.cuh"
 #include "configs.cuh"
 #include "exception.cuh"
+/* nvshmem-efa:begin deepep-put-out-of-line:internode.cu */
+#define NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE  // one put per chunk of tokens here: the GDA post is a call
+/* nvshmem-efa:end deepep-put-out-of-line:internode.cu */
 /* nvshmem-efa:begin deepep-shim-include:internode.cu */
 // replaced #include "ibgda_device.cuh" (mlx5 WQEs, IBGDA device state) with the EFA shim
 #include "nvshmem_efa_shim.cuh"

@@ -191,6 +191,18 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric("NVSHMEM 3.4's combined static li
     expect(existsSync(lib('bin/nvshmem-info'))).toBe(false);
     expect(readFileSync(path.join(work, 'build/nvshmem/CMakeCache.txt'), 'utf8')).toMatch(/^NVSHMEM_EFA_NO_STATIC_LIB:[A-Z]+=ON$/m);
   });
+
+  it('--nvshmem-static on a tree without the library (the AWS 3.5.7 shape) warns there is none to build and passes no switch', () => {
+    const t = fakeToolchain();
+    const w = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-static-none-'));
+    const r = cli(['build', '--nvshmem-src', materialize('multi-rail'), '--work-dir', w, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome,
+      '--efa-io-defs', IO_DEFS, '--nvshmem-static'], { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK });
+    expect(r.code, r.stderr).toBe(0);
+    const rep = report(w);
+    expect(rep.fixes.find((f) => f.id === 'nvshmem-static-lib')).toMatchObject({ status: 'warned', detail: expect.stringMatching(/no combined static library to build/) });
+    expect(rep.fixes.map((f) => f.id)).not.toContain('nvshmem-static-lib-switch');
+    expect(JSON.stringify(rep)).not.toContain('NVSHMEM_EFA_NO_STATIC_LIB=');
+  });
 });
 
 describe('nvshmem-efa patch', () => {

@@ -829,8 +829,7 @@ EFA_GDA_DEV int efa_gda_quiet_owned_queues(nvshmemx_efa_gda_device_state_t *s, u
         const uint32_t n = efa_gda_ro(&s->rail[r].n_owned);
         nvshmemx_efa_gda_qp_t *owned = n ? efa_gda_ro(&s->rail[r].owned) : nullptr;
         for (uint32_t k = 0; k < n; k++) {
-            int err = efa_gda_wait_slots(&owned[k], efa_gda_load(&owned[k].sq_reserved));
-            if (!err) err = (int)efa_gda_load(&owned[k].error);
+            const int err = efa_gda_quiet_qp(&owned[k]);
             if (!first) first = err;
         }
     }

@@ -741,24 +741,14 @@ void start_owned_queues(Gda &s, Rail &rl, int want, RailAddress *me) {
     me->owned = (uint32_t)rl.owned.size();
 }
 
-/* How many owned queues per rail NVSHMEM_EFA_GDA_OWNED_QUEUES asks for (0 when unset); -1 when it is not a
- * number in [0, kMaxOwned]. */
-int owned_wanted() {
-    const char *v = getenv(kOwnedEnv);
-    if (!v || !*v) return 0;
+/* A count from the environment (NVSHMEM_EFA_GDA_RAILS, NVSHMEM_EFA_GDA_OWNED_QUEUES): `unset` when it is unset
+ * or empty, -1 when it is not a number in [lo, hi]. */
+int env_count(const char *name, int unset, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return unset;
     char *end = nullptr;
     const long n = strtol(v, &end, 10);
-    return *end || n < 0 || n > kMaxOwned ? -1 : (int)n;
-}
-
-/* How many rails NVSHMEM_EFA_GDA_RAILS allows (kMaxRails when unset); -1 when it is not a number in
- * [1, kMaxRails]. */
-int rails_allowed() {
-    const char *v = getenv(kRailsEnv);
-    if (!v || !*v) return kMaxRails;
-    char *end = nullptr;
-    const long n = strtol(v, &end, 10);
-    return *end || n < 1 || n > kMaxRails ? -1 : (int)n;
+    return *end || n < lo || n > hi ? -1 : (int)n;
 }
 
 /* Inserts every PE's address of rail k into rail k's AV and learns its {ah, qpn, qkey} on that rail. */
@@ -975,13 +965,15 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
     me.requested = env_requested() ? 1 : 0;
     me.offered = n_rails > 0 ? n_rails : 0;
     const char *err = nullptr;
+    /* How many rails may run GDA (all by default) and how many owned queues each rail opens (none by default). */
+    const int allowed = env_count(kRailsEnv, kMaxRails, 1, kMaxRails);
+    const int owned_asked = env_count(kOwnedEnv, 0, 0, kMaxOwned);
     if (me.requested) {
-        const int allowed = rails_allowed();
         if (n_rails < 1 || !rail_infos) err = "the transport handed over no NIC";
         else if (allowed < 0) {
             snprintf(why, sizeof why, "%s=%s is not a number of rails in [1, %d]", kRailsEnv, getenv(kRailsEnv), kMaxRails);
             err = why;
-        } else if (owned_wanted() < 0) {
+        } else if (owned_asked < 0) {
             snprintf(why, sizeof why, "%s=%s is not a number of owned queues in [0, %d]", kOwnedEnv, getenv(kOwnedEnv), kMaxOwned);
             err = why;
         }
@@ -1009,7 +1001,7 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
                     me.rail[g->used.size()] = RailAddress();
                     continue;
                 }
-                start_owned_queues(*g, rl, owned_wanted(), &me.rail[g->used.size()]);
+                start_owned_queues(*g, rl, owned_asked, &me.rail[g->used.size()]);
                 g->used.push_back(i);
             }
             if (g->used.empty()) {
@@ -1064,21 +1056,22 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
         teardown_rail(*g, rl);
         g->used.pop_back();
     }
-    /* The common owned-queue count: the fewest any PE opened on any of the common rails. */
-    uint32_t owned_common = (uint32_t)owned_wanted() > 0 ? (uint32_t)owned_wanted() : 0;
+    /* The common owned-queue count: the fewest any PE opened on any of the common rails (owned_asked >= 0 here: a
+     * malformed value turned GDA off above). */
+    uint32_t owned_common = (uint32_t)owned_asked;
     int owned_fewest = -1;
     for (int pe = 0; pe < boot->n_pes; pe++)
         for (size_t k = 0; k < common; k++)
             if (all[pe].rail[k].owned < owned_common) owned_common = all[pe].rail[k].owned, owned_fewest = pe;
     std::string owned_note;
     if (owned_fewest >= 0) {
-        owned_note = "; " + std::to_string(owned_wanted()) + " owned queue" + (owned_wanted() == 1 ? "" : "s") +
+        owned_note = "; " + std::to_string(owned_asked) + " owned queue" + (owned_asked == 1 ? "" : "s") +
                      " per rail asked for, " + std::to_string(owned_common) + " on every PE: PE " + std::to_string(owned_fewest) +
                      " opened " + std::to_string(owned_common) + " (its log says why)";
         for (size_t k = 0; k < common; k++)
             if (!g->rail(k).owned_why.empty())
                 fprintf(stderr, "nvshmem-efa: EFA GDA on PE %d: fewer owned queues than %s=%d asked for: %s\n", boot->my_pe, kOwnedEnv,
-                        owned_wanted(), g->rail(k).owned_why.c_str());
+                        owned_asked, g->rail(k).owned_why.c_str());
     }
     for (size_t k = 0; k < common; k++) {
         Rail &rl = g->rail(k);

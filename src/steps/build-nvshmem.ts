@@ -9,7 +9,7 @@ import { hashTree } from '../core/hash.ts';
 import { withdrawBrokenHeaders } from '../core/installed-headers.ts';
 import { filesIncluding, NVSHMEM_BUILD_OUTPUTS } from '../core/nvshmem-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
-import { NO_STATIC_LIB_VAR } from '../patchers/nvshmem/cmake.ts';
+import { NO_STATIC_LIB_VAR, STATIC_LIB_WHY } from '../patchers/nvshmem/cmake.ts';
 import { requireSource } from './get-nvshmem.ts';
 import type { BuildResult, Ctx, Step } from './types.ts';
 
@@ -102,7 +102,7 @@ async function checkDeviceApi(ctx: Ctx, fixes: FixRecord[]): Promise<BuildResult
 /** What the report says about libnvshmem.a: left out (and how to get it), built on request, or not there to build. */
 function staticLibFixes(ctx: Ctx): FixRecord[] {
   const anchor = 'libnvshmem.a, nvshmem-info';
-  const why = "NVSHMEM 3.4's combined static library compiles every host source a second time (about half of NVSHMEM's build); DeepEP and the probe link libnvshmem_host.so and libnvshmem_device.a";
+  const why = STATIC_LIB_WHY;
   if (!hasStaticLibSwitch(ctx)) {
     return ctx.opts.nvshmemStatic
       ? [{ id: 'nvshmem-static-lib', anchor, status: 'warned', why, detail: "--nvshmem-static: this NVSHMEM has no combined static library to build (as in AWS's NVSHMEM 3.5.7 branch); link libnvshmem_host.so and libnvshmem_device.a" }]

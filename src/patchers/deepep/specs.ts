@@ -1,4 +1,5 @@
 import type { InsertSpec, PatchSpec, ReplaceSpec } from '../engine/plan.ts';
+import { markerLine } from '../engine/markers.ts';
 import { afterTheLine, theLine, theLineBetween } from './lines.ts';
 import type { DeepEpLayout } from './layout.ts';
 import { SHIM_FILE, shimFileSpec } from './template.ts';
@@ -52,9 +53,10 @@ function putOutOfLine(file: string): InsertSpec {
     lines: ['#define NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE  // one put per chunk of tokens here: the GDA post is a call'],
     locate(doc) {
       const pristine = theLine(doc, IBGDA_INCLUDE);
-      const at = 'refuse' in pristine ? theLine(doc, '/* nvshmem-efa:begin deepep-shim-include:internode.cu */') : pristine;
-      if ('refuse' in at) return { refuse: `${'refuse' in pristine ? pristine.refuse : ''}, and no shim include block either` };
-      return { offset: at.start, indent: at.indent };
+      if (!('refuse' in pristine)) return { offset: pristine.start, indent: pristine.indent };
+      const patched = theLine(doc, markerLine('c', 'begin', 'deepep-shim-include:internode.cu'));
+      if ('refuse' in patched) return { refuse: `${pristine.refuse}, and no shim include block either` };
+      return { offset: patched.start, indent: patched.indent };
     },
   };
 }

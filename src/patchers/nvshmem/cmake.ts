@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { CMakeCommand } from '../engine/cmake-scan.ts';
 import type { Doc, InsertSpec, Located, PatchSpec } from '../engine/plan.ts';
-import { afterLine, indentAt } from '../engine/text.ts';
+import { afterLine, indentAt, lineOf } from '../engine/text.ts';
 import type { Template } from './template.ts';
 
 export const SRC_CMAKE = 'src/CMakeLists.txt';
@@ -35,6 +35,9 @@ function afterTargetLink(doc: Doc, target = TARGET): Located {
  * `TARGETS nvshmem nvshmem_host nvshmem-info ...` line. AWS's NVSHMEM 3.5.7 branch has neither the library nor the line.
  */
 export const NO_STATIC_LIB_VAR = 'NVSHMEM_EFA_NO_STATIC_LIB';
+/** Why the library is left out: the patches' and the build report's reason. */
+export const STATIC_LIB_WHY =
+  "libnvshmem.a (NVSHMEM 3.4's combined static library) compiles every host source a second time, about half of NVSHMEM's build; DeepEP and the probe link libnvshmem_host.so and libnvshmem_device.a";
 const INSTALL_LIBS_VAR = 'NVSHMEM_EFA_INSTALL_LIBS';
 const STATIC_INSTALL_LINE = /^([ \t]*)TARGETS[ \t]+nvshmem[ \t]+nvshmem_host[ \t]+nvshmem-info(?=[ \t]|$)(.*)$/gm;
 const PATCHED_INSTALL_LINE = new RegExp(`^[ \\t]*TARGETS[ \\t]+\\$\\{${INSTALL_LIBS_VAR}\\}(.*)$`, 'gm');
@@ -49,8 +52,7 @@ export function staticLibInstallTail(src: string): string | undefined {
 }
 
 export function staticLibSpecs(tail: string): PatchSpec[] {
-  const why =
-    "libnvshmem.a (NVSHMEM 3.4's combined static library) compiles every host source a second time, about half of NVSHMEM's build; DeepEP and the probe link libnvshmem_host.so and libnvshmem_device.a";
+  const why = STATIC_LIB_WHY;
   return [
     {
       kind: 'insert',
@@ -85,7 +87,7 @@ export function staticLibSpecs(tail: string): PatchSpec[] {
         if (hits.length !== 1) return { refuse: `expected one install() line TARGETS nvshmem nvshmem_host nvshmem-info ..., found ${hits.length}` };
         const m = hits[0]!;
         const inInstall = doc.cmake!.some((c) => c.name === 'install' && c.start < m.index! && m.index! < c.end);
-        if (!inInstall) return { refuse: `TARGETS nvshmem nvshmem_host nvshmem-info at line ${doc.src.slice(0, m.index).split('\n').length} is not inside install()` };
+        if (!inInstall) return { refuse: `TARGETS nvshmem nvshmem_host nvshmem-info at line ${lineOf(doc.src, m.index!)} is not inside install()` };
         return { start: m.index!, end: afterLine(doc.src, m.index!), indent: m[1]! };
       },
     },

@@ -52,19 +52,20 @@ async function findElsewhere(root: string, base: string, depth = 0): Promise<str
   return hits;
 }
 
+/** The tree's layout and the specs for it: what planNvshmem plans and nvshmemSpecDigest stamps. */
+async function treeSpecs(root: string, t: Template, vendored: VendoredFile[]): Promise<{ layout?: NvshmemLayout; specs: PatchSpec[] }> {
+  const found = await treeLayout(root);
+  const layout = found && 'layout' in found ? found.layout : undefined;
+  return { ...(layout ? { layout } : {}), specs: nvshmemSpecs(t, vendored, layout?.id, await readStaticLibTail(root)) };
+}
+
 /**
  * What the patcher would write into this tree, without locating it (ids, files and lines): part of the patch
  * step's stamp, so a tool whose specs changed re-patches a work dir it patched before.
  */
 export async function nvshmemSpecDigest(root: string, t: Template, vendored: VendoredFile[] = []): Promise<unknown[]> {
-  const found = await treeLayout(root);
-  const layout = found && 'layout' in found ? found.layout.id : undefined;
-  return nvshmemSpecs(t, vendored, layout, await readStaticLibTail(root)).map((s) => ({
-    id: s.id,
-    file: s.file,
-    kind: s.kind,
-    ...('lines' in s ? { lines: s.lines } : {}),
-  }));
+  const { specs } = await treeSpecs(root, t, vendored);
+  return specs.map((s) => ({ id: s.id, file: s.file, kind: s.kind, ...('lines' in s ? { lines: s.lines } : {}) }));
 }
 
 /**
@@ -72,9 +73,8 @@ export async function nvshmemSpecDigest(root: string, t: Template, vendored: Ven
  * with the single-rail set, whose state check then refuses it, naming what it found.
  */
 export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<NvshmemPlan> {
-  const found = await treeLayout(root);
-  const layout = found && 'layout' in found ? found.layout : undefined;
-  const plan = await planPatches(root, nvshmemSpecs(t, vendored, layout?.id, await readStaticLibTail(root)), {
+  const { layout, specs } = await treeSpecs(root, t, vendored);
+  const plan = await planPatches(root, specs, {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
       const hits = await findElsewhere(root, '');

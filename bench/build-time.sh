@@ -14,11 +14,12 @@
 # recipe-deepep (recipe = both), tool, rebuild, in that order on one machine (the work tree
 # /tmp/nvshmem-efa-build-time stays between them; recipe-nvshmem starts it afresh). Each part records its
 # seconds there, and the ratio is printed once recipe, tool and rebuild are all in. tool may run alone on a fresh
-# machine; its seconds then stand without a recipe from the same machine.
+# machine; its seconds then stand without a recipe from the same machine. PHASE=tool-serial (not part of all) is
+# the tool's cold build with --no-overlap in a work dir of its own: what compiling DeepEP beside NVSHMEM buys.
 set -u
 C=$(cd "$1" && pwd) OUT=$2 JOBS=${3:-$(nproc)}
 W=/tmp/nvshmem-efa-build-time PHASE=${PHASE:-all}
-case $PHASE in all | recipe | recipe-nvshmem | recipe-deepep | tool | rebuild) ;; *) echo "PHASE is all, recipe, recipe-nvshmem, recipe-deepep, tool or rebuild, not $PHASE" >&2; exit 2 ;; esac
+case $PHASE in all | recipe | recipe-nvshmem | recipe-deepep | tool | rebuild | tool-serial) ;; *) echo "PHASE is all, recipe, recipe-nvshmem, recipe-deepep, tool, rebuild or tool-serial, not $PHASE" >&2; exit 2 ;; esac
 case $PHASE in all | recipe | recipe-nvshmem) rm -rf "$W" ;; esac
 # The rebuild needs the tool's work dir from this machine; recipe-deepep needs the recipe's NVSHMEM install.
 # tool alone is allowed on a fresh machine (its seconds then stand without a recipe from the same machine).
@@ -94,6 +95,10 @@ echo "$tool_rc $tool" > times/tool
 # The cold build's report (its step times); the rebuild writes its own over it.
 cp "$W/work/report.md" "$OUT/tool-report.md" 2>/dev/null
 cp "$W/work/report.json" "$OUT/tool-report.json" 2>/dev/null
+# DeepEP's two setup.py runs (beside NVSHMEM's build, then after its install) and the end of NVSHMEM's build.
+cp "$W/work/logs/deepep-beside-nvshmem.log" "$OUT/tool-deepep-beside.log" 2>/dev/null
+cp "$W/work/logs/build-deepep.log" "$OUT/tool-build-deepep.log" 2>/dev/null
+tail -n 40 "$W/work/logs/build-nvshmem.log" > "$OUT/tool-build-nvshmem-tail.log" 2>/dev/null
 fi
 
 # 3. Template-only rebuild: the bundle with one template file changed.
@@ -108,6 +113,23 @@ rebuild=$(secs "$t0" "$t1")
 echo "template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
 echo "$rebuild_rc $rebuild" > times/rebuild
 cp "$W/work/report.md" "$OUT/" 2>/dev/null
+fi
+
+# 4. The tool's cold build with DeepEP after NVSHMEM (--no-overlap), beside the tool's own.
+if [ "$PHASE" = tool-serial ]; then
+rm -rf "$W/work-serial"
+t0=$(now)
+PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work-serial" \
+  --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" --no-overlap > "$OUT/tool-serial.log" 2>&1
+serial_rc=$? t1=$(now)
+serial=$(secs "$t0" "$t1")
+echo "tool --no-overlap exit $serial_rc, $serial s" | tee -a "$OUT/summary.log"
+cp "$W/work-serial/report.md" "$OUT/tool-serial-report.md" 2>/dev/null
+if [ -f times/tool ]; then
+  read -r tool_rc tool < times/tool
+  echo "tool (DeepEP beside NVSHMEM) / tool --no-overlap = $(awk -v t="$tool" -v s="$serial" 'BEGIN { printf "%.3f", t / s }')" | tee -a "$OUT/summary.log"
+fi
+exit $serial_rc
 fi
 
 # The ratio, once every phase has run on this machine (each line: exit status, seconds).

@@ -65,6 +65,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .option('--libfabric-ref <tag>', 'build this pinned libfabric (v2.3.0, v2.6.0; see third_party/libfabric/lock.json) with EFA GDA, and rdma-core if the host\'s is older than 59')
     .option('--gdrcopy-home <dir>', 'GDRCopy prefix (default: GDRCOPY_HOME, /usr/local/gdrdrv, /usr)')
     .option('--nvshmem-static', "also build NVSHMEM 3.4's combined static library libnvshmem.a and nvshmem-info (off by default: they compile every host source a second time, about half of NVSHMEM's build)")
+    .option('--no-overlap', "compile DeepEP after NVSHMEM's build instead of beside it (a cold build then needs about half the peak memory and takes longer)")
     .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
 
   addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))

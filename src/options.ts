@@ -30,6 +30,7 @@ const Raw = z.object({
   verbose: z.boolean().default(false),
   keepSet: z.boolean().default(false),
   nvshmemStatic: z.boolean().default(false),
+  overlap: z.boolean().default(true),
 });
 
 export interface Options {
@@ -62,6 +63,8 @@ export interface Options {
   keepSet: boolean;
   /** build: also build NVSHMEM 3.4's combined static library (libnvshmem.a) and nvshmem-info. */
   nvshmemStatic: boolean;
+  /** build: compile DeepEP beside NVSHMEM's build on a cold build (--no-overlap: after it). */
+  overlap: boolean;
 }
 
 const abs = (p: string | undefined, cwd: string) => (p === undefined ? undefined : path.resolve(cwd, p));
@@ -114,5 +117,6 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     verbose: o.verbose,
     keepSet: o.keepSet,
     nvshmemStatic: o.nvshmemStatic,
+    overlap: o.overlap,
   };
 }

@@ -9,7 +9,7 @@ import { checkDisjoint, type NamedDir } from '../core/overlap.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import type { Options } from '../options.ts';
-import { python } from '../steps/build-deepep.ts';
+import { python } from '../steps/deepep-setup.ts';
 import { deepEpPinFor, deepEpCloneDir } from '../steps/get-deepep.ts';
 import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';

@@ -6,6 +6,7 @@ import { StateStore } from '../core/state.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
 import { chooseRenderer, runSteps } from '../pipeline.ts';
+import { stopDeepEpBeside } from '../steps/deepep-beside.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { workPaths } from '../steps/index.ts';
 import type { Ctx, Step } from '../steps/types.ts';
@@ -55,6 +56,8 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
       await makeDirs(paths.logs);
       const ctx: Ctx = { opts, paths, state: await StateStore.open(opts.workDir), signal, envFixes: found.envFixes, ...(found.env ? { env: found.env } : {}) };
       const { outcomes, error: raw } = await runSteps(steps, ctx, chooseRenderer(opts));
+      // A DeepEP compile begun beside NVSHMEM outlives no run (build-deepep failed early or was up to date).
+      await stopDeepEpBeside(ctx);
       const error = asTypedError(signal.aborted && raw ? signal.reason : raw);
       const report = assembleReport(ctx, outcomes, error);
       await writeReport(paths.report, report);

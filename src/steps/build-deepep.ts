@@ -6,21 +6,9 @@ import { openLog, probe, run } from '../core/exec.ts';
 import { hashTree } from '../core/hash.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
-import type { Ctx, DeepEpBuildResult, Step } from './types.ts';
-
-export const python = () => process.env.PYTHON ?? 'python3';
-
-/** "90;100" -> "9.0;10.0", the form TORCH_CUDA_ARCH_LIST takes. */
-export function torchArchList(cudaArch: string): string {
-  return cudaArch
-    .split(/[;,\s]+/)
-    .filter(Boolean)
-    .map((a) => {
-      const m = /^(\d+)(\d)([a-z]?)$/.exec(a);
-      return m ? `${m[1]}.${m[2]}${m[3] ?? ''}` : a;
-    })
-    .join(';');
-}
+import { settleDeepEpBeside } from './deepep-beside.ts';
+import { deepEpEnv, gdaCompiledIn, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
+import type { DeepEpBuildResult, Step } from './types.ts';
 
 /** What DeepEP's setup.py reads from NVSHMEM_DIR; a missing piece fails the link long after the compile. */
 async function validateNvshmemDir(prefix: string): Promise<string[]> {
@@ -32,17 +20,6 @@ async function validateNvshmemDir(prefix: string): Promise<string[]> {
   if (!libs.includes('libnvshmem_device.a')) missing.push('lib/libnvshmem_device.a');
   if (!libs.some((f) => f.startsWith('nvshmem_transport_libfabric.so'))) missing.push('lib/nvshmem_transport_libfabric.so*');
   return missing;
-}
-
-export function deepEpEnv(ctx: Ctx, gda: boolean): Record<string, string> {
-  const env = ctx.env!;
-  return {
-    NVSHMEM_DIR: ctx.build!.prefix,
-    TORCH_CUDA_ARCH_LIST: torchArchList(env.cudaArch),
-    MAX_JOBS: String(ctx.opts.jobs),
-    CUDA_HOME: env.cuda.home,
-    ...(gda ? { NVCC_APPEND_FLAGS: `${process.env.NVCC_APPEND_FLAGS ?? ''} -DNVSHMEM_EFA_SHIM_GDA`.trim() } : {}),
-  };
 }
 
 export const buildDeepEpStep: Step = {
@@ -69,27 +46,33 @@ export const buildDeepEpStep: Step = {
     if (pipNvshmem) {
       fixes.push({ id: 'deepep-pip-nvshmem', anchor: pipNvshmem, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pipNvshmem}; DeepEP is linked with an rpath to ${prefix}/lib, but if both load, NVSHMEM initialises twice. Fix: pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 in this environment` });
     }
-    const gda = existsSync(path.join(prefix, 'include', 'nvshmem_efa', 'efa_io_defs.h')) && !!ctx.env?.libfabric.gda.available;
+    const gda = gdaCompiledIn(ctx, prefix);
     fixes.push({ id: 'deepep-gda-path', anchor: 'NVSHMEM_EFA_SHIM_GDA', status: gda ? 'applied' : 'warned', why: 'the shim drives the EFA GDA device path when the NVSHMEM it is built against has it', detail: gda ? 'compiled in; used at run time when nvshmemx_efa_gda_status() says active' : 'not compiled in: this NVSHMEM has no GDA (see the EFA GDA line of the report); remote puts go through NVSHMEM\'s proxy' });
 
+    const env = deepEpEnv(ctx, prefix, gda);
+    const beside = await settleDeepEpBeside(ctx, prefix, env, io);
+    let steps = 0;
     const log = await openLog(io.logPath);
     try {
       io.progress(`python setup.py build_ext --inplace (torch ${torch.trim()})`);
-      await run(python(), ['setup.py', 'build_ext', '--inplace'], {
+      await run(python(), [...SETUP_ARGS], {
         cwd: dir,
-        env: { ...process.env, ...deepEpEnv(ctx, gda) },
+        env: { ...process.env, ...env },
         log,
         logPath: io.logPath,
         signal: ctx.signal,
         fix: 'read the compiler error above; the patched sources are in ' + dir,
         onLine(line) {
-          const m = /^\[(\d+)\/(\d+)\]/.exec(line);
-          if (m) io.progress(`[${m[1]}/${m[2]}] ${line.replace(/^\[\d+\/\d+\]\s*/, '').slice(0, 90)}`);
+          const m = NINJA_STEP.exec(line);
+          if (!m) return;
+          steps += 1;
+          io.progress(`[${m[1]}/${m[2]}] ${line.replace(/^\[\d+\/\d+\]\s*/, '').slice(0, 90)}`);
         },
       });
     } finally {
       await log.end();
     }
+    if (beside) fixes.push({ ...beside, detail: `${beside.detail}; setup.py after NVSHMEM's install ran ${steps} ninja steps` });
     const module = (await readdir(dir)).find((f) => /^deep_ep_cpp.*\.so$/.test(f));
     if (!module) throw new EnvironmentError(`setup.py finished but no deep_ep_cpp*.so in ${dir}`, `read ${io.logPath}`);
     const modulePath = path.join(dir, module);

@@ -14,7 +14,9 @@ import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
  * The pipeline, in the order the README's command table lists it. The DeepEP steps run when --deepep-src /
- * --deepep-ref is given; the probe runs after build-nvshmem; each is a Step with its own stamp. Checks that
+ * --deepep-ref is given; DeepEP is fetched and patched before NVSHMEM builds so that a cold build compiles it
+ * beside NVSHMEM (deepep-beside.ts: started by build-nvshmem, settled by build-deepep); the probe runs after
+ * build-nvshmem; each is a Step with its own stamp. Checks that
  * need no step (paths, refs, layouts, tools) run before all of them (commands/preflight.ts), and the report
  * is written by the command after the steps, whether they succeed or not.
  */
@@ -25,10 +27,10 @@ export const BUILD_STEPS: readonly Step[] = [
   patchNvshmemStep,
   buildRdmaCoreStep,
   buildLibfabricStep,
-  buildNvshmemStep,
-  probeStep,
   getDeepEpStep,
   patchDeepEpStep,
+  buildNvshmemStep,
+  probeStep,
   buildDeepEpStep,
 ];
 export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, vendorEfaIoDefsStep, patchNvshmemStep, getDeepEpStep, patchDeepEpStep];

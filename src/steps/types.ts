@@ -105,6 +105,8 @@ export interface Ctx {
   deepep?: SourceResult;
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;
+  /** DeepEP's compile begun beside NVSHMEM's build, or why it was not (deepep-beside.ts). */
+  deepepBeside?: import('./deepep-beside.ts').Beside;
   /** The probe's document, from the probe step. */
   probe?: ProbeReport;
   /** Patch refusals of this run, kept for the report. */

@@ -20,7 +20,12 @@ export interface FakeToolchain {
   python: string;
   /** Where hanging processes write their pids. */
   pids: string;
-  /** Environment for the CLI: PATH, PYTHON, CI. Add FAKE_HANG=configure|build|install|setup to hang there. */
+  /** Where the fakes write what they saw (setup.log: a line per setup.py run). */
+  root: string;
+  /**
+   * Environment for the CLI: PATH, PYTHON, CI. Add FAKE_HANG=configure|build|install|setup|setup-beside to hang
+   * there (setup: DeepEP's setup.py after NVSHMEM's install; setup-beside: the one beside NVSHMEM's build).
+   */
   env: NodeJS.ProcessEnv;
 }
 
@@ -58,6 +63,12 @@ if [ "$mode" = configure ]; then
   mkdir -p "$dir"
   echo "$src" > "$dir/fake-src"
   echo "$prefix" > "$dir/fake-prefix"
+  # NVSHMEM's configure copies the headers it installs into <build>/src/include (configure_file COPYONLY).
+  case "$src" in */native/probe) ;; *)
+    mkdir -p "$dir/src/include/device"
+    [ -e "$dir/src/include/nvshmem.h" ] || echo '/* fake nvshmem.h */' > "$dir/src/include/nvshmem.h"
+    [ -e "$dir/src/include/device/nvshmem_defines.h" ] || echo '/* fake */' > "$dir/src/include/device/nvshmem_defines.h" ;;
+  esac
 fi
 [ "$FAKE_HANG" = "$mode" ] && case "$dir" in *build/nvshmem*) hang "$mode" ;; esac
 src=$(cat "$dir/fake-src" 2>/dev/null)
@@ -70,10 +81,31 @@ case "$src" in
   *)
     # NVSHMEM's build writes these into its source tree (src/CMakeLists.txt, target git_commit).
     [ "$mode" = build ] && [ -n "$src" ] && date +%s%N > "$src/git_commit.txt" && cp "$src/git_commit.txt" "$src/version.txt"
+    if [ "$mode" = build ]; then
+      touch "$FAKE_ROOT/nvshmem-building"
+      # FAKE_WAIT_SETUP: the build lasts until DeepEP's setup.py has started beside it (10 s at most).
+      if [ -n "$FAKE_WAIT_SETUP" ]; then
+        i=0; while [ $i -lt 100 ] && ! grep -q '^beside' "$FAKE_ROOT/setup.log" 2>/dev/null; do sleep 0.1; i=$((i+1)); done
+        grep -q '^beside' "$FAKE_ROOT/setup.log" 2>/dev/null && echo "nvshmem-build saw setup.py beside it" >> "$FAKE_ROOT/setup.log"
+      fi
+      # FAKE_FAIL_BUILD: fails, once a hanging setup.py beside it has started (10 s at most).
+      if [ -n "$FAKE_FAIL_BUILD" ]; then
+        i=0; while [ $i -lt 100 ] && [ ! -e "$FAKE_PIDS/tool" ]; do sleep 0.1; i=$((i+1)); done
+        echo "error: fake compile failure"; exit 1
+      fi
+    fi
     if [ "$mode" = install ]; then
       prefix=$(cat "$dir/fake-prefix")
       mkdir -p "$prefix/lib" "$prefix/include/nvshmem_efa"
-      touch "$prefix/include/nvshmem.h" "$prefix/lib/libnvshmem_host.so" "$prefix/lib/libnvshmem_device.a" "$prefix/lib/nvshmem_transport_libfabric.so"
+      # As NVSHMEM's install rules (and the patch's install(FILES ... OPTIONAL)) do, keeping the files' times.
+      [ -d "$dir/src/include" ] && cp -pR "$dir/src/include/." "$prefix/include/"
+      for h in nvshmemx_efa_gda.h nvshmemx_efa_gda_wqe.h nvshmemx_efa_gda_device.cuh efa_io_defs.h; do
+        f="$src/src/modules/transport/libfabric/efa_gda/$h"
+        [ -f "$f" ] && cp -p "$f" "$prefix/include/nvshmem_efa/"
+      done
+      [ -n "$FAKE_HEADER_DRIFT" ] && echo '/* changed by the build */' >> "$prefix/include/nvshmem.h"
+      [ -e "$prefix/include/nvshmem.h" ] || touch "$prefix/include/nvshmem.h"
+      touch "$prefix/lib/libnvshmem_host.so" "$prefix/lib/libnvshmem_device.a" "$prefix/lib/nvshmem_transport_libfabric.so"
     fi ;;
 esac
 exit 0
@@ -85,7 +117,31 @@ case "$*" in
   --version) echo "Python 3.12.0" ;;
   *"import torch"*) echo "2.11.0 13.0" ;;
   *find_spec*) echo "" ;;
-  *"setup.py build_ext"*) [ "$FAKE_HANG" = setup ] && hang setup; touch deep_ep_cpp.cpython-312-x86_64-linux-gnu.so ;;
+  *"setup.py build_ext"*)
+    # Like DeepEP's setup.py under torch's ninja: objects in build/, then a device link that needs
+    # NVSHMEM's libraries. Each run appends a line to $FAKE_ROOT/setup.log.
+    hdr=no; [ -e "$NVSHMEM_DIR/include/nvshmem.h" ] && hdr=yes
+    if [ ! -e "$NVSHMEM_DIR/lib/libnvshmem_host.so" ]; then
+      echo "beside headers=$hdr flags=\${NVCC_APPEND_FLAGS:-none} jobs=$MAX_JOBS" >> "$FAKE_ROOT/setup.log"
+      [ "$FAKE_HANG" = setup-beside ] && hang setup
+      [ "$hdr" = yes ] || { echo "fatal error: nvshmem.h: No such file or directory"; exit 1; }
+      echo "[1/2] nvcc -c csrc/kernels/internode.cu"
+      mkdir -p build/temp && cp "$NVSHMEM_DIR/include/nvshmem.h" build/temp/internode.o
+      sleep "\${FAKE_SETUP_SECONDS:-0}"
+      echo "/usr/bin/ld: cannot find -l:libnvshmem_host.so"
+      exit 1
+    fi
+    [ "$FAKE_HANG" = setup ] && hang setup
+    if [ -e build/temp/internode.o ]; then
+      echo "after reused flags=\${NVCC_APPEND_FLAGS:-none} jobs=$MAX_JOBS" >> "$FAKE_ROOT/setup.log"
+    else
+      echo "after compiled flags=\${NVCC_APPEND_FLAGS:-none} jobs=$MAX_JOBS" >> "$FAKE_ROOT/setup.log"
+      echo "[1/2] nvcc -c csrc/kernels/internode.cu"
+      mkdir -p build/temp && cp "$NVSHMEM_DIR/include/nvshmem.h" build/temp/internode.o
+    fi
+    echo "[2/2] nvcc -dlink"
+    # What readelf -d shows of the module (the fake readelf prints the file).
+    printf ' (NEEDED) Shared library: [libnvshmem_host.so.3]\n (RUNPATH) Library runpath: [%s/lib]\n' "$NVSHMEM_DIR" > deep_ep_cpp.cpython-312-x86_64-linux-gnu.so ;;
   *) exit 1 ;;
 esac
 `;
@@ -107,6 +163,9 @@ export function fakeToolchain(o: { nvml?: boolean } = {}): FakeToolchain {
   write(path.join(libfabricHome, 'include/rdma/fabric.h'), '#define FI_MAJOR_VERSION 1\n#define FI_MINOR_VERSION 17\n#define FI_REVISION_VERSION 0\n');
   const bin = path.join(root, 'bin');
   write(path.join(bin, 'cmake'), CMAKE, true);
+  // The DeepEP build's link check on a host without a GPU: readelf -d and nm -D of the fake module.
+  write(path.join(bin, 'readelf'), '#!/bin/sh\n[ "$1" = -d ] && cat "$2"\n', true);
+  write(path.join(bin, 'nm'), '#!/bin/sh\nexit 0\n', true);
   const python = path.join(bin, 'python3');
   write(python, PYTHON, true);
   const probe = { schema: 'nvshmem-efa-probe/1', host: 'fake', root: '/', checks: [{ id: 'fake', title: 'fake', status: 'skip', evidence: 'fake probe', fix: '' }], summary: { pass: 0, warn: 0, fail: 0, skip: 1 }, verdict: 'fake: no EFA device' };
@@ -119,6 +178,7 @@ export function fakeToolchain(o: { nvml?: boolean } = {}): FakeToolchain {
     bin,
     python,
     pids,
+    root,
     env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, PYTHON: python, FAKE_PIDS: pids, FAKE_ROOT: root, CI: 'true', NO_COLOR: '1' },
   };
 }

@@ -1,0 +1,95 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { isRunning } from '../../src/core/kill-tree.ts';
+import { cli, ENV, IO_DEFS, killGroup, LOCK, report, spawnCli, stepStatus, tmp, waitFor } from '../helpers/cli.ts';
+import { fakeToolchain, hungPids, type FakeToolchain } from '../helpers/fake-toolchain.ts';
+import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+
+/**
+ * A cold build compiles DeepEP beside NVSHMEM's build (steps/deepep-beside.ts). On the fake toolchain:
+ * NVSHMEM's configure writes <build>/src/include, its install copies it (and the GDA device headers) into the
+ * prefix keeping their times; DeepEP's setup.py compiles into build/ when it finds the headers, fails its link
+ * while NVSHMEM's libraries are missing, and reuses its object when it finds one. Each setup.py run writes a
+ * line to setup.log: what it saw and with which environment.
+ */
+function buildArgs(t: FakeToolchain, work: string, extra: string[] = []): string[] {
+  return ['build', '--nvshmem-src', materialize('v3.4-like'), '--deepep-src', materialize('v1', GOLDEN_DEEPEP), '--work-dir', work,
+    '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--efa-io-defs', IO_DEFS, '--jobs', '2', ...extra];
+}
+const setupLog = (t: FakeToolchain) => (existsSync(path.join(t.root, 'setup.log')) ? readFileSync(path.join(t.root, 'setup.log'), 'utf8').trim().split('\n') : []);
+const beside = (work: string) => report(work).fixes.find((f) => f.id === 'deepep-beside-nvshmem');
+
+describe('DeepEP compiles beside NVSHMEM on a cold build', () => {
+  it('setup.py starts while NVSHMEM builds, against the staged headers; after the install it reuses the objects and only links', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const r = cli(buildArgs(t, work), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, FAKE_WAIT_SETUP: '1' });
+    expect(r.code, r.stderr).toBe(0);
+    const lines = setupLog(t);
+    expect(lines[0]).toMatch(/^beside headers=yes flags=(\S+) jobs=2$/);
+    expect(lines).toContain('nvshmem-build saw setup.py beside it');
+    // The same environment both times: torch's ninja sees the same command lines.
+    expect(lines.at(-1)).toBe(lines[0]!.replace(/^beside headers=yes/, 'after reused'));
+    expect(lines.filter((l) => l.startsWith('after'))).toHaveLength(1);
+    expect(beside(work)).toMatchObject({ status: 'applied', detail: expect.stringMatching(/1 of 2 ninja steps in [\d.]+ s beside NVSHMEM's build.*staged headers byte for byte.*ran 1 ninja steps$/) });
+    expect(stepStatus(work)).toMatchObject({ 'build-nvshmem': 'done', 'build-deepep': 'done' });
+    // The staged include/ is what NVSHMEM installed (the configured headers and the GDA device headers).
+    expect(existsSync(path.join(work, 'install/nvshmem/include/device/nvshmem_defines.h'))).toBe(true);
+    expect(existsSync(path.join(work, 'install/nvshmem/include/nvshmem_efa/nvshmemx_efa_gda_device.cuh'))).toBe(true);
+  });
+
+  it('installed headers that differ from the staged ones: the objects are deleted, DeepEP compiles again, and the report says which header', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const r = cli(buildArgs(t, work), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, FAKE_HEADER_DRIFT: '1' });
+    expect(r.code, r.stderr).toBe(0);
+    const lines = setupLog(t);
+    expect(lines[0]).toMatch(/^beside headers=yes/);
+    expect(lines.at(-1)).toMatch(/^after compiled /);
+    expect(beside(work)).toMatchObject({ status: 'warned', detail: expect.stringMatching(/objects were deleted and DeepEP compiles again: the installed headers are not the ones it compiled against \(nvshmem\.h: changed\).*ran 2 ninja steps$/) });
+    // The object DeepEP links is the one compiled on the installed header.
+    expect(readFileSync(path.join(work, 'sources/deepep/build/temp/internode.o'), 'utf8')).toContain('changed by the build');
+  });
+
+  it('--no-overlap: setup.py runs once, after the install, and the report says why', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const r = cli(buildArgs(t, work, ['--no-overlap']), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK });
+    expect(r.code, r.stderr).toBe(0);
+    expect(setupLog(t)).toEqual([expect.stringMatching(/^after compiled /)]);
+    expect(beside(work)).toMatchObject({ status: 'warned', detail: expect.stringMatching(/^compiled after NVSHMEM, not beside it: --no-overlap;/) });
+  });
+
+  it('a rebuild over an earlier install leaves it alone until NVSHMEM installs: DeepEP compiles after, and the report says why', () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const env = { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+    expect(cli(buildArgs(t, work), env).code).toBe(0);
+    writeFileSync(path.join(t.root, 'setup.log'), '');
+    const before = readFileSync(path.join(work, 'install/nvshmem/include/nvshmem.h'), 'utf8');
+    const r = cli(buildArgs(t, work, ['--force']), env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(setupLog(t).filter((l) => l.startsWith('beside'))).toEqual([]);
+    expect(readFileSync(path.join(work, 'install/nvshmem/include/nvshmem.h'), 'utf8')).toBe(before);
+    expect(beside(work)).toMatchObject({ status: 'warned', detail: expect.stringContaining('an earlier NVSHMEM install is in') });
+  });
+
+  it('a failed NVSHMEM build stops the DeepEP compile beside it (its whole process tree) before the run exits', async () => {
+    const t = fakeToolchain();
+    const work = tmp();
+    const r = spawnCli(buildArgs(t, work), { ...ENV, ...t.env, FAKE_HANG: 'setup-beside', FAKE_FAIL_BUILD: '1' });
+    try {
+      await waitFor('setup.py beside NVSHMEM to hang', () => existsSync(path.join(t.pids, 'grandchild')) && existsSync(path.join(t.pids, 'tool')));
+      const pids = hungPids(t);
+      const timeout = new Promise<{ code: number }>((resolve) => setTimeout(() => resolve({ code: -1 }), 20_000));
+      const { code } = await Promise.race([r.exited, timeout]);
+      expect(code, r.stderr().slice(-800)).not.toBe(0);
+      expect(code).not.toBe(-1);
+      expect(pids.filter(isRunning)).toEqual([]);
+      expect(stepStatus(work)).toMatchObject({ 'build-nvshmem': 'failed', 'build-deepep': 'not-run' });
+    } finally {
+      killGroup(r);
+    }
+  });
+});

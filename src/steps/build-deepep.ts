@@ -72,7 +72,7 @@ export const buildDeepEpStep: Step = {
     } finally {
       await log.end();
     }
-    if (beside) fixes.push({ ...beside, detail: `${beside.detail}; setup.py after NVSHMEM's install ran ${steps} ninja steps` });
+    if (beside) fixes.push({ ...beside, detail: `${beside.detail}; after NVSHMEM's install, ninja ran ${steps} step${steps === 1 ? '' : 's'}` });
     const module = (await readdir(dir)).find((f) => /^deep_ep_cpp.*\.so$/.test(f));
     if (!module) throw new EnvironmentError(`setup.py finished but no deep_ep_cpp*.so in ${dir}`, `read ${io.logPath}`);
     const modulePath = path.join(dir, module);

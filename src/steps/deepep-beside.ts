@@ -155,7 +155,7 @@ export async function settleDeepEpBeside(ctx: Ctx, prefix: string, env: Record<s
     await r.done;
   }
   const res = r.result!;
-  const ran = `${res.steps}${res.total ? ` of ${res.total}` : ''} ninja steps in ${(res.ms / 1000).toFixed(1)} s beside NVSHMEM's build (log ${r.logPath})`;
+  const ran = `ninja started ${res.steps}${res.total ? ` of its ${res.total}` : ''} steps in ${(res.ms / 1000).toFixed(1)} s beside NVSHMEM's build (log ${r.logPath})`;
   const changed = digestDifferences(r.headers, await fileDigests(path.join(prefix, 'include')));
   const reasons = [
     ...(res.stopped ? ['it was stopped before it finished'] : []),

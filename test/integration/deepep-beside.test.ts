@@ -20,12 +20,18 @@ function buildArgs(t: FakeToolchain, work: string, extra: string[] = []): string
 const setupLog = (t: FakeToolchain) => (existsSync(path.join(t.root, 'setup.log')) ? readFileSync(path.join(t.root, 'setup.log'), 'utf8').trim().split('\n') : []);
 const beside = (work: string) => report(work).fixes.find((f) => f.id === 'deepep-beside-nvshmem');
 
+/** A cold build on a fresh fake toolchain that must succeed. */
+function coldBuild(extraArgs: string[] = [], extraEnv: NodeJS.ProcessEnv = {}): { t: FakeToolchain; work: string } {
+  const t = fakeToolchain();
+  const work = tmp();
+  const r = cli(buildArgs(t, work, extraArgs), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, ...extraEnv });
+  expect(r.code, r.stderr).toBe(0);
+  return { t, work };
+}
+
 describe('DeepEP compiles beside NVSHMEM on a cold build', () => {
   it('setup.py starts while NVSHMEM builds, against the staged headers; after the install it reuses the objects and only links', () => {
-    const t = fakeToolchain();
-    const work = tmp();
-    const r = cli(buildArgs(t, work), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, FAKE_WAIT_SETUP: '1' });
-    expect(r.code, r.stderr).toBe(0);
+    const { t, work } = coldBuild([], { FAKE_WAIT_SETUP: '1' });
     const lines = setupLog(t);
     expect(lines[0]).toMatch(/^beside headers=yes flags=(\S+) jobs=2$/);
     expect(lines).toContain('nvshmem-build saw setup.py beside it');
@@ -40,10 +46,7 @@ describe('DeepEP compiles beside NVSHMEM on a cold build', () => {
   });
 
   it('installed headers that differ from the staged ones: the objects are deleted, DeepEP compiles again, and the report says which header', () => {
-    const t = fakeToolchain();
-    const work = tmp();
-    const r = cli(buildArgs(t, work), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, FAKE_HEADER_DRIFT: '1' });
-    expect(r.code, r.stderr).toBe(0);
+    const { t, work } = coldBuild([], { FAKE_HEADER_DRIFT: '1' });
     const lines = setupLog(t);
     expect(lines[0]).toMatch(/^beside headers=yes/);
     expect(lines.at(-1)).toMatch(/^after compiled /);
@@ -53,19 +56,14 @@ describe('DeepEP compiles beside NVSHMEM on a cold build', () => {
   });
 
   it('--no-overlap: setup.py runs once, after the install, and the report says why', () => {
-    const t = fakeToolchain();
-    const work = tmp();
-    const r = cli(buildArgs(t, work, ['--no-overlap']), { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK });
-    expect(r.code, r.stderr).toBe(0);
+    const { t, work } = coldBuild(['--no-overlap']);
     expect(setupLog(t)).toEqual([expect.stringMatching(/^after compiled /)]);
     expect(beside(work)).toMatchObject({ status: 'warned', detail: expect.stringMatching(/^compiled after NVSHMEM, not beside it: --no-overlap;/) });
   });
 
   it('a rebuild over an earlier install leaves it alone until NVSHMEM installs: DeepEP compiles after, and the report says why', () => {
-    const t = fakeToolchain();
-    const work = tmp();
+    const { t, work } = coldBuild();
     const env = { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
-    expect(cli(buildArgs(t, work), env).code).toBe(0);
     writeFileSync(path.join(t.root, 'setup.log'), '');
     const before = readFileSync(path.join(work, 'install/nvshmem/include/nvshmem.h'), 'utf8');
     const r = cli(buildArgs(t, work, ['--force']), env);

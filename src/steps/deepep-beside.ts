@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { openLog, run } from '../core/exec.ts';
+import { openLog, run, type StepLog } from '../core/exec.ts';
 import { copyKeepingTimes, digestDifferences, fileDigests } from '../core/file-digests.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
@@ -103,8 +103,9 @@ export async function startDeepEpBeside(ctx: Ctx, io: StepIO): Promise<void> {
   r.done = (async () => {
     let steps = 0;
     let total: number | undefined;
-    const log = await openLog(logPath);
+    let log: StepLog | undefined;
     try {
+      log = await openLog(logPath);
       log.write(`# DeepEP compiling beside NVSHMEM's build; ${Object.keys(headers).length} headers staged in ${prefix}/include; the link fails until NVSHMEM is installed\n`);
       await run(python(), [...SETUP_ARGS], {
         cwd: requireDeepEp(ctx).dir,
@@ -121,10 +122,10 @@ export async function startDeepEpBeside(ctx: Ctx, io: StepIO): Promise<void> {
         },
       });
     } catch {
-      // Expected: no NVSHMEM library to link yet. Anything else shows again in build-deepep's own run.
+      // Expected: no NVSHMEM library to link yet. Anything else (its log too) shows again in build-deepep's own run.
     } finally {
       r.result = { ms: Date.now() - r.t0, stopped: signal.aborted, steps, ...(total ? { total } : {}) };
-      await log.end();
+      await log?.end();
     }
   })();
   ctx.deepepBeside = { running: r };

@@ -83,8 +83,9 @@ if [ -f times/recipe-nvshmem ] && [ -f times/recipe-deepep ]; then
   echo "$([ "$a_rc" = 0 ] && [ "$b_rc" = 0 ] && echo 0 || echo 1) $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a + b }')" > times/recipe
 fi
 
-# 2. The tool, cold.
+# 2. The tool, cold: a work dir left by an earlier tool phase on this machine would make it a rebuild.
 if runs tool; then
+rm -rf "$W/work"
 t0=$(now)
 PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work" \
   --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/tool.log" 2>&1

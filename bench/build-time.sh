@@ -50,6 +50,13 @@ gdr_flags=(-DNVSHMEM_USE_GDRCOPY=OFF)
 now() { date +%s.%N; }
 # awk, not bc: GPU hosts may lack bc.
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+# The tool's build of this carry's NVSHMEM and DeepEP: tool_build WORK_DIR LOG [more options]; the package
+# (templates) is NVSHMEM_EFA_HOME when set, else the bundle's own.
+tool_build() {
+  local work=$1 log=$2; shift 2
+  PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$work" \
+    --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" "$@" > "$log" 2>&1
+}
 
 # 1. The recipe, in two parts that can run in separate calls (NVSHMEM with tests and examples alone takes
 # about 8 minutes on 16 cores): its seconds are the sum.
@@ -87,8 +94,7 @@ fi
 if runs tool; then
 rm -rf "$W/work"
 t0=$(now)
-PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work" \
-  --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/tool.log" 2>&1
+tool_build "$W/work" "$OUT/tool.log"
 tool_rc=$? t1=$(now)
 tool=$(secs "$t0" "$t1")
 echo "tool exit $tool_rc, $tool s" | tee -a "$OUT/summary.log"
@@ -107,8 +113,7 @@ if runs rebuild; then
 rm -rf sa-changed && cp -r sa sa-changed
 echo "// a template-only change" >> sa-changed/templates/transport_efa_gda/transport_efa_gda.cpp
 t0=$(now)
-NVSHMEM_EFA_HOME=$W/sa-changed PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" \
-  --work-dir "$W/work" --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" > "$OUT/rebuild.log" 2>&1
+NVSHMEM_EFA_HOME=$W/sa-changed tool_build "$W/work" "$OUT/rebuild.log"
 rebuild_rc=$? t1=$(now)
 rebuild=$(secs "$t0" "$t1")
 echo "template-only rebuild exit $rebuild_rc, $rebuild s" | tee -a "$OUT/summary.log"
@@ -120,8 +125,7 @@ fi
 if [ "$PHASE" = tool-serial ]; then
 rm -rf "$W/work-serial"
 t0=$(now)
-PYTHON=$PY ./node sa/nvshmem-efa.mjs build --nvshmem-src "$W/v345" --deepep-src "$W/567632d" --work-dir "$W/work-serial" \
-  --libfabric-home "$W/lfcarry" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$JOBS" --no-overlap > "$OUT/tool-serial.log" 2>&1
+tool_build "$W/work-serial" "$OUT/tool-serial.log" --no-overlap
 serial_rc=$? t1=$(now)
 serial=$(secs "$t0" "$t1")
 echo "tool --no-overlap exit $serial_rc, $serial s" | tee -a "$OUT/summary.log"

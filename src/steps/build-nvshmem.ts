@@ -10,7 +10,7 @@ import { withdrawBrokenHeaders } from '../core/installed-headers.ts';
 import { filesIncluding, NVSHMEM_BUILD_OUTPUTS } from '../core/nvshmem-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { NO_STATIC_LIB_VAR, STATIC_LIB_WHY } from '../patchers/nvshmem/cmake.ts';
-import { startDeepEpBeside, stopDeepEpBeside } from './deepep-beside.ts';
+import { startDeepEpBeside } from './deepep-beside.ts';
 import { requireSource } from './get-nvshmem.ts';
 import type { BuildResult, Ctx, Step } from './types.ts';
 
@@ -150,7 +150,8 @@ export const buildNvshmemStep: Step = {
       const args = cmakeArgs(ctx, env);
       io.progress('configuring');
       await run(env.cmake.path, args, { ...common, fix: `read the CMake error above; configuration flags are in ${io.logPath}` });
-      // DeepEP's compile runs beside the build below (a cold build's two longest jobs; see deepep-beside.ts).
+      // DeepEP's compile runs beside the build below (a cold build's two longest jobs; see deepep-beside.ts). If this
+      // step fails, the run stops it once the steps end (run-pipeline), as an interrupt does through ctx.signal.
       await startDeepEpBeside(ctx, io);
       await run(env.cmake.path, ['--build', ctx.paths.build, '--parallel', String(ctx.opts.jobs)], {
         ...common,
@@ -167,9 +168,6 @@ export const buildNvshmemStep: Step = {
       if (hasStaticLibSwitch(ctx) && !ctx.opts.nvshmemStatic) {
         for (const f of ['lib/libnvshmem.a', 'bin/nvshmem-info']) await rm(path.join(ctx.paths.install, f), { force: true });
       }
-    } catch (e) {
-      await stopDeepEpBeside(ctx);
-      throw e;
     } finally {
       await log.end();
     }

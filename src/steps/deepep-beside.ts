@@ -132,7 +132,7 @@ export async function startDeepEpBeside(ctx: Ctx, io: StepIO): Promise<void> {
   io.progress(`DeepEP compiles beside NVSHMEM (log ${logPath})`);
 }
 
-/** Stops a compile begun beside NVSHMEM that is still running (NVSHMEM failed, or the run ends) and waits for it. */
+/** Stops a compile begun beside NVSHMEM that is still running and waits for it: run-pipeline calls it when the steps end, failed or not. */
 export async function stopDeepEpBeside(ctx: Ctx): Promise<void> {
   const b = ctx.deepepBeside;
   if (!b || !('running' in b) || b.running.result) return;

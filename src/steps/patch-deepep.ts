@@ -4,17 +4,20 @@ import { toolVersion } from '../core/paths.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { writeChanges } from '../patchers/engine/apply.ts';
+import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
+import { upToDate } from './patch-nvshmem.ts';
 import type { Ctx, DeepEpPatchResult, Step } from './types.ts';
 
 /** `changed`: what the run had already changed elsewhere when DeepEP was refused, said exactly. */
 export function deepEpRefusalError(plan: PatchPlan, dir: string, changed = 'nothing was changed'): PatchRefusedError {
-  return new PatchRefusedError(
-    `DeepEP tree ${dir} does not look as expected; ${changed}`,
-    'use DeepEP 567632d (--deepep-ref 567632d), a V1 revision from v1.2.1 on, or EPv2; if the tree was edited by hand, restore it (git checkout -- .) and rerun',
-    plan.refusals.map((r) => `${r.id}: ${r.detail}`),
-  );
+  const general = 'use DeepEP 567632d (--deepep-ref 567632d), a V1 revision from v1.2.1 on, or EPv2; if the tree was edited by hand, restore it (git checkout -- .) and rerun';
+  const unmarked = plan.unmarked ?? [];
+  const fix = unmarked.length
+    ? `${unmarkedHooksFix(unmarked)}${plan.refusals.length > unmarked.length ? `; otherwise ${general}` : ''}`
+    : general;
+  return new PatchRefusedError(`DeepEP tree ${dir} does not look as expected; ${changed}`, fix, plan.refusals.map((r) => `${r.id}: ${r.detail}`));
 }
 
 /**
@@ -52,7 +55,8 @@ export const patchDeepEpStep: Step = {
     return result;
   },
   restore(ctx, result) {
-    ctx.deepepPatch = result as DeepEpPatchResult;
+    const r = result as DeepEpPatchResult;
+    ctx.deepepPatch = { ...r, fixes: upToDate(r.fixes) };
     return true;
   },
 };

@@ -4,19 +4,38 @@ import { NVSHMEM_BUILD_OUTPUTS, TESTED_VERSIONS } from '../core/nvshmem-tree.ts'
 import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import { reuseTimes } from '../core/copy-tree.ts';
-import type { PatchPlan } from '../patchers/engine/plan.ts';
-import { nvshmemSpecDigest, planNvshmem } from '../patchers/nvshmem/index.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
+import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
+import { AWS_GDA_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
 import type { Ctx, PatchResult, Step } from './types.ts';
 
-export function refusalError(plan: PatchPlan, treeDir: string): PatchRefusedError {
+export function refusalError(plan: NvshmemPlan, treeDir: string): PatchRefusedError {
+  const general = `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`;
+  const unmarked = plan.unmarked ?? [];
+  // The most specific fix first: the whole-tree reason, then hooks without markers, then the general advice
+  // for whatever other refusals remain.
+  const others = plan.refusals.length - unmarked.length - (plan.awsGda ? 1 : 0);
+  const fix = [
+    ...(plan.awsGda ? [AWS_GDA_FIX] : []),
+    ...(unmarked.length ? [unmarkedHooksFix(unmarked)] : []),
+    ...(others > 0 || (!plan.awsGda && !unmarked.length) ? [general] : []),
+  ].join('; otherwise ');
   return new PatchRefusedError(
     `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,
-    `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`,
+    fix,
     plan.refusals.map((r) => `${r.id}: ${r.detail}`),
   );
+}
+
+/**
+ * A skipped (up to date) patch step changed nothing in this run: the fixes its earlier run applied are reported
+ * as already present, so a no-op rerun does not print them as applied.
+ */
+export function upToDate(fixes: readonly FixRecord[]): FixRecord[] {
+  return fixes.map((f) => (f.status === 'applied' ? { ...f, status: 'already-present' as const } : f));
 }
 
 async function vendoredFiles(ctx: Ctx): Promise<VendoredFile[]> {
@@ -70,7 +89,8 @@ export const patchNvshmemStep: Step = {
     return result;
   },
   restore(ctx, result) {
-    ctx.patch = result as PatchResult;
+    const r = result as PatchResult;
+    ctx.patch = { ...r, fixes: upToDate(r.fixes) };
     return true;
   },
 };

@@ -1,5 +1,6 @@
 import type { InsertSpec, PatchSpec, ReplaceSpec } from '../engine/plan.ts';
 import { markerLine } from '../engine/markers.ts';
+import { literal, wholeLine } from '../engine/text.ts';
 import { afterTheLine, theLine, theLineBetween } from './lines.ts';
 import type { DeepEpLayout } from './layout.ts';
 import { SHIM_FILE, shimFileSpec } from './template.ts';
@@ -18,6 +19,7 @@ function swapInclude(id: string, file: string, extra: string[], why: string): Re
     anchor: `the line ${IBGDA_INCLUDE}`,
     why,
     lines: [`// replaced ${IBGDA_INCLUDE} (mlx5 WQEs, IBGDA device state) with the EFA shim`, ...extra, `#include "${SHIM_FILE}"`],
+    footprint: [wholeLine(`#include "${SHIM_FILE}"`)],
     locate: (doc) => theLine(doc, IBGDA_INCLUDE),
   };
 }
@@ -32,6 +34,7 @@ function dropInclude(id: string, file: string, include: string, why: string): Re
     anchor: `the line ${include}`,
     why,
     lines: [`// removed ${include}: the NVSHMEM nvshmem-efa builds has no IBGDA`],
+    footprint: [literal(`// removed ${include}:`)],
     locate: (doc) => theLine(doc, include),
   };
 }
@@ -51,6 +54,7 @@ function putOutOfLine(file: string): InsertSpec {
     anchor: `before ${IBGDA_INCLUDE} (or the shim include that replaced it)`,
     why: "normal mode's GDA put as a call: it posts per chunk of tokens, and inlined it was DeepEP's longest compile",
     lines: ['#define NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE  // one put per chunk of tokens here: the GDA post is a call'],
+    footprint: [/^[ \t]*#[ \t]*define[ \t]+NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE\b/m],
     locate(doc) {
       const pristine = theLine(doc, IBGDA_INCLUDE);
       if (!('refuse' in pristine)) return { offset: pristine.start, indent: pristine.indent };
@@ -71,6 +75,7 @@ function initState(file: string): InsertSpec {
     anchor: `after ${INIT_CALL}`,
     why: "DeepEP's device asserts read num_rc_per_pe / num_devices_initialized: without this they read 0 and trap (the seed left {1,1}, which fails both)",
     lines: ['EP_HOST_ASSERT(nvshmem_efa_shim::init_state() == 0);'],
+    footprint: [literal('nvshmem_efa_shim::init_state(')],
     locate: (doc) => afterTheLine(doc, INIT_CALL),
   };
 }
@@ -89,6 +94,7 @@ function ibgdaEnv(file: string): ReplaceSpec {
       "if os.environ.get('NVSHMEM_EFA_DEEPEP_IBGDA', '0') == '1':",
       `    ${IBGDA_ENV}`,
     ],
+    footprint: [literal('NVSHMEM_EFA_DEEPEP_IBGDA')],
     locate: (doc) => theLine(doc, IBGDA_ENV),
   };
 }
@@ -123,6 +129,8 @@ function llSignal(file: string, sig: (typeof LL_SIGNALS)[number]): ReplaceSpec {
       `// completed (the proof, with DeepEP's lines: ${SIGNAL_FN} in ${SHIM_FILE})`,
       `${SIGNAL_FN}(reinterpret_cast<int*>(dst_ptr), ${sig.value}, dst_rank, ${sig.qp});`,
     ],
+    // This site's call: the other signal calls the same function with another value and queue.
+    footprint: [literal(`${SIGNAL_FN}(reinterpret_cast<int*>(dst_ptr), ${sig.value}, dst_rank, ${sig.qp});`)],
     locate: (doc) => {
       const at = theLineBetween(doc, call, ['if (dst_p2p_ptr == 0) {'], ['} else {', nvlink]);
       if (!('refuse' in at)) return at;
@@ -173,6 +181,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
         anchor: "after include_dirs = ['csrc/']",
         why: 'CUDA 13 moved libcu++ under include/cccl: "cuda/std/tuple: No such file or directory"',
         lines: CCCL_LINES,
+        footprint: [literal('_nvshmem_efa_cccl')],
         locate: (doc) => afterTheLine(doc, "include_dirs = ['csrc/']"),
       },
       shimFileSpec(k, shim),
@@ -194,6 +203,7 @@ export function deepEpSpecs(layout: DeepEpLayout, shim: string): PatchSpec[] {
       anchor: 'after #include <nvshmem.h>',
       why: "the shim's __device__ state is defined once, in the translation unit that initialises NVSHMEM",
       lines: ['#define NVSHMEM_EFA_SHIM_DEFINE_STATE', '#define NVSHMEM_EFA_SHIM_STATE_ONLY', `#include "../legacy/${SHIM_FILE}"`],
+      footprint: [literal('NVSHMEM_EFA_SHIM_STATE_ONLY')],
       locate: (doc) => afterTheLine(doc, '#include <nvshmem.h>'),
     },
     initState('csrc/kernels/backend/nvshmem.cu'),

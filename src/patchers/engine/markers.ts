@@ -56,6 +56,38 @@ export function findBlock(src: string, style: CommentStyle, id: string): MarkerS
   return { kind: 'present', start, end, text: src.slice(start, end) };
 }
 
+/**
+ * The text with every whole marked block of this tool (any id, marker lines included) blanked out, newlines
+ * kept so offsets and line numbers still match `src`: where a patch looks for its own code without markers
+ * (code that sits inside another block of ours is accounted for by that block).
+ */
+export function maskMarkedBlocks(src: string): string {
+  const out = src.split('');
+  const begin = new RegExp(`^[ \\t]*(?:/\\* ${TOOL}:begin (\\S+) \\*/|# ${TOOL}:begin (\\S+))[ \\t]*\\r?$`, 'gm');
+  for (const m of src.matchAll(begin)) {
+    const id = m[1] ?? m[2]!;
+    const style: CommentStyle = m[1] !== undefined ? 'c' : 'hash';
+    const end = src.indexOf(markerLine(style, 'end', id), m.index);
+    if (end === -1) continue; // unbalanced: findBlock refuses it
+    const stop = src.indexOf('\n', end);
+    for (let i = m.index; i < (stop === -1 ? src.length : stop); i++) if (out[i] !== '\n') out[i] = ' ';
+  }
+  return out.join('');
+}
+
+/**
+ * The fix for hooks found without their markers (plan.ts): restore the files, or put the markers back so the
+ * hooks are recognised as the tool's own.
+ */
+export function unmarkedHooksFix(hooks: readonly { id: string; file: string }[]): string {
+  const files = [...new Set(hooks.map((h) => h.file))].sort();
+  return (
+    `restore ${files.join(', ')} from git (git checkout -- ${files.join(' ')}) and rerun, or re-add the marker lines ` +
+    `around each hook named (\`${markerLine('c', 'begin', 'ID')}\` before it and \`${markerLine('c', 'end', 'ID')}\` after it; ` +
+    `\`${markerLine('hash', 'begin', 'ID')}\` ... in CMake and Python files)`
+  );
+}
+
 /** True if the text holds any marker of this tool: used to refuse files a foreign tool half-wrote. */
 export function hasAnyMarker(src: string): boolean {
   return src.includes(`${TOOL}:begin`) || src.includes(`${TOOL}:end`);

@@ -4,8 +4,8 @@ import MagicString from 'magic-string';
 import { scanCMake, CMakeScanError, type CMakeCommand } from './cmake-scan.ts';
 import { indexCpp, type CppIndex } from './cpp.ts';
 import type { FixRecord } from './fix.ts';
-import { blockDifference, findBlock, renderBlock, type CommentStyle } from './markers.ts';
-import { lineOf } from './text.ts';
+import { blockDifference, findBlock, maskMarkedBlocks, renderBlock, type CommentStyle } from './markers.ts';
+import { lineOf, lineStart } from './text.ts';
 
 /**
  * Plan, then apply (changesets' split): specs are located against the untouched files, the result is a list
@@ -29,8 +29,17 @@ interface SpecBase {
   why: string;
 }
 
+/**
+ * What the code a patch inserts looks like, markers aside: patterns that match its distinctive lines (its call,
+ * its include) and nothing in an unpatched file. Markers can be lost (stripped by hand, or by a tool that
+ * drops comments) while the hook stays; without this, the hook would be inserted a second time.
+ */
+interface Footprinted {
+  footprint?: readonly RegExp[];
+}
+
 /** Insert a marked block of lines at a located line start. */
-export interface InsertSpec extends SpecBase {
+export interface InsertSpec extends SpecBase, Footprinted {
   kind: 'insert';
   parse: 'cpp' | 'cmake' | 'text';
   style: CommentStyle;
@@ -45,7 +54,7 @@ export type LocatedSpan = { start: number; end: number; indent: string } | { ref
  * Replace located whole lines with a marked block. The block says what it replaced (in `lines`), so the
  * marker check alone tells a second run that the replacement is already there.
  */
-export interface ReplaceSpec extends SpecBase {
+export interface ReplaceSpec extends SpecBase, Footprinted {
   kind: 'replace';
   parse: 'cpp' | 'cmake' | 'text';
   style: CommentStyle;
@@ -76,10 +85,19 @@ export interface FileChange {
   after: string;
 }
 
+/** A hook found without its markers: the refusal's fix names these files. */
+export interface UnmarkedHook {
+  id: string;
+  file: string;
+  line: number;
+}
+
 export interface PatchPlan {
   changes: FileChange[];
   fixes: FixRecord[];
   refusals: FixRecord[];
+  /** Hooks already in the tree without their markers (each is also a refusal). */
+  unmarked?: UnmarkedHook[];
 }
 
 export interface PlanOptions {
@@ -98,6 +116,19 @@ async function loadDoc(root: string, file: string, parse: Set<string>): Promise<
   if (parse.has('cpp')) doc.cpp = await indexCpp(src);
   if (parse.has('cmake')) doc.cmake = scanCMake(src);
   return doc;
+}
+
+/** The first match of a footprint pattern outside every marked block: its line and that line's text. */
+function findFootprint(src: string, unmarkedText: string, footprint: readonly RegExp[] | undefined): { line: number; text: string } | undefined {
+  for (const re of footprint ?? []) {
+    const m = new RegExp(re.source, re.flags.replace('g', '')).exec(unmarkedText);
+    if (!m) continue;
+    const start = lineStart(src, m.index);
+    const nl = src.indexOf('\n', m.index);
+    const text = src.slice(start, nl === -1 ? src.length : nl).trim();
+    return { line: lineOf(src, m.index), text: text.length > 100 ? `${text.slice(0, 100)}…` : text };
+  }
+  return undefined;
 }
 
 export async function planPatches(root: string, specs: readonly PatchSpec[], opts: PlanOptions = {}): Promise<PatchPlan> {
@@ -144,6 +175,7 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       continue;
     }
     const ms = new MagicString(doc.src);
+    const unmarkedText = maskMarkedBlocks(doc.src);
     for (const s of edits) {
       if (s.kind === 'check') {
         const problem = s.verify(doc);
@@ -153,6 +185,20 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       const state = findBlock(doc.src, s.style, s.id);
       if (state.kind === 'broken') {
         record(s, 'refused', `${file}: ${state.reason}`);
+        continue;
+      }
+      const stray = findFootprint(doc.src, unmarkedText, s.footprint);
+      if (stray) {
+        // Refused, not re-inserted and not adopted: which lines belonged to the hook is no longer known, so
+        // neither replacing them nor counting them as "already present" would be safe.
+        const besides = state.kind === 'present' ? ', besides its marked block' : '';
+        const then = s.kind === 'insert' ? '; patching would add it a second time' : '';
+        record(
+          s,
+          'refused',
+          `${file}:${stray.line}: the '${s.id}' hook (\`${stray.text}\`) is there without its nvshmem-efa markers${besides} (removed by hand, or by a tool that strips comments)${then}`,
+        );
+        (plan.unmarked ??= []).push({ id: s.id, file, line: stray.line });
         continue;
       }
       if (state.kind === 'present') {

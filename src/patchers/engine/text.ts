@@ -51,3 +51,20 @@ export function nearestNames(name: string, candidates: readonly string[], max = 
   const best = scored[0]?.d;
   return scored.filter((x) => x.d <= best! + 1).slice(0, max).map((x) => x.c);
 }
+
+export const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Footprint patterns (plan.ts): a line that is exactly `text` once trimmed. */
+export function wholeLine(text: string): RegExp {
+  return new RegExp(`^[ \\t]*${escapeRe(text.trim())}[ \\t]*\\r?$`, 'm');
+}
+
+/** Footprint patterns (plan.ts): a call of `name`, whatever its arguments. */
+export function callOf(name: string): RegExp {
+  return new RegExp(`(?<![\\w:])${escapeRe(name)}\\s*\\(`);
+}
+
+/** Footprint patterns (plan.ts): `text` anywhere (a distinctive macro or variable name). */
+export function literal(text: string): RegExp {
+  return new RegExp(escapeRe(text));
+}

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { CMakeCommand } from '../engine/cmake-scan.ts';
 import type { Doc, InsertSpec, Located, PatchSpec } from '../engine/plan.ts';
-import { afterLine, indentAt, lineOf } from '../engine/text.ts';
+import { afterLine, escapeRe, indentAt, lineOf, wholeLine } from '../engine/text.ts';
 import type { Template } from './template.ts';
 
 export const SRC_CMAKE = 'src/CMakeLists.txt';
@@ -71,6 +71,7 @@ export function staticLibSpecs(tail: string): PatchSpec[] {
         `  set(${INSTALL_LIBS_VAR} nvshmem nvshmem_host nvshmem-info)`,
         'endif()',
       ],
+      footprint: [new RegExp(`^[ \\t]*if[ \\t]*\\([ \\t]*${NO_STATIC_LIB_VAR}[ \\t]*\\)`, 'm')],
       locate: (doc) => afterTargetLink(doc, 'nvshmem-info'),
     },
     {
@@ -82,6 +83,7 @@ export function staticLibSpecs(tail: string): PatchSpec[] {
       anchor: 'the line TARGETS nvshmem nvshmem_host nvshmem-info ... of install()',
       why,
       lines: [`# replaced TARGETS nvshmem nvshmem_host nvshmem-info: the libraries ${NO_STATIC_LIB_VAR} chose`, `TARGETS \${${INSTALL_LIBS_VAR}}${tail}`],
+      footprint: [PATCHED_INSTALL_LINE],
       locate(doc) {
         const hits = [...doc.src.matchAll(STATIC_INSTALL_LINE)];
         if (hits.length !== 1) return { refuse: `expected one install() line TARGETS nvshmem nvshmem_host nvshmem-info ..., found ${hits.length}` };
@@ -106,6 +108,10 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
     `target_sources(${TARGET} PRIVATE ${templateSources(t, fromDir).join(' ')})`,
     `target_link_libraries(${TARGET} PRIVATE CUDA::toolkit \${CMAKE_DL_LIBS})`,
   ];
+  // The template's sources added to the transport: in no CMake file but one we patched.
+  const addsSources = (fromDir: string) => [
+    new RegExp(`\\btarget_sources\\s*\\(\\s*${TARGET}\\s+PRIVATE\\s+${escapeRe(templateSources(t, fromDir)[0]!)}(?=[\\s)])`),
+  ];
   // OPTIONAL: efa_io_defs.h is vendored only when its pinned copy could be had (third_party/efa_gda).
   const install = [
     `install(FILES ${installDir.map((f) => `\${CMAKE_CURRENT_SOURCE_DIR}/${f}`).join(' ')}`,
@@ -125,6 +131,7 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
       anchor: `after target_link_libraries(${TARGET} ...)`,
       why,
       lines: [...body('src'), ...install],
+      footprint: addsSources('src'),
       locate: afterTargetLink,
     },
     {
@@ -136,6 +143,7 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
       anchor: 'set(TRANSPORT_EXPORTS ...) after libfabric/libfabric.h',
       why: 'ships the EFA GDA sources with the transport-plugin sources NVSHMEM installs, so the module build (CMakeLists.txt.in) finds them',
       lines: exported,
+      footprint: exported.map(wholeLine),
       locate(doc) {
         const sets = commandsFor(doc, 'set', 'TRANSPORT_EXPORTS');
         if (sets.length !== 1) return { refuse: `expected one set(TRANSPORT_EXPORTS ...), found ${sets.length}` };
@@ -156,6 +164,7 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
       anchor: `after target_link_libraries(${TARGET} ...)`,
       why,
       lines: body('src/modules/transport/libfabric'),
+      footprint: addsSources('src/modules/transport/libfabric'),
       locate: afterTargetLink,
     },
     {
@@ -167,6 +176,7 @@ export function cmakeSpecs(t: Template): InsertSpec[] {
       anchor: 'the global: list of the transport version script',
       why: `the version script hides every symbol not listed; ${t.manifest.exportPattern} must stay visible to dlsym`,
       lines: [`${t.manifest.exportPattern};`],
+      footprint: [wholeLine(`${t.manifest.exportPattern};`)],
       locate(doc) {
         const m = /^([ \t]*)global:[^\n]*\n/m.exec(doc.src);
         if (!m) return { refuse: 'no `global:` line' };

@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
+import { lineOf } from '../engine/text.ts';
 import { cmakeSpecs, SRC_CMAKE, staticLibInstallTail, staticLibSpecs } from './cmake.ts';
 import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
@@ -31,6 +32,52 @@ async function readStaticLibTail(root: string): Promise<string | undefined> {
 /** The plan, and the libfabric layout it was made for (absent when the tree has none nvshmem-efa knows). */
 export interface NvshmemPlan extends PatchPlan {
   layout?: NvshmemLayout;
+  /** Where the tree shows AWS's own GDA transport (then also a refusal). */
+  awsGda?: { file: string; line: number };
+}
+
+/**
+ * AWS's efa-gda NVSHMEM prototype branch carries a GDA transport of its own, switched by the CMake option
+ * NVSHMEM_EFAGDA_SUPPORT. Such a tree is refused, not patched: both transports would start a GDA path in the
+ * same libfabric transport (two efa-direct endpoint sets, two registrations of the symmetric heap, hooks in the
+ * same functions), nothing says they coexist and no one has run them together; the tree already has what
+ * nvshmem-efa adds.
+ */
+const AWS_GDA_OPTION = 'NVSHMEM_EFAGDA_SUPPORT';
+export const AWS_GDA_FIX =
+  `this tree is AWS's efa-gda NVSHMEM, with its own EFA GDA transport: build it as it is (cmake -D${AWS_GDA_OPTION}=ON), ` +
+  "or give nvshmem-efa an NVSHMEM release from NVIDIA or AWS's devel-aws-2025-11-25 branch";
+
+const CMAKE_FILE = /^(CMakeLists\.txt(\.in)?|.*\.cmake(\.in)?)$/;
+const SOURCE_FILE = /\.(h|hpp|c|cc|cpp|cu|cuh|in)$/;
+/** Where the option can be: every CMake file (its definition), and the sources of the transports and headers. */
+const SOURCE_DIRS = ['src/modules/transport/', 'src/include/'];
+
+async function findAwsGda(root: string, base = '', depth = 0): Promise<{ file: string; line: number; text: string } | undefined> {
+  if (depth > 8) return undefined;
+  let entries;
+  try {
+    entries = await readdir(path.join(root, base), { withFileTypes: true });
+  } catch {
+    return undefined;
+  }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const e of entries) {
+    const rel = base ? `${base}/${e.name}` : e.name;
+    if (e.isDirectory()) {
+      if (e.name.startsWith('.') || e.name === 'build' || e.name === 'node_modules') continue;
+      const hit = await findAwsGda(root, rel, depth + 1);
+      if (hit) return hit;
+    } else if (e.isFile() && (CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => rel.startsWith(d))))) {
+      const src = await readFile(path.join(root, rel), 'utf8').catch(() => '');
+      const at = src.indexOf(AWS_GDA_OPTION);
+      if (at === -1) continue;
+      const start = src.lastIndexOf('\n', at) + 1;
+      const nl = src.indexOf('\n', at);
+      return { file: rel, line: lineOf(src, at), text: src.slice(start, nl === -1 ? src.length : nl).trim().slice(0, 100) };
+    }
+  }
+  return undefined;
 }
 
 /** Looks for the transport elsewhere, so a refusal can say "found X instead" for older layouts. */
@@ -74,7 +121,8 @@ export async function nvshmemSpecDigest(root: string, t: Template, vendored: Ven
  */
 export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<NvshmemPlan> {
   const { layout, specs } = await treeSpecs(root, t, vendored);
-  const plan = await planPatches(root, specs, {
+  const aws = await findAwsGda(root);
+  const plan: NvshmemPlan = await planPatches(root, specs, {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
       const hits = await findElsewhere(root, '');
@@ -83,5 +131,16 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
         : 'no libfabric transport source anywhere in the tree: is this an NVSHMEM source tree?';
     },
   });
+  if (aws) {
+    plan.awsGda = { file: aws.file, line: aws.line };
+    plan.refusals.unshift({
+      id: 'aws-efa-gda-transport',
+      file: aws.file,
+      anchor: `${AWS_GDA_OPTION} in the CMake files and transport sources`,
+      why: "AWS's efa-gda NVSHMEM has a GDA transport of its own; a second one in the same libfabric transport is untested",
+      status: 'refused',
+      detail: `${aws.file}:${aws.line}: \`${aws.text}\`: this tree carries AWS's own EFA GDA transport (the ${AWS_GDA_OPTION} option of its efa-gda branch), which nvshmem-efa's transport is not known to coexist with`,
+    });
+  }
   return layout ? { ...plan, layout } : plan;
 }

@@ -1,6 +1,6 @@
 import type { CheckSpec, Doc, InsertSpec, Located } from '../engine/plan.ts';
 import type { FunctionAnchor, Span } from '../engine/cpp.ts';
-import { afterLine, indentAt, lineStart, nearestNames, startsLine } from '../engine/text.ts';
+import { afterLine, callOf, indentAt, lineStart, nearestNames, startsLine, wholeLine } from '../engine/text.ts';
 import { detectLayout, LIBFABRIC_H, type LayoutId } from './layout.ts';
 import type { Template } from './template.ts';
 
@@ -112,6 +112,7 @@ function includeSpec(t: Template): InsertSpec {
     anchor: INCLUDE_ANCHOR,
     why: 'declares the EFA GDA hooks; an include inside #ifdef NVSHMEM_USE_GDRCOPY would vanish without GDRCopy',
     lines: [`#include "${header}"`],
+    footprint: [wholeLine(`#include "${header}"`)],
     locate(doc) {
       const inc = doc.cpp!.lastTopLevelInclude;
       if (!inc) return { refuse: 'no unconditional top-level #include found' };
@@ -169,6 +170,7 @@ function singleRailInit(): InsertSpec {
       '    }',
       '}',
     ],
+    footprint: [callOf('nvshmemt_efa_gda_init')],
     locate(doc) {
       return withFunction(doc, CONNECT, (f) => {
         const out = connectCommon(doc, f);
@@ -207,6 +209,7 @@ function multiRailInit(): InsertSpec {
       '    }',
       '}',
     ],
+    footprint: [callOf('nvshmemt_efa_gda_init_rails')],
     locate(doc) {
       return withFunction(doc, CONNECT, (f) => {
         const code = codeOf(doc, f);
@@ -240,6 +243,7 @@ function registerRegion(layout: LayoutId): InsertSpec {
     anchor: layout === 'multi-rail' ? `${GET_MEM_HANDLE}(): before label out:, after the fi_mr_regattr() loop over every domain` : `${GET_MEM_HANDLE}(): before label out:`,
     why: 'GDA kernels address the symmetric heap through their own registration: each remotely accessible region NVSHMEM registers (on every PE, in the same order) is registered by GDA once, on each of its rails, after NVSHMEM\'s own registrations succeeded, and its rkeys and base exchanged',
     lines: ['if (status == 0 && !local_only && nvshmemt_efa_gda_active()) nvshmemt_efa_gda_register_region(buf, length);'],
+    footprint: [callOf('nvshmemt_efa_gda_register_region')],
     locate(doc) {
       return withFunction(doc, GET_MEM_HANDLE, (f) => {
         const head = doc.src.slice(f.start, f.body.start);
@@ -274,6 +278,7 @@ function releaseRegion(): InsertSpec {
     anchor: `${RELEASE_MEM_HANDLE}(): before label out:`,
     why: 'drops the GDA registration of a region NVSHMEM releases (on every rail), so no GDA domain holds an MR on freed memory',
     lines: ['if (nvshmemt_efa_gda_active()) nvshmemt_efa_gda_release_region(fabric_handle->buf);'],
+    footprint: [callOf('nvshmemt_efa_gda_release_region')],
     locate(doc) {
       return withFunction(doc, RELEASE_MEM_HANDLE, (f) => {
         const body = doc.src.slice(f.body.start, f.end);
@@ -301,6 +306,7 @@ function fini(layout: LayoutId): InsertSpec {
     anchor: layout === 'multi-rail' ? `${FINALIZE}(): before the statement holding the first fi_freeinfo() or fi_close()` : `${FINALIZE}(): before the statement holding the first fi_close()`,
     why: 'GDA has its own efa-direct fabric, domain, endpoint and AV per rail (never NVSHMEM\'s); it goes first, so its GPU mappings and CQ memory are released while NVSHMEM\'s CUDA context, fi_infos and transport are still whole',
     lines: ['nvshmemt_efa_gda_fini();'],
+    footprint: [callOf('nvshmemt_efa_gda_fini')],
     locate(doc) {
       return withFunction(doc, FINALIZE, (f) => {
         if (!f.calls.some((c) => c.name === 'fi_close')) return 'no fi_close() call';

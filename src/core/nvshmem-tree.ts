@@ -61,6 +61,8 @@ export function versionWarning(version: string | undefined): FixRecord | undefin
  * script or a CMakeLists.txt naming the NVSHMEM project. Returns what is missing, or undefined.
  */
 export async function notNvshmemReason(dir: string): Promise<string | undefined> {
+  // A tree this user cannot read is a permission fault (said as such, exit 6), not "not an NVSHMEM tree".
+  await readdir(dir);
   const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
   if (!isDir(path.join(dir, 'src'))) return 'it has no src/ directory';
   if (existsSync(path.join(dir, 'nvshmem_transport.sym')) || existsSync(path.join(dir, 'nvshmem_host.sym'))) return undefined;

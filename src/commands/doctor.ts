@@ -3,6 +3,7 @@ import { probe as runQuiet } from '../core/exec.ts';
 import type { ProbeCheck } from '../core/probe-schema.ts';
 import { renderChecks } from '../core/probe-schema.ts';
 import { notNvshmemReason, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
+import { describeJournal, journalState, JOURNAL, readJournal, STAGED } from '../patchers/engine/journal.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
@@ -122,10 +123,35 @@ export interface NvshmemTreeFacts {
   layout?: { id: string; summary: string };
 }
 
+/**
+ * A journal at the tree's root: a patch was interrupted mid-commit (the tree may be half patched). Doctor only
+ * looks; the next `patch` or `build` on the tree finishes or undoes it.
+ */
+async function journalCheck(dir: string): Promise<ProbeCheck | undefined> {
+  let state;
+  try {
+    const j = await readJournal(dir);
+    if (!j) return undefined;
+    state = await journalState(dir, j);
+  } catch (e) {
+    return check('nvshmem-tree', TREE_TITLE, 'fail', (e as Error).message, (e as { fix?: string }).fix ?? '');
+  }
+  const next =
+    state.action === 'complete' ? 'every file is replaced or staged whole, so the next run completes it'
+    : state.action === 'roll back' ? 'some staged files are missing, so the next run rolls it back (restores the replaced files) and patches again'
+    : `${state.conflicts.join(', ')} changed since, so the next run refuses it`;
+  const fix = state.action === 'conflict'
+    ? `restore ${state.conflicts.join(' ')} (git checkout -- ${state.conflicts.join(' ')}), remove ${JOURNAL} and the ${STAGED} files, then rerun nvshmem-efa patch`
+    : `rerun nvshmem-efa patch (or build) --in-place --nvshmem-src ${dir}: it ${state.action === 'complete' ? 'completes it' : 'rolls it back and patches again'}`;
+  return check('nvshmem-tree', TREE_TITLE, 'fail', `${describeJournal(dir, state)} (${JOURNAL}, ${STAGED} files beside them): ${next}`, fix);
+}
+
 export async function nvshmemTreeCheck(dir: string): Promise<{ check: ProbeCheck; facts: NvshmemTreeFacts }> {
   const notTree = await notNvshmemReason(dir).catch((e: Error) => e.message);
   if (notTree) return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${dir} is not an NVSHMEM source tree (${notTree})`, 'pass the root of an NVSHMEM 3.x source tree (the folder holding CMakeLists.txt and src/)'), facts: {} };
   const version = await nvshmemVersion(dir);
+  const journal = await journalCheck(dir);
+  if (journal) return { check: journal, facts: version ? { version } : {} };
   const plan = await planNvshmem(dir, await loadTemplate());
   const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
   const facts: NvshmemTreeFacts = { ...(version ? { version } : {}), ...(layout ? { layout } : {}) };

@@ -7,7 +7,7 @@ import { writeChanges } from '../patchers/engine/apply.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
-import { upToDate } from './patch-nvshmem.ts';
+import { recoverCommit, upToDate } from './patch-nvshmem.ts';
 import type { Ctx, DeepEpPatchResult, Step } from './types.ts';
 
 /** `changed`: what the run had already changed elsewhere when DeepEP was refused, said exactly. */
@@ -42,6 +42,7 @@ export const patchDeepEpStep: Step = {
   },
   async run(ctx, io) {
     const dir = requireDeepEp(ctx).dir;
+    await recoverCommit(ctx, dir, io);
     const plan = await planDeepEp(dir);
     if (plan.refusals.length) {
       ctx.refusals = [...(ctx.refusals ?? []), ...plan.refusals];

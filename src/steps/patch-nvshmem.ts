@@ -5,6 +5,7 @@ import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import { reuseTimes } from '../core/copy-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
+import { JOURNAL, recoverJournal } from '../patchers/engine/journal.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import { AWS_GDA_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
@@ -38,6 +39,24 @@ export function upToDate(fixes: readonly FixRecord[]): FixRecord[] {
   return fixes.map((f) => (f.status === 'applied' ? { ...f, status: 'already-present' as const } : f));
 }
 
+/**
+ * A run killed while committing its patch to this tree (SIGKILL, a crash, a power loss) left a journal: its
+ * commit is completed or rolled back before the tree is planned, and the report says which.
+ */
+export async function recoverCommit(ctx: Ctx, dir: string, io: { progress(s: string): void }): Promise<void> {
+  const r = await recoverJournal(dir);
+  if (!r) return;
+  io.progress(r.message);
+  ctx.envFixes.push({
+    id: 'patch-journal',
+    file: JOURNAL,
+    anchor: `${JOURNAL} at the root of the tree`,
+    why: 'a run stopped outright while writing its patch leaves a journal, so the next run finishes or undoes that patch instead of building a half-patched tree',
+    status: 'warned',
+    detail: r.message,
+  });
+}
+
 async function vendoredFiles(ctx: Ctx): Promise<VendoredFile[]> {
   const v = ctx.vendored;
   return v ? [{ name: v.file, content: await readFile(v.path, 'utf8'), origin: v.origin }] : [];
@@ -61,6 +80,7 @@ export const patchNvshmemStep: Step = {
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
+    await recoverCommit(ctx, dir, io);
     const t = await loadTemplate();
     const plan = await planNvshmem(dir, t, await vendoredFiles(ctx));
     if (plan.refusals.length) {

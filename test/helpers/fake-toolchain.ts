@@ -83,14 +83,16 @@ case "$src" in
     [ "$mode" = build ] && [ -n "$src" ] && date +%s%N > "$src/git_commit.txt" && cp "$src/git_commit.txt" "$src/version.txt"
     if [ "$mode" = build ]; then
       touch "$FAKE_ROOT/nvshmem-building"
-      # FAKE_WAIT_SETUP: the build lasts until DeepEP's setup.py has started beside it (10 s at most).
+      # FAKE_WAIT_SETUP: the build lasts until DeepEP's setup.py has started beside it. The bound is generous
+      # (FAKE_WAIT_LIMIT tenths of a second, 120 s) so that a loaded machine does not end the wait early.
       if [ -n "$FAKE_WAIT_SETUP" ]; then
-        i=0; while [ $i -lt 100 ] && ! grep -q '^beside' "$FAKE_ROOT/setup.log" 2>/dev/null; do sleep 0.1; i=$((i+1)); done
+        i=0; while [ $i -lt "\${FAKE_WAIT_LIMIT:-1200}" ] && ! grep -q '^beside' "$FAKE_ROOT/setup.log" 2>/dev/null; do sleep 0.1; i=$((i+1)); done
         grep -q '^beside' "$FAKE_ROOT/setup.log" 2>/dev/null && echo "nvshmem-build saw setup.py beside it" >> "$FAKE_ROOT/setup.log"
       fi
-      # FAKE_FAIL_BUILD: fails, once a hanging setup.py beside it has started (10 s at most).
+      # FAKE_FAIL_BUILD: fails, once a hanging setup.py beside it has started and all three of its processes
+      # have written their pids (a pid file is created empty before its pid is in it), bounded as above.
       if [ -n "$FAKE_FAIL_BUILD" ]; then
-        i=0; while [ $i -lt 100 ] && [ ! -e "$FAKE_PIDS/tool" ]; do sleep 0.1; i=$((i+1)); done
+        i=0; while [ $i -lt "\${FAKE_WAIT_LIMIT:-1200}" ] && ! { [ -s "$FAKE_PIDS/tool" ] && [ -s "$FAKE_PIDS/child" ] && [ -s "$FAKE_PIDS/grandchild" ]; }; do sleep 0.1; i=$((i+1)); done
         echo "error: fake compile failure"; exit 1
       fi
     fi

@@ -1,7 +1,8 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { UsageError } from '../core/errors.ts';
+import { UsageError, WorkDirBusyError } from '../core/errors.ts';
+import { describeHolder, lockHolder } from '../core/lock.ts';
 import { openLog, probe, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
 import { withInterrupts } from './run-pipeline.ts';
@@ -239,11 +240,36 @@ async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boo
   }
 }
 
+/**
+ * A --work-dir that names no directory (a typo), or one without the build the chosen checks validate, is a
+ * mistake on the command line: an error with the fix, not a table of skipped checks that exits 0.
+ */
+export async function checkWorkDir(workDir: string, wanted: readonly string[]): Promise<void> {
+  const fix = 'pass the --work-dir of a finished nvshmem-efa build (default: .nvshmem-efa in the current directory)';
+  let dir: boolean;
+  try {
+    dir = statSync(workDir).isDirectory();
+  } catch {
+    throw new UsageError(`selftest --work-dir ${workDir} does not exist`, fix);
+  }
+  if (!dir) throw new UsageError(`selftest --work-dir ${workDir} is not a directory`, fix);
+  // fi_info and fabtests need only a libfabric (--libfabric-home): they may run without a build.
+  if (!SELFTEST_CHECKS.some((c) => wanted.includes(c.id) && c.needs.includes('nvshmem'))) return;
+  const b = readBuild(workDir);
+  if (b.prefix) return;
+  const running = await lockHolder(workDir);
+  if (running) throw new WorkDirBusyError(`${workDir} holds no NVSHMEM build yet: a run is in progress there, ${describeHolder(running)}`, 'wait for it to end, then rerun selftest');
+  const state = path.join(workDir, 'state.json');
+  const why = !existsSync(state) ? 'no state.json: not an nvshmem-efa work dir' : b.why?.includes('not readable JSON') ? `${state} is not readable JSON` : 'no run there finished building NVSHMEM';
+  throw new UsageError(`${workDir} holds no NVSHMEM build (${why})`, `${fix}, or build one there: nvshmem-efa build --work-dir ${workDir} --nvshmem-src DIR (or --nvshmem-ref)`);
+}
+
 export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostProbe = realHost): Promise<number> {
   const known = SELFTEST_CHECKS.map((c) => c.id);
   const wanted = o.checks?.length ? o.checks : known;
   const unknown = wanted.filter((c) => !known.includes(c));
   if (unknown.length) throw new UsageError(`unknown check${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, `choose from: ${known.join(', ')}`);
+  await checkWorkDir(o.workDir, wanted);
   const results = path.resolve(o.results ?? path.join(o.workDir, 'selftest'));
   return withInterrupts(async (signal) => {
     const s = await survey(o, host);

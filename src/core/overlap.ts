@@ -22,12 +22,13 @@ export function realPathLoose(p: string): string {
   }
 }
 
-export type Relation = 'the same directory as' | 'inside' | 'contains';
+/** How `a` stands to `b`, as the verb of "a … b" in a message. */
+export type Relation = 'is the same directory as' | 'is inside' | 'contains';
 
 export function relation(a: string, b: string): Relation | undefined {
-  if (a === b) return 'the same directory as';
+  if (a === b) return 'is the same directory as';
   const inside = (x: string, y: string) => x.startsWith(y.endsWith(path.sep) ? y : y + path.sep);
-  if (inside(a, b)) return 'inside';
+  if (inside(a, b)) return 'is inside';
   if (inside(b, a)) return 'contains';
   return undefined;
 }
@@ -52,7 +53,7 @@ export function checkDisjoint(dirs: readonly NamedDir[]): void {
       if (!r) continue;
       const shown = (d: typeof a) => (d.real === path.resolve(d.dir) ? d.dir : `${d.dir} (${d.real})`);
       throw new UsageError(
-        `${a.flag} ${shown(a)} is ${r} ${b.flag} ${shown(b)}; they must not overlap`,
+        `${a.flag} ${shown(a)} ${r} ${b.flag} ${shown(b)}; they must not overlap`,
         a.flag === '--work-dir' || b.flag === '--work-dir'
           ? `pass a --work-dir outside the source trees, e.g. --work-dir ${path.join(path.dirname(b.flag === '--work-dir' ? a.real : b.real), 'nvshmem-efa-work')}`
           : `pass separate directories for ${a.flag} and ${b.flag}`,

@@ -169,9 +169,9 @@ describe('selftest: table, exit status, JSON', () => {
   });
 
   it('nothing can run: every check skipped with its reason, no results dir written, exit 0 (nothing failed)', async () => {
-    const empty = tmp();
-    const results = path.join(empty, 'never');
-    const r = await runSelftest({ workDir: empty, json: false, results }, host({ gpus: 0, unshare: false }), []);
+    const w = workDir();
+    const results = path.join(w.wd, 'never');
+    const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/0 passed, 0 failed, 12 skipped/);
     const { existsSync } = await import('node:fs');

@@ -10,7 +10,9 @@ import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
 import { SELFTEST_CHECKS, selftestCommand } from './commands/selftest.ts';
 import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
+import { GDRCOPY_PREFIXES } from './core/environment.ts';
 import { toolVersion } from './core/paths.ts';
+import { checkDirectory } from './core/small-file.ts';
 import { resolveOptions, type Command as Cmd } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
 import { BUILD_STEPS, PATCH_STEPS } from './steps/index.ts';
@@ -19,13 +21,38 @@ const EXIT_CODES = `
 Exit codes:
   0    success
   1    a step failed (the error names the log); selftest: a check failed
-  2    invalid command line
+  2    invalid command line: an unknown option or a malformed value, an empty path, a path (option or
+       variable) that names nothing where something must be, overlapping directories, a non-empty work dir or
+       --export that is not ours, an unpinned ref, a --cuda-arch this nvcc cannot target, a lock named by a
+       variable that is not JSON or not a lock
   3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
-  4    a required tool or library is missing
-  5    a fetched source does not match its pin
-  6    the file system refused (a file where a directory is expected, read-only or full disk, no permission); the message names the path
+  4    a required tool or library is missing (a CUDA_HOME or GDRCOPY_HOME without the toolkit or headers included)
+  5    a fetched or given source does not match its pin (--efa-io-defs included)
+  6    the file system refused, or a path is of the wrong kind: a file where a directory is expected, a
+       directory, FIFO or device where a file is expected, read-only or full disk, no permission; the
+       message names the path and the option or variable
   7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
   130  interrupted (rerun to resume)`;
+
+/** Options that name a directory: a file there is exit 6, in every command (checked before any action). */
+const DIR_OPTIONS = new Set(['--nvshmem-src', '--deepep-src', '--cuda-home', '--libfabric-home', '--gdrcopy-home', '--work-dir', '--export', '--root', '--nvshmem-home', '--deepep-dir', '--efaemu-build', '--results']);
+/** Options whose empty value means something (no extra arguments). */
+const MAY_BE_EMPTY = new Set(['--deepep-args']);
+
+/**
+ * Before any command runs: an empty value (`--nvshmem-src ''`, which would otherwise read as "not given" and
+ * start a clone) is exit 2, and a directory option naming a file is exit 6, the same in every command.
+ * Whether the path must exist is each command's business (a new --work-dir is created).
+ */
+function checkPathOptions(cmd: Command): void {
+  for (const opt of cmd.options) {
+    const flag = opt.long;
+    const v: unknown = cmd.getOptionValue(opt.attributeName());
+    if (!flag || typeof v !== 'string') continue;
+    if (v.trim() === '' && !MAY_BE_EMPTY.has(flag)) throw new UsageError(`${flag} is empty`, `pass a value (${opt.flags}) or leave ${flag} out`);
+    if (DIR_OPTIONS.has(flag)) checkDirectory(path.resolve(v), `${flag} ${path.resolve(v)}`, `pass a directory (${opt.flags}), or move the file away`, false);
+  }
+}
 
 function addSourceOptions(c: Command): Command {
   return c
@@ -36,7 +63,7 @@ function addSourceOptions(c: Command): Command {
     .option('--dry-run', 'show what would change (a unified diff) and change nothing')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
     .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
-    .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it`)
+    .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (pinned: ${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it; no default: DeepEP is left alone unless --deepep-src or --deepep-ref is given`)
     .option('--efa-io-defs <file>', "rdma-core's efa_io_defs.h pinned in third_party/efa_gda/lock.json (default: download it; checked by sha256)")
     .option('--force', 'rerun every step even if its inputs did not change')
     .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')
@@ -44,6 +71,17 @@ function addSourceOptions(c: Command): Command {
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
+  // Everything, the program's construction included (its version is read from NVSHMEM_EFA_HOME when set),
+  // ends in a one-line error with the fix, never in an uncaught stack trace.
+  try {
+    return await runCli(argv);
+  } catch (e) {
+    process.stderr.write(formatError(e) + '\n');
+    return exitCodeOf(e);
+  }
+}
+
+async function runCli(argv: readonly string[]): Promise<number> {
   const out = (s: string) => process.stdout.write(s + '\n');
   let code = 0;
   const program = new Command('nvshmem-efa')
@@ -51,7 +89,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     .version(toolVersion())
     .showHelpAfterError()
     .exitOverride()
-    .addHelpText('after', EXIT_CODES);
+    .addHelpText('after', EXIT_CODES)
+    .hook('preAction', (_program, actionCommand) => checkPathOptions(actionCommand));
 
   const action = (cmd: Cmd, fn: (o: ReturnType<typeof resolveOptions>) => Promise<number>) => async (raw: Record<string, unknown>) => {
     code = await fn(resolveOptions(cmd, raw));
@@ -60,10 +99,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   addSourceOptions(program.command('build').description('detect, fetch or copy, patch, configure, build and install NVSHMEM; write the report'))
     .option('--jobs <n>', 'parallel build jobs (default: all cores)')
     .option('--cuda-arch <list>', 'CUDA architectures, e.g. 90 or "90;100" (default: detected GPUs, else 90)')
-    .option('--cuda-home <dir>', 'CUDA toolkit (default: CUDA_HOME, else the nvcc on PATH)')
+    .option('--cuda-home <dir>', 'CUDA toolkit (default: CUDA_HOME, else CUDA_PATH, else the toolkit of the nvcc on PATH, else /usr/local/cuda; a CUDA_HOME or CUDA_PATH that is set must be a toolkit)')
     .option('--libfabric-home <dir>', 'libfabric prefix (default: LIBFABRIC_HOME, else the first of /opt/amazon/efa, /usr/local/libfabric, pkg-config, /usr if it has EFA GDA, else one built from pinned sources)')
     .option('--libfabric-ref <tag>', 'build this pinned libfabric (v2.3.0, v2.6.0; see third_party/libfabric/lock.json) with EFA GDA, and rdma-core if the host\'s is older than 59')
-    .option('--gdrcopy-home <dir>', 'GDRCopy prefix (default: GDRCOPY_HOME, /usr/local/gdrdrv, /usr)')
+    .option('--gdrcopy-home <dir>', `GDRCopy prefix (default: GDRCOPY_HOME, which must then hold include/gdrapi.h, else the first of ${GDRCOPY_PREFIXES.join(', ')} that holds it; none: built without GDRCopy, with a warning)`)
     .option('--nvshmem-static', "also build NVSHMEM 3.4's combined static library libnvshmem.a and nvshmem-info (off by default: they compile every host source a second time, about half of NVSHMEM's build)")
     .option('--no-overlap', "compile DeepEP after NVSHMEM's build instead of beside it (a cold build then needs about half the peak memory and takes longer)")
     .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));

@@ -74,6 +74,10 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
   const r = Raw.safeParse(raw);
   if (!r.success) throw new UsageError(`invalid options: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'see nvshmem-efa --help');
   const o = r.data;
+  // An empty value would read as "not given" below (`--nvshmem-src ''` would start a clone): refused, as the CLI does.
+  for (const [k, v] of Object.entries(o)) {
+    if (typeof v === 'string' && v.trim() === '') throw new UsageError(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is empty`, 'pass a value or leave the option out');
+  }
   if (o.nvshmemSrc && o.nvshmemRef) {
     throw new UsageError('--nvshmem-src and --nvshmem-ref are mutually exclusive', 'pass --nvshmem-src DIR to use your tree, or --nvshmem-ref TAG to fetch a pinned release');
   }

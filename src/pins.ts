@@ -21,6 +21,7 @@ export const DEEPEP_PINS: readonly Pin[] = [
   { ref: '567632d', commit: '567632dd59810d77b3cc05553df953cc0f779799', note: 'last V1-only DeepEP commit (2026-02-03)' },
 ];
 
-export const DEFAULT_DEEPEP_REF = '567632d';
+// No default DeepEP ref: DeepEP is patched and built only when --deepep-src or --deepep-ref names it (--help
+// and the README say so); a default constant here read as if --deepep-ref had one.
 
 export const DEEPEP_GIT_URL = 'https://github.com/deepseek-ai/DeepEP.git';

@@ -1,22 +1,25 @@
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
-import { StateStore } from '../core/state.ts';
 import type { Options } from '../options.ts';
 import { renderDiff } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
-import { loadTemplate } from '../patchers/nvshmem/template.ts';
+import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { nvshmemVersion } from '../core/nvshmem-tree.ts';
-import { cmakeArgs } from '../steps/build-nvshmem.ts';
+import { cmakeArgs, linkStubPath } from '../steps/build-nvshmem.ts';
+import { deepEpEnv, python, SETUP_ARGS } from '../steps/deepep-setup.ts';
+import { deepEpCloneDir, deepEpPinFor } from '../steps/get-deepep.ts';
 import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { refusalError } from '../steps/patch-nvshmem.ts';
-import type { Ctx } from '../steps/types.ts';
-import { exportPatches, type ExportPart } from './export-patches.ts';
-import { preflight } from './preflight.ts';
+import type { Ctx, PatchResult, WorkPaths } from '../steps/types.ts';
+import { efaIoDefsOrigin, loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
+import { EXPORT_MARKER, exportPatches, type ExportPart } from './export-patches.ts';
+import { preflight, type Found } from './preflight.ts';
 
 /**
  * The tree a read-only plan looks at: the user's own tree (a copy would be identical), or the verified
@@ -30,38 +33,164 @@ async function pristineTree(opts: Options): Promise<{ dir: string; note?: string
   throw new EnvironmentError(`no verified clone of NVSHMEM ${pin.ref} in ${dir} to plan against`, `run 'nvshmem-efa build' once to fetch it, or pass --nvshmem-src DIR`);
 }
 
-/** `patch --dry-run` / `patch --export DIR` / `build --dry-run`: plan against the trees, write nothing to them. */
+/** DeepEP as the run would patch it: --deepep-src, or the verified cached clone of --deepep-ref (none yet: said so). */
+async function deepEpTree(opts: Options, paths: WorkPaths): Promise<{ dir?: string; missing?: string }> {
+  if (opts.deepepSrc) return { dir: opts.deepepSrc };
+  if (!opts.deepepRef) return {};
+  const pin = deepEpPinFor(opts.deepepRef);
+  const dir = deepEpCloneDir(paths, pin);
+  if ((await headCommit(dir)) === pin.commit) return { dir };
+  return { missing: `DeepEP ${pin.ref} is not fetched yet (the build fetches it into ${dir}); its patches are not in this plan` };
+}
+
+/** A file the plan leaves out, and why (the output says so instead of leaving it out silently). */
+interface Omitted {
+  file: string;
+  why: string;
+}
+
+/**
+ * efa_io_defs.h is in the plan when its verified bytes are at hand (--efa-io-defs, checked by preflight), so
+ * the diff and the export are exactly what the patch step writes. Without it the plan does not download it: a
+ * dry run or an export must not need the network, nor differ with whether a download happened to work. It
+ * is then named as left out, with where the build gets it, instead of being silently absent.
+ */
+async function vendoredPlan(opts: Options, destination: string): Promise<{ vendored: VendoredFile[]; omitted: Omitted[] }> {
+  const lock = await loadLock();
+  if (opts.efaIoDefs) {
+    return { vendored: [{ name: lock.file, content: (await readEfaIoDefs(opts.efaIoDefs, lock)).toString('utf8'), origin: efaIoDefsOrigin(lock) }], omitted: [] };
+  }
+  const file = `${destination}/${lock.file}`;
+  const why = `which the build vendors from the pinned source (${efaIoDefsOrigin(lock)}, sha256 ${lock.sha256}, ${lock.url}); pass --efa-io-defs FILE to include it`;
+  return { vendored: [], omitted: [{ file, why }] };
+}
+
+/** POSIX shell quoting, for commands printed to be read or pasted. */
+const sh = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
+/** The export's file names, as apply.ts's exportPatches writes them (a test compares the two). */
+const patchNames = (changes: readonly FileChange[]) => changes.map((c, i) => `${String(i + 1).padStart(4, '0')}-${c.file.replace(/[^A-Za-z0-9._-]+/g, '-')}.patch`);
+
+/** `patch --export DIR --dry-run`: every file the export would write, and nothing written. */
+function exportListing(dir: string, parts: readonly ExportPart[]): string[] {
+  const lines: string[] = [];
+  if (existsSync(path.join(dir, EXPORT_MARKER))) lines.push(`would replace the earlier export in ${dir} (the files its ${EXPORT_MARKER} lists)`);
+  for (const part of parts) {
+    if (part.changes.length === 0) {
+      lines.push(`${part.name}: every patch already present in ${part.tree}; nothing to export`);
+      continue;
+    }
+    const sub = path.join(dir, part.name);
+    for (const n of [...patchNames(part.changes), 'series']) lines.push(`would write ${path.join(sub, n)}`);
+    lines.push(`${part.name}: would be applied with:`, `  git -C ${sh(part.tree)} apply ${sh(sub)}/*.patch${part.note ? `   # ${part.note}` : ''}`);
+  }
+  lines.push(`would write ${path.join(dir, EXPORT_MARKER)}`);
+  return lines;
+}
+
+/** A command of the build plan: what runs, where, with which variables on top of the environment. */
+interface PlannedCommand {
+  argv: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  /** When it runs, if not simply in order. */
+  note?: string;
+}
+
+const commandLine = (c: PlannedCommand) =>
+  `${c.cwd ? `cd ${sh(c.cwd)} && ` : ''}${Object.entries(c.env ?? {}).map(([k, v]) => `${k}=${sh(v)} `).join('')}${c.argv.map(sh).join(' ')}`;
+
+/**
+ * The commands `build` would run for NVSHMEM (and DeepEP), from the same functions the steps call: the
+ * configure line is cmakeArgs() with the tree the build configures (the work dir's patched copy, the tree
+ * itself with --in-place, or the verified clone of a pinned ref) and the patch plan's fixes (which decide the
+ * static-library switch).
+ */
+function buildPlan(opts: Options, found: Found & { env: NonNullable<Found['env']> }, tree: string, fixes: PatchResult['fixes'], deepep: string | undefined): { commands: PlannedCommand[]; notes: string[] } {
+  const paths = workPaths(opts.workDir);
+  const env = found.env;
+  const built = opts.inPlace || !opts.nvshmemSrc ? tree : path.join(paths.sources, 'nvshmem');
+  const ctx: Ctx = {
+    opts,
+    paths,
+    // cmakeArgs and deepEpEnv read no state; a dry run opens none (it must not depend on, or touch, the work dir's).
+    state: undefined as never,
+    signal: new AbortController().signal,
+    envFixes: found.envFixes,
+    env,
+    source: { kind: 'local', dir: built, origin: tree },
+    patch: { fixes, changedFiles: [], templateStage: '', templateNote: '', gdaEnv: '' },
+  };
+  const notes: string[] = [];
+  if (env.libcuda.kind === 'none') notes.push(`before the configure: a libcuda.so link stub is generated at ${linkStubPath(ctx)}`);
+  const commands: PlannedCommand[] = [
+    { argv: [env.cmake.path, ...cmakeArgs(ctx, env)] },
+    { argv: [env.cmake.path, '--build', paths.build, '--parallel', String(opts.jobs)] },
+    { argv: [env.cmake.path, '--install', paths.build] },
+  ];
+  if (opts.deepepSrc || opts.deepepRef) {
+    const dir = opts.deepepSrc ? (opts.inPlace ? opts.deepepSrc : path.join(paths.sources, 'deepep')) : deepepCloneFor(opts, paths);
+    // As gdaCompiledIn() will find it after the install: a libfabric with GDA (a pinned one built here has it)
+    // and efa_io_defs.h installed (given, or downloaded: then only if the download works).
+    const lfGda = env.fabric?.libfabric.action === 'build' || env.libfabric.gda.available;
+    const gda = lfGda && (!!opts.efaIoDefs || !opts.offline);
+    if (lfGda && !opts.efaIoDefs && !opts.offline) notes.push("DeepEP's GDA path (NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA) assumes the download of efa_io_defs.h works; without it the flag is left out");
+    commands.push({
+      cwd: dir,
+      env: deepEpEnv(ctx, paths.install, gda),
+      argv: [python(), ...SETUP_ARGS],
+      note: opts.overlap ? "on a cold build (no earlier install) it starts right after NVSHMEM's configure, beside its build, and runs again after the install to link" : undefined,
+    });
+    if (deepep === undefined) notes.push('DeepEP is fetched before it is patched and built');
+  }
+  return { commands, notes };
+}
+
+const deepepCloneFor = (opts: Options, paths: WorkPaths) => deepEpCloneDir(paths, deepEpPinFor(opts.deepepRef!));
+
+/** `patch --dry-run` / `patch --export DIR [--dry-run]` / `build --dry-run`: plan against the trees, write nothing to them. */
 export async function planOnly(opts: Options, out: (s: string) => void): Promise<number> {
+  // The checks the real run makes before its first step, all of them: a dry run succeeds only where the run would start.
   const found = await preflight(opts);
+  const paths = workPaths(opts.workDir);
   const tree = await pristineTree(opts);
-  const plan = await planNvshmem(tree.dir, await loadTemplate());
+  const template = await loadTemplate();
+  const { vendored, omitted } = await vendoredPlan(opts, template.manifest.destination);
+  const plan = await planNvshmem(tree.dir, template, vendored);
   if (plan.refusals.length) throw refusalError(plan, tree.dir);
   const parts: ExportPart[] = [{ name: 'nvshmem', tree: tree.dir, changes: plan.changes, ...(tree.note ? { note: tree.note } : {}) }];
   let deepepChanges: FileChange[] = [];
-  if (opts.deepepSrc) {
-    const dp = await planDeepEp(opts.deepepSrc);
-    if (dp.refusals.length) throw deepEpRefusalError(dp, opts.deepepSrc);
-    plan.fixes.push(...dp.fixes);
-    deepepChanges = dp.changes;
-    parts.push({ name: 'deepep', tree: opts.deepepSrc, changes: dp.changes });
+  const dp = await deepEpTree(opts, paths);
+  if (dp.dir) {
+    const dplan = await planDeepEp(dp.dir);
+    if (dplan.refusals.length) throw deepEpRefusalError(dplan, dp.dir);
+    plan.fixes.push(...dplan.fixes);
+    deepepChanges = dplan.changes;
+    parts.push({ name: 'deepep', tree: dp.dir, changes: dplan.changes });
   }
+  const notes = [...omitted.map((o) => `not in this ${opts.exportDir ? 'export' : 'diff'}: ${o.file}, ${o.why}`), ...(dp.missing ? [dp.missing] : [])];
   if (opts.exportDir) {
-    for (const line of await exportPatches(opts.exportDir, parts)) out(line);
+    // --dry-run changes nothing, the export included: it lists what the export would write.
+    for (const line of opts.dryRun ? exportListing(opts.exportDir, parts) : await exportPatches(opts.exportDir, parts)) out(line);
     if (plan.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
+    for (const n of notes) out(`note: ${n}`);
     return 0;
   }
   // In the one diff shown, DeepEP's files go under deepep/ so the two trees cannot be confused.
   const changes = [...plan.changes, ...deepepChanges.map((c) => ({ ...c, file: `deepep/${c.file}` }))];
   const version = await nvshmemVersion(tree.dir);
   const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
-  if (opts.json) out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: renderDiff(changes) }, null, 2));
-  else {
-    out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
-    // After the diff (stdout stays a patch from its first line): what was planned for.
-    if (layout) out(`# NVSHMEM ${version ?? '(version not named in CMakeLists.txt)'}; ${layoutLine(layout)}`);
+  const build = opts.command === 'build' && found.env ? buildPlan(opts, { ...found, env: found.env }, tree.dir, plan.fixes, dp.dir) : undefined;
+  if (opts.json) {
+    out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: renderDiff(changes), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
+    return 0;
   }
-  if (opts.command === 'build' && found.env) {
-    const ctx: Ctx = { opts, paths: workPaths(opts.workDir), state: await StateStore.open(opts.workDir), signal: new AbortController().signal, envFixes: found.envFixes, source: { kind: 'local', dir: tree.dir, origin: tree.dir } };
+  out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
+  // After the diff (stdout stays a patch from its first line): what is not in it, then what it was planned for
+  // (the last line of `patch --dry-run`).
+  for (const n of notes) out(`# ${n}`);
+  if (layout) out(`# NVSHMEM ${version ?? '(version not named in CMakeLists.txt)'}; ${layoutLine(layout)}`);
+  if (build && found.env) {
     const fab = found.env.fabric;
     const fabric = fab
       ? [
@@ -69,8 +198,16 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
           `# libfabric: ${fab.libfabric.action === 'build' ? `build ${fab.libfabric.ref} from pinned sources` : `use ${fab.libfabric.home}`} (${fab.libfabric.why})`,
         ]
       : [];
-    const lines = ['', ...fabric, '# build plan (dry run): cmake ' + cmakeArgs(ctx, found.env).join(' '), ...found.envFixes.map((f) => `# ${f.status}: ${f.id}: ${f.detail ?? f.why}`)];
-    if (!opts.json) out(lines.join('\n'));
+    out(
+      [
+        '',
+        ...fabric,
+        '# build plan (dry run): the commands the build runs, in order',
+        ...build.commands.flatMap((c) => [`#   ${commandLine(c)}`, ...(c.note ? [`#     (${c.note})`] : [])]),
+        ...build.notes.map((n) => `# ${n}`),
+        ...found.envFixes.map((f) => `# ${f.status}: ${f.id}: ${f.detail ?? f.why}`),
+      ].join('\n'),
+    );
   }
   return 0;
 }

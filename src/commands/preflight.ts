@@ -1,8 +1,10 @@
-import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { blockersError, surveyEnvironment, type DetectedEnv } from '../core/environment.ts';
-import { EnvironmentError, PatchRefusedError, UsageError, VerificationError } from '../core/errors.ts';
+import { readdir } from 'node:fs/promises';
+import { blockersError, checkCudaArchOption, surveyEnvironment, type DetectedEnv } from '../core/environment.ts';
+import { EnvironmentError, PatchRefusedError, UsageError } from '../core/errors.ts';
+import { checkDirectory } from '../core/small-file.ts';
+import { STATE_FILE } from '../core/state.ts';
+import { MARKER_FILE } from '../core/work-dir.ts';
 import { probe } from '../core/exec.ts';
 import { filesIncluding, notNvshmemReason } from '../core/nvshmem-tree.ts';
 import { checkDisjoint, type NamedDir } from '../core/overlap.ts';
@@ -14,7 +16,7 @@ import { deepEpPinFor, deepEpCloneDir } from '../steps/get-deepep.ts';
 import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
-import { loadLock } from '../steps/vendor-efa-io-defs.ts';
+import { loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
 import { fabricOrigin, fabricPin, isLocalOrigin, loadFabricLock } from '../core/fabric-lock.ts';
 import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
 import path from 'node:path';
@@ -38,16 +40,16 @@ interface Check {
 }
 
 const isBuild = (o: Options) => o.command === 'build';
-const planOnly = (o: Options) => o.dryRun || !!o.exportDir;
 
+/** A directory the run reads: nothing there is exit 2, a file there exit 6 (the README's table). */
 async function mustBeDir(flag: string, dir: string, fix: string): Promise<void> {
-  let st;
-  try {
-    st = await stat(dir);
-  } catch {
-    throw new UsageError(`${flag} ${dir} does not exist`, fix);
-  }
-  if (!st.isDirectory()) throw new UsageError(`${flag} ${dir} is not a directory`, fix);
+  checkDirectory(dir, `${flag} ${dir}`, fix);
+}
+
+/** A home named by a variable instead of its option: refused like the option, naming the variable. */
+function envHome(name: string, fix: string): void {
+  const dir = process.env[name];
+  if (dir) checkDirectory(dir, `${name}=${dir}`, `${fix}, or unset ${name}`);
 }
 
 /** The NVSHMEM tree the run will read before patching: the user's, or the cached clone of a pinned ref. */
@@ -70,9 +72,45 @@ export const PREFLIGHT: readonly Check[] = [
     id: 'homes',
     applies: isBuild,
     async run(o) {
-      if (o.cudaHome) await mustBeDir('--cuda-home', o.cudaHome, 'pass the CUDA toolkit directory (holding bin/nvcc)');
-      if (o.libfabricHome) await mustBeDir('--libfabric-home', o.libfabricHome, 'pass the libfabric install prefix (holding include/rdma/fabric.h)');
-      if (o.gdrcopyHome) await mustBeDir('--gdrcopy-home', o.gdrcopyHome, 'pass the GDRCopy install prefix (holding include/gdrapi.h)');
+      const cuda = 'pass the CUDA toolkit directory (holding bin/nvcc)';
+      const libfabric = 'pass the libfabric install prefix (holding include/rdma/fabric.h)';
+      const gdrcopy = 'pass the GDRCopy install prefix (holding include/gdrapi.h)';
+      if (o.cudaHome) await mustBeDir('--cuda-home', o.cudaHome, cuda);
+      // The variables are used when the option is not given (as environment.ts does): a typo in one must not
+      // silently select another toolkit or library, and the error names the variable.
+      else if (process.env.CUDA_HOME) envHome('CUDA_HOME', 'set it to the CUDA toolkit directory (holding bin/nvcc)');
+      else envHome('CUDA_PATH', 'set it to the CUDA toolkit directory (holding bin/nvcc)');
+      if (o.libfabricHome) await mustBeDir('--libfabric-home', o.libfabricHome, libfabric);
+      else if (!o.libfabricRef) envHome('LIBFABRIC_HOME', 'set it to the libfabric install prefix (holding include/rdma/fabric.h)');
+      if (o.gdrcopyHome) await mustBeDir('--gdrcopy-home', o.gdrcopyHome, gdrcopy);
+      else envHome('GDRCOPY_HOME', 'set it to the GDRCopy install prefix (holding include/gdrapi.h)');
+    },
+  },
+  {
+    // The pins every run reads (a variable may name other lock files): checked before anything is written.
+    id: 'locks',
+    applies: () => true,
+    async run(o) {
+      await loadLock();
+      if (isBuild(o)) await loadFabricLock();
+    },
+  },
+  {
+    // What claiming the work dir would refuse, refused here too: a dry run must not succeed where the run
+    // would stop at once. Only a dry run needs the foreign-directory check (the run claims the dir itself).
+    id: 'work-dir',
+    applies: (o) => !o.exportDir,
+    async run(o) {
+      checkDirectory(o.workDir, `--work-dir ${o.workDir}`, `pass a directory path (a new one is created), or move ${o.workDir} away`, false);
+      if (o.dryRun && existsSync(o.workDir) && !existsSync(path.join(o.workDir, MARKER_FILE)) && !existsSync(path.join(o.workDir, STATE_FILE))) {
+        const entries = await readdir(o.workDir);
+        if (entries.length) {
+          throw new UsageError(
+            `--work-dir ${o.workDir} is not empty and is not an nvshmem-efa work dir (it holds ${entries.slice(0, 5).join(', ')}${entries.length > 5 ? ', …' : ''}); the build would refuse to write into it`,
+            `pass a new or empty directory, e.g. --work-dir ${path.join(o.workDir, 'nvshmem-efa-work')}`,
+          );
+        }
+      }
     },
   },
   {
@@ -86,7 +124,7 @@ export const PREFLIGHT: readonly Check[] = [
   },
   {
     id: 'offline-cache',
-    applies: (o) => o.offline && !planOnly(o),
+    applies: (o) => o.offline,
     async run(o) {
       const paths = workPaths(o.workDir);
       if (!o.nvshmemSrc) {
@@ -115,24 +153,17 @@ export const PREFLIGHT: readonly Check[] = [
   {
     id: 'export-dir',
     applies: (o) => !!o.exportDir,
-    run: (o) => checkExportDir(o.exportDir!),
+    async run(o) {
+      checkDirectory(o.exportDir!, `--export ${o.exportDir}`, 'pass a new or empty directory for the patches', false);
+      await checkExportDir(o.exportDir!);
+    },
   },
   {
     id: 'efa-io-defs',
-    applies: (o) => !!o.efaIoDefs && !planOnly(o),
+    // A dry run and an export check it too: the run would refuse it before its first step.
+    applies: (o) => !!o.efaIoDefs,
     async run(o) {
-      const lock = await loadLock();
-      let bytes: Buffer;
-      try {
-        bytes = await readFile(o.efaIoDefs!);
-      } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code;
-        throw new UsageError(`--efa-io-defs ${o.efaIoDefs}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (e as Error).message}`, `pass the path of ${lock.file} (${lock.repository} ${lock.revision} ${lock.path})`);
-      }
-      const got = createHash('sha256').update(bytes).digest('hex');
-      if (got !== lock.sha256) {
-        throw new VerificationError(`${o.efaIoDefs} is not the pinned ${lock.file}: sha256 ${got}, expected ${lock.sha256} (${lock.repository} ${lock.revision})`, `use exactly ${lock.path} of ${lock.repository} at ${lock.revision}: ${lock.url}`);
-      }
+      await readEfaIoDefs(o.efaIoDefs!, await loadLock());
     },
   },
   {
@@ -148,7 +179,7 @@ export const PREFLIGHT: readonly Check[] = [
   {
     // DeepEP is planned (read only) before NVSHMEM is touched: its refusal must not follow an in-place patch.
     id: 'deepep-plan',
-    applies: (o) => !!o.deepepSrc && !planOnly(o),
+    applies: (o) => !!o.deepepSrc,
     async run(o) {
       const plan = await planDeepEp(o.deepepSrc!);
       if (plan.refusals.length) throw deepEpRefusalError(plan, o.deepepSrc!, 'nothing was changed (checked before NVSHMEM was patched)');
@@ -162,6 +193,8 @@ export const PREFLIGHT: readonly Check[] = [
       // An NVSHMEM not fetched yet is a pinned NVIDIA release, and every 3.x includes nvml.h.
       const requireNvml = tree ? (await filesIncluding(tree, 'nvml.h', 1)).length > 0 : true;
       const s = await surveyEnvironment({ cudaHome: o.cudaHome, libfabricHome: o.libfabricHome, libfabricRef: o.libfabricRef, workDir: o.workDir, gdrcopyHome: o.gdrcopyHome, cudaArch: o.cudaArch, env: process.env, requireNvml });
+      // A --cuda-arch the toolkit cannot target is a command-line mistake (exit 2), said before what is missing.
+      if (o.cudaArch && s.parts.cuda) await checkCudaArchOption(o.cudaArch, s.parts.cuda);
       if (!s.env) throw blockersError(s.blockers);
       found.env = s.env;
       found.envFixes = s.fixes;
@@ -170,7 +203,7 @@ export const PREFLIGHT: readonly Check[] = [
   {
     // --offline with libfabric / rdma-core to build: their pinned sources must already be here.
     id: 'fabric-offline',
-    applies: (o) => isBuild(o) && o.offline && !planOnly(o),
+    applies: (o) => isBuild(o) && o.offline,
     async run(o, found) {
       const plan = found.env?.fabric;
       if (!plan || plan.libfabric.action !== 'build') return;
@@ -194,11 +227,18 @@ export const PREFLIGHT: readonly Check[] = [
   },
   {
     id: 'python-torch',
-    applies: (o) => isBuild(o) && !o.dryRun && !!(o.deepepSrc || o.deepepRef),
+    // A dry run too: the build would stop here before its first step.
+    applies: (o) => isBuild(o) && !!(o.deepepSrc || o.deepepRef),
     async run() {
-      const torch = await probe(python(), ['-c', 'import torch; print(torch.__version__)']);
+      const py = python();
+      const found = py.includes('/') ? existsSync(py) : (process.env.PATH ?? '').split(':').some((d) => d && existsSync(path.join(d, py)));
+      if (!found) {
+        const named = process.env.PYTHON ? `PYTHON=${py}` : py;
+        throw new EnvironmentError(`${named}: no such Python interpreter${py.includes('/') ? '' : ' on PATH'}, and DeepEP's setup.py needs one with torch`, 'set PYTHON to a Python that has PyTorch (e.g. PYTHON=$(which python3)), or drop --deepep-src/--deepep-ref');
+      }
+      const torch = await probe(py, ['-c', 'import torch; print(torch.__version__)']);
       if (!torch) {
-        throw new EnvironmentError(`${python()} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it; or drop --deepep-src/--deepep-ref');
+        throw new EnvironmentError(`${py} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it; or drop --deepep-src/--deepep-ref');
       }
     },
   },

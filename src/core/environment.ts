@@ -39,6 +39,9 @@ export interface DetectInput {
 
 const MIN_GDA_LIBFABRIC = [2, 3, 0] as const;
 
+/** Where GDRCopy is looked for when neither --gdrcopy-home nor GDRCOPY_HOME names it (--help and the README list these). */
+export const GDRCOPY_PREFIXES = ['/usr/local/gdrdrv', '/opt/gdrcopy', '/usr/local', '/usr'] as const;
+
 async function which(cmd: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   for (const dir of (env.PATH ?? '').split(':')) {
     const p = path.join(dir, cmd);
@@ -59,6 +62,45 @@ export function parseCudaArch(list: string): string {
 export function archFromComputeCaps(out: string): string[] {
   const caps = out.split('\n').map((l) => l.trim()).filter((l) => /^\d+\.\d+$/.test(l));
   return [...new Set(caps.map((c) => c.replace('.', '')))];
+}
+
+/** The lowest sm_XX each CUDA major release can target, for an nvcc whose --list-gpu-arch says nothing (a wrapper, CUDA < 11). */
+const MIN_ARCH_BY_CUDA_MAJOR: Record<number, number> = { 11: 35, 12: 50, 13: 75 };
+
+/** What an nvcc can target: its own list (`nvcc --list-gpu-arch`), else the floor of its CUDA release, else unknown. */
+export type ArchSupport = { list: string[] } | { min: number; cuda: string };
+
+export async function nvccArchSupport(nvcc: string, cudaVersion: string): Promise<ArchSupport | undefined> {
+  const out = (await probe(nvcc, ['--list-gpu-arch'])) ?? '';
+  const list = [...new Set([...out.matchAll(/\bcompute_(\d+)/g)].map((m) => m[1]!))].sort((a, b) => Number(a) - Number(b));
+  if (list.length) return { list };
+  const min = MIN_ARCH_BY_CUDA_MAJOR[Number(cudaVersion.split('.')[0])];
+  return min ? { min, cuda: cudaVersion } : undefined;
+}
+
+/** The architectures of `cudaArch` ("90;100a") that `support` rules out. */
+export function unsupportedArchs(cudaArch: string, support: ArchSupport): string[] {
+  return cudaArch.split(';').filter((a) => {
+    const n = /^\d+/.exec(a)?.[0] ?? a;
+    return 'list' in support ? !support.list.includes(n) : Number(n) < support.min;
+  });
+}
+
+export const describeArchSupport = (s: ArchSupport) => ('list' in s ? s.list.join(', ') : `${s.min} and newer`);
+
+/**
+ * --cuda-arch checked against the toolkit that will compile (exit 2, with what it supports): CMake would
+ * otherwise fail minutes later with "nvcc fatal: Unsupported gpu architecture".
+ */
+export async function checkCudaArchOption(cudaArch: string, cuda: { nvcc: string; version: string }): Promise<void> {
+  const support = await nvccArchSupport(cuda.nvcc, cuda.version);
+  const bad = support ? unsupportedArchs(cudaArch, support) : [];
+  if (!support || bad.length === 0) return;
+  const ok = 'list' in support ? support.list.at(-1)! : String(Math.max(support.min, 90));
+  throw new UsageError(
+    `--cuda-arch ${cudaArch}: ${cuda.nvcc} (CUDA ${cuda.version}) cannot target ${bad.join(', ')} (it supports ${describeArchSupport(support)})`,
+    `pass architectures this toolkit supports (e.g. --cuda-arch ${ok}), or --cuda-home DIR with a CUDA toolkit that still targets ${bad.join(', ')}`,
+  );
 }
 
 export async function libfabricVersion(fabricH: string): Promise<string | undefined> {
@@ -126,6 +168,14 @@ async function findCompiler(envVar: string | undefined, names: readonly string[]
   return undefined;
 }
 
+/** The CUDA toolkit the user named: --cuda-home, else CUDA_HOME, else CUDA_PATH (set and not empty). */
+export function cudaHomeSource(input: { cudaHome?: string }, e: NodeJS.ProcessEnv): { from: '--cuda-home' | 'CUDA_HOME' | 'CUDA_PATH'; dir: string } | undefined {
+  if (input.cudaHome) return { from: '--cuda-home', dir: input.cudaHome };
+  if (e.CUDA_HOME) return { from: 'CUDA_HOME', dir: e.CUDA_HOME };
+  if (e.CUDA_PATH) return { from: 'CUDA_PATH', dir: e.CUDA_PATH };
+  return undefined;
+}
+
 /**
  * Looks at everything the build needs, without stopping at the first missing piece: `doctor` reports every
  * blocker, and `build` checks them all before its first long step. `requireNvml`: the tree includes nvml.h
@@ -142,16 +192,20 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   // A toolkit is a folder with bin/nvcc and include/cuda.h; the nvcc on PATH may be a wrapper script
   // elsewhere (e.g. /usr/local/bin/nvcc), so fall back to the usual install location.
   const isToolkit = (d: string) => existsSync(path.join(d, 'bin', 'nvcc')) && existsSync(path.join(d, 'include', 'cuda.h'));
-  const candidates = input.cudaHome
-    ? [input.cudaHome]
-    : [e.CUDA_HOME, e.CUDA_PATH, nvccOnPath ? path.dirname(path.dirname(nvccOnPath)) : undefined, '/usr/local/cuda'].filter((x): x is string => !!x);
+  // A CUDA_HOME (or CUDA_PATH) that is set is the user's choice, as --cuda-home is: used or refused by name,
+  // never passed over for another toolkit without a word.
+  const cudaFrom = cudaHomeSource(input, e);
+  const candidates = cudaFrom
+    ? [cudaFrom.dir]
+    : [nvccOnPath ? path.dirname(path.dirname(nvccOnPath)) : undefined, '/usr/local/cuda'].filter((x): x is string => !!x);
   const cudaHome = candidates.find(isToolkit) ?? candidates[0]!;
+  const named = cudaFrom && cudaFrom.from !== '--cuda-home' ? `${cudaFrom.from}=${cudaFrom.dir}: ` : '';
   const nvcc = path.join(cudaHome, 'bin', 'nvcc');
   const nvccOut = existsSync(nvcc) ? await probe(nvcc, ['--version']) : undefined;
   if (!nvccOut) {
-    blockers.push({ id: 'cuda', message: `no working nvcc at ${nvcc}`, fix: 'install the CUDA toolkit, or pass --cuda-home DIR (or set CUDA_HOME) to the toolkit that holds bin/nvcc' });
+    blockers.push({ id: 'cuda', message: `${named}no working nvcc at ${nvcc}`, fix: named ? `set ${cudaFrom!.from} to the CUDA toolkit that holds bin/nvcc, or unset it (or pass --cuda-home DIR)` : 'install the CUDA toolkit, or pass --cuda-home DIR (or set CUDA_HOME) to the toolkit that holds bin/nvcc' });
   } else if (!existsSync(path.join(cudaHome, 'include', 'cuda.h'))) {
-    blockers.push({ id: 'cuda', message: `the CUDA toolkit ${cudaHome} has no include/cuda.h`, fix: 'pass --cuda-home DIR to a complete CUDA toolkit (bin/nvcc and include/cuda.h)' });
+    blockers.push({ id: 'cuda', message: `${named}the CUDA toolkit ${cudaHome} has no include/cuda.h`, fix: named ? `set ${cudaFrom!.from} to a complete CUDA toolkit (bin/nvcc and include/cuda.h), or pass --cuda-home DIR` : 'pass --cuda-home DIR to a complete CUDA toolkit (bin/nvcc and include/cuda.h)' });
   } else {
     parts.cuda = { home: cudaHome, nvcc, version: /release (\d+\.\d+)/.exec(nvccOut)?.[1] ?? 'unknown' };
   }
@@ -181,6 +235,16 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   else {
     parts.cudaArch = '90';
     fixes.push({ id: 'cuda-arch-default', anchor: 'nvidia-smi', status: 'warned', why: 'kernels must be compiled for the GPUs they run on', detail: 'no GPU visible: building for sm_90 (H100/H200); pass --cuda-arch 100 for B200' });
+  }
+
+  // GPUs this toolkit cannot compile for (an old GPU with a new CUDA): the configure would fail much later.
+  // An explicit --cuda-arch is checked by the caller (a command-line mistake, exit 2; see checkCudaArchOption).
+  if (parts.cuda && !input.cudaArch && gpus.length) {
+    const support = await nvccArchSupport(parts.cuda.nvcc, parts.cuda.version);
+    const bad = support ? unsupportedArchs(parts.cudaArch, support) : [];
+    if (support && bad.length) {
+      blockers.push({ id: 'cuda-arch', message: `the GPUs here are sm_${bad.join(', sm_')}, which ${parts.cuda.nvcc} (CUDA ${parts.cuda.version}) cannot target (it supports ${describeArchSupport(support)})`, fix: `use a CUDA toolkit that targets them (--cuda-home DIR), or build for other GPUs with --cuda-arch` });
+    }
   }
 
   const pkgPrefix = (await probe('pkg-config', ['--variable=prefix', 'libfabric'], e))?.trim();
@@ -223,11 +287,12 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
     }
   }
 
-  const gdrHome = input.gdrcopyHome
-    ? input.gdrcopyHome
-    : [e.GDRCOPY_HOME, '/usr/local/gdrdrv', '/opt/gdrcopy', '/usr/local', '/usr'].find((h) => h && existsSync(path.join(h, 'include', 'gdrapi.h')));
-  if (input.gdrcopyHome && !existsSync(path.join(input.gdrcopyHome, 'include', 'gdrapi.h'))) {
-    blockers.push({ id: 'gdrcopy', message: `--gdrcopy-home ${input.gdrcopyHome} has no include/gdrapi.h`, fix: 'point --gdrcopy-home at a GDRCopy install prefix (holding include/gdrapi.h and lib/libgdrapi.so)' });
+  // --gdrcopy-home, else a GDRCOPY_HOME that is set, is used or refused by name; only then the usual prefixes.
+  const gdrNamed = input.gdrcopyHome ? { from: '--gdrcopy-home', dir: input.gdrcopyHome } : e.GDRCOPY_HOME ? { from: 'GDRCOPY_HOME', dir: e.GDRCOPY_HOME } : undefined;
+  const gdrHome = gdrNamed ? gdrNamed.dir : GDRCOPY_PREFIXES.find((h) => existsSync(path.join(h, 'include', 'gdrapi.h')));
+  if (gdrNamed && !existsSync(path.join(gdrNamed.dir, 'include', 'gdrapi.h'))) {
+    const label = gdrNamed.from === '--gdrcopy-home' ? `--gdrcopy-home ${gdrNamed.dir}` : `GDRCOPY_HOME=${gdrNamed.dir}`;
+    blockers.push({ id: 'gdrcopy', message: `${label} has no include/gdrapi.h`, fix: gdrNamed.from === '--gdrcopy-home' ? 'point --gdrcopy-home at a GDRCopy install prefix (holding include/gdrapi.h and lib/libgdrapi.so)' : 'set GDRCOPY_HOME to a GDRCopy install prefix (holding include/gdrapi.h and lib/libgdrapi.so), or unset it' });
   } else if (!gdrHome) {
     fixes.push({ id: 'gdrcopy-missing', anchor: 'include/gdrapi.h', status: 'warned', why: "NVSHMEM's EFA provider needs GDRCopy at build time", detail: 'GDRCopy not found: building with NVSHMEM_USE_GDRCOPY=OFF, and NVSHMEM will refuse the EFA provider at run time ("EFA Provider requires GDRCopy"). Fix: install GDRCopy (gdrdrv + libgdrapi, e.g. from the EFA/Deep Learning AMI or github.com/NVIDIA/gdrcopy) and pass --gdrcopy-home DIR' });
   } else {

@@ -1,8 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { UsageError } from './errors.ts';
-import { packageRoot } from './paths.ts';
+import { readLockFile } from './small-file.ts';
 
 /**
  * Pins of the libfabric and rdma-core releases nvshmem-efa builds when the host's cannot do EFA GDA
@@ -20,19 +19,28 @@ const FabricPin = z.object({
 });
 export type FabricPin = z.infer<typeof FabricPin>;
 
-const Lock = z.object({
-  schema: z.literal('nvshmem-efa-fabric-lock/1'),
-  libfabric: z.object({ default: z.string(), pins: z.array(FabricPin).min(1) }),
-  rdmaCore: z.object({ default: z.string(), minimum: z.string(), pins: z.array(FabricPin).min(1) }),
-});
+const names = (want: string) => (p: { ref: string; version: string }) => p.ref === want || `v${p.version}` === want || p.version === want;
+
+const Lock = z
+  .object({
+    schema: z.literal('nvshmem-efa-fabric-lock/1'),
+    libfabric: z.object({ default: z.string(), pins: z.array(FabricPin).min(1) }),
+    rdmaCore: z.object({ default: z.string(), minimum: z.string(), pins: z.array(FabricPin).min(1) }),
+  })
+  // A default that names no pin would surface later as an error that cannot say which lock is wrong.
+  .superRefine((l, ctx) => {
+    for (const key of ['libfabric', 'rdmaCore'] as const) {
+      if (!l[key].pins.some(names(l[key].default))) ctx.addIssue({ code: 'custom', path: [key, 'default'], message: `'${l[key].default}' is not one of its pins (${l[key].pins.map((p) => p.ref).join(', ')})` });
+    }
+  });
 export type FabricLock = z.infer<typeof Lock>;
 
 export type FabricPackage = 'libfabric' | 'rdma-core';
 
 /** The lock; NVSHMEM_EFA_FABRIC_LOCK points at another one (tests, sites that mirror other archives). */
 export async function loadFabricLock(env: NodeJS.ProcessEnv = process.env): Promise<FabricLock> {
-  const file = env.NVSHMEM_EFA_FABRIC_LOCK ?? path.join(packageRoot(), 'third_party', 'libfabric', 'lock.json');
-  return Lock.parse(JSON.parse(await readFile(file, 'utf8')));
+  // Checked as untrusted input: garbage, a schema mismatch or a FIFO is one line naming the variable.
+  return readLockFile('NVSHMEM_EFA_FABRIC_LOCK', ['third_party', 'libfabric', 'lock.json'], Lock, 'a fabric lock', env);
 }
 
 const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'libfabric' ? lock.libfabric : lock.rdmaCore);
@@ -40,7 +48,7 @@ const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'libfabric' ?
 export function fabricPin(lock: FabricLock, pkg: FabricPackage, ref?: string): FabricPin {
   const s = section(lock, pkg);
   const want = ref ?? s.default;
-  const pin = s.pins.find((p) => p.ref === want || `v${p.version}` === want || p.version === want);
+  const pin = s.pins.find(names(want));
   if (!pin) {
     const flag = pkg === 'libfabric' ? '--libfabric-ref' : 'the rdma-core pin';
     throw new UsageError(

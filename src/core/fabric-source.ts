@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { readdir, rename, rm } from 'node:fs/promises';
+import { readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cloneInto, headCommit, resetClone } from '../steps/get-nvshmem.ts';
-import { EnvironmentError, VerificationError } from './errors.ts';
+import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
 import { archiveName, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import { makeDirs } from './make-dirs.ts';
@@ -40,7 +40,24 @@ export function howToProvide(pkg: FabricPackage, pin: FabricPin): string {
 export async function cachedArchive(pin: FabricPin, downloads: string): Promise<string | undefined> {
   const file = path.join(downloads, archiveName(pin));
   if (!existsSync(file)) return undefined;
+  // Only a regular file is hashed: a FIFO put there would block the read forever, a device never end it.
+  if (!(await stat(file)).isFile()) return undefined;
   return (await sha256File(file)) === pin.archive.sha256 ? file : undefined;
+}
+
+/**
+ * A local archive (a path or file:// URL, from NVSHMEM_EFA_<PKG>_URL or the lock) must be a regular file
+ * before it is read: a FIFO would hang the run and /dev/zero would fill the downloads' disk.
+ */
+async function checkLocalArchive(pkg: FabricPackage, pin: FabricPin, url: string): Promise<void> {
+  const file = url.startsWith('file://') ? fileURLToPath(url) : url;
+  const variable = `NVSHMEM_EFA_${envName(pkg)}_URL`;
+  const label = process.env[variable] === url ? `${variable}=${url}` : url;
+  const st = await stat(file).catch(() => undefined);
+  // A missing file is reported by the copy itself ("no such file"), with every way to provide it.
+  if (st && !st.isFile()) {
+    throw new FilesystemError(`${label} is not a regular file (${st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'a device or socket'}), so it cannot be ${pkg}'s release archive`, howToProvide(pkg, pin), file, st.isDirectory() ? 'EISDIR' : 'EINVAL');
+  }
 }
 
 export async function sha256File(file: string): Promise<string> {
@@ -99,6 +116,7 @@ async function archive(pkg: FabricPackage, pin: FabricPin, url: string, io: Sour
   if (io.offline && !isLocalOrigin({ kind: 'archive', url })) {
     throw new EnvironmentError(`--offline and ${what} is not in ${io.downloads} (${archiveName(pin)}, sha256 ${pin.archive.sha256})`, howToProvide(pkg, pin));
   }
+  if (isLocalOrigin({ kind: 'archive', url })) await checkLocalArchive(pkg, pin, url);
   await makeDirs(io.downloads);
   const dest = path.join(io.downloads, archiveName(pin));
   const tmp = `${dest}.partial`;

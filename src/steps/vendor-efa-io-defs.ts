@@ -1,11 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { EnvironmentError, VerificationError } from '../core/errors.ts';
+import { VerificationError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
-import { packageRoot } from '../core/paths.ts';
+import { readLockFile, readSmallFile } from '../core/small-file.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
 import { makeDirs } from '../core/make-dirs.ts';
@@ -24,12 +23,33 @@ export type EfaIoDefsLock = z.infer<typeof Lock>;
 
 /** The pin of the upstream header; NVSHMEM_EFA_EFA_IO_DEFS_LOCK points elsewhere (tests, mirrors). */
 export async function loadLock(env: NodeJS.ProcessEnv = process.env): Promise<EfaIoDefsLock> {
-  const file = env.NVSHMEM_EFA_EFA_IO_DEFS_LOCK ?? path.join(packageRoot(), 'third_party', 'efa_gda', 'lock.json');
-  return Lock.parse(JSON.parse(await readFile(file, 'utf8')));
+  // Checked as untrusted input: garbage, a schema mismatch or a FIFO is one line naming the variable.
+  return readLockFile('NVSHMEM_EFA_EFA_IO_DEFS_LOCK', ['third_party', 'efa_gda', 'lock.json'], Lock, 'an efa_io_defs.h lock', env);
 }
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
-const origin = (l: EfaIoDefsLock) => `${l.repository} ${l.revision} (${l.commit.slice(0, 12)}) ${l.path}`;
+/** Where the pinned header comes from, as the vendored copy's first line and the report name it. */
+export const efaIoDefsOrigin = (l: EfaIoDefsLock) => `${l.repository} ${l.revision} (${l.commit.slice(0, 12)}) ${l.path}`;
+const origin = efaIoDefsOrigin;
+/** Which lock pinned it, when not the package's own (a checksum refusal then names the variable). */
+const pinnedBy = (env: NodeJS.ProcessEnv = process.env) => (env.NVSHMEM_EFA_EFA_IO_DEFS_LOCK ? `; pinned by NVSHMEM_EFA_EFA_IO_DEFS_LOCK=${env.NVSHMEM_EFA_EFA_IO_DEFS_LOCK}` : '');
+
+/**
+ * The bytes of --efa-io-defs, verified against the lock: a path that is not a regular file (a FIFO, /dev/zero,
+ * a directory) is refused before any read, reads are capped (the header is about 10 KB), and another checksum
+ * is exit 5. Preflight, the dry run and the step all read it through here.
+ */
+export async function readEfaIoDefs(file: string, lock: EfaIoDefsLock): Promise<Buffer> {
+  const bytes = await readSmallFile(file, `--efa-io-defs ${file}`, `pass the path of ${lock.file} (${origin(lock)})`);
+  const got = sha256(bytes);
+  if (got !== lock.sha256) {
+    throw new VerificationError(
+      `${file} is not the pinned ${lock.file}: sha256 ${got}, expected ${lock.sha256} (${origin(lock)}${pinnedBy()})`,
+      `use exactly ${lock.path} of ${lock.repository} at ${lock.revision}: ${lock.url}`,
+    );
+  }
+  return bytes;
+}
 
 async function download(url: string, signal: AbortSignal): Promise<Buffer> {
   const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]) });
@@ -49,7 +69,8 @@ export const vendorEfaIoDefsStep: Step = {
   enabled: () => true,
   async stamp(ctx) {
     const lock = await loadLock();
-    const given = ctx.opts.efaIoDefs ? sha256(await readFile(ctx.opts.efaIoDefs).catch(() => Buffer.from(''))) : null;
+    // A file that cannot be read stamps as empty; run() then refuses it with the reason.
+    const given = ctx.opts.efaIoDefs ? sha256(await readSmallFile(ctx.opts.efaIoDefs, '--efa-io-defs', '').catch(() => Buffer.from(''))) : null;
     return { lock, given, offline: ctx.opts.offline };
   },
   async run(ctx, io) {
@@ -60,9 +81,7 @@ export const vendorEfaIoDefsStep: Step = {
     let from: string;
     if (ctx.opts.efaIoDefs) {
       from = ctx.opts.efaIoDefs;
-      bytes = await readFile(from).catch((e: NodeJS.ErrnoException) => {
-        throw new EnvironmentError(`--efa-io-defs ${from}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`, `pass the path of ${lock.file} (${origin(lock)})`);
-      });
+      bytes = await readEfaIoDefs(from, lock);
     } else if (ctx.opts.offline) {
       const missing = '--offline and no --efa-io-defs';
       return warned(ctx, missing, { ...base, why, status: 'warned', detail: `${missing}: the GDA device API needs ${lock.file} and will be unavailable; get it with \`curl -LO ${lock.url}\` and pass --efa-io-defs PATH` });
@@ -80,7 +99,7 @@ export const vendorEfaIoDefsStep: Step = {
     const got = sha256(bytes);
     if (got !== lock.sha256) {
       throw new VerificationError(
-        `${from} is not the pinned ${lock.file}: sha256 ${got}, expected ${lock.sha256} (${origin(lock)})`,
+        `${from} is not the pinned ${lock.file}: sha256 ${got}, expected ${lock.sha256} (${origin(lock)}${pinnedBy()})`,
         `use exactly ${lock.path} of ${lock.repository} at ${lock.revision}: ${lock.url}`,
       );
     }

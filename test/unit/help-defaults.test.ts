@@ -1,0 +1,30 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { GDRCOPY_PREFIXES } from '../../src/core/environment.ts';
+import { DEEPEP_PINS } from '../../src/pins.ts';
+import { cli, ROOT } from '../helpers/cli.ts';
+
+/** Issue 20, item 11: `--help`, the README's options table and the code say the same defaults. */
+const help = cli(['build', '--help']).stdout.replace(/\s+/g, ' ');
+const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+/** The README options-table row whose first cell names `flag`. */
+const row = (flag: string) => readme.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1]!.includes(`\`${flag}`))!;
+/** The --help text of one option, up to the next option. */
+const helpOf = (flag: string) => new RegExp(`${flag} <\\w+> (.*?)(?= --[a-z]|$)`).exec(help)?.[1] ?? '';
+
+describe('--help and the README agree with the code on defaults', () => {
+  it('--gdrcopy-home: GDRCOPY_HOME, then every prefix the code looks in, in order', () => {
+    // Each name whole (/usr/local is not /usr/local/gdrdrv), in the code's order.
+    const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+    const inOrder = new RegExp(['GDRCOPY_HOME', ...GDRCOPY_PREFIXES].map((p) => `${esc(p)}(?![\\w/])`).join('.*?'));
+    for (const text of [helpOf('--gdrcopy-home'), row('--gdrcopy-home')]) expect(text).toMatch(inOrder);
+  });
+
+  it('--deepep-ref: no default (DeepEP only when asked); both name the pinned commit', () => {
+    for (const text of [helpOf('--deepep-ref'), row('--deepep-ref')]) {
+      expect(text).toMatch(/no default/);
+      for (const p of DEEPEP_PINS) expect(text).toContain(p.ref);
+    }
+  });
+});

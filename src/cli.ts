@@ -87,7 +87,8 @@ async function runCli(argv: readonly string[]): Promise<number> {
   const program = new Command('nvshmem-efa')
     .description('Build NVSHMEM with an EFA GPU-Direct-Async transport, reproducibly, in one command.')
     .version(toolVersion())
-    .showHelpAfterError()
+    // A usage mistake is said like every other failure, an error: line and a fix: line (per command below).
+    .showHelpAfterError("fix: run 'nvshmem-efa --help' for the commands")
     .exitOverride()
     .addHelpText('after', EXIT_CODES)
     .hook('preAction', (_program, actionCommand) => checkPathOptions(actionCommand));
@@ -204,6 +205,8 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
     .action(action('clean', (o) => cleanCommand(o, out)));
+
+  for (const c of program.commands) c.showHelpAfterError(`fix: check the options: 'nvshmem-efa ${c.name()} --help' lists them`);
 
   try {
     await program.parseAsync(argv as string[]);

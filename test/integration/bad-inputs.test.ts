@@ -151,6 +151,15 @@ describe('the exit-code table holds for paths and options (item 10)', () => {
     expect(wrong).toEqual([]);
   });
 
+  it('an unknown option, or one of another command, is exit 2 with error: and fix: lines', () => {
+    for (const args of [['build', '--frobnicate'], ['build', '--export', tmp()]]) {
+      const r = run(args);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/^error: unknown option/m);
+      expect(r.stderr).toMatch(/^fix: .*nvshmem-efa build --help/m);
+    }
+  });
+
   it('a path that does not exist is exit 2, naming the option', () => {
     const none = path.join(tmp(), 'none');
     const r = run(['patch', '--nvshmem-src', none, '--work-dir', path.join(tmp(), 'w'), '--offline']);

@@ -363,7 +363,7 @@ const lockCases: Case[] = [
     id: 'report-while-running', cls: 'concurrency and locks', what: '`report` while a build runs says it is running', setup: (s) => {
       const w = s.p('w');
       startHungBuild(s, s.toolchain(), w);
-      return { runs: [{ args: ['report', '--work-dir', w], exit: 1, stderr: /running|in progress/ }] };
+      return { runs: [{ args: ['report', '--work-dir', w], exit: 7, stderr: /running|in progress/ }] };
     },
   },
 ];

@@ -186,7 +186,8 @@ export function digest(p: string): string {
   return h.digest('hex');
 }
 
-const CRASH = [/internal error/i, /^\s+at .+:\d+:\d+\)?$/m, /ZodError|"code":\s*"invalid_type"|"expected":\s*"/];
+// Looked for in stderr: stdout may carry a diff of our own template (whose text says "QP internal error").
+const CRASH = [/^internal error:/m, /^\s+at .+:\d+:\d+\)?$/m, /ZodError|"code":\s*"invalid_type"|"expected":\s*"/, /^Node\.js v\d+/m];
 
 interface Ran {
   code: number;
@@ -271,10 +272,9 @@ export async function runCase(c: Case): Promise<Outcome> {
         problems.push(`${tag}no exit within ${(r.timeoutMs ?? 90_000) / 1000} s`);
         continue;
       }
-      const both = got.stderr + got.stdout;
-      if (CRASH.some((re) => re.test(both))) {
+      if (CRASH.some((re) => re.test(got.stderr))) {
         crash = true;
-        problems.push(`${tag}crash: ${(CRASH.map((re) => re.exec(both)?.[0]).find(Boolean) ?? '').slice(0, 80)}`);
+        problems.push(`${tag}crash: ${(CRASH.map((re) => re.exec(got.stderr)?.[0]).find(Boolean) ?? '').slice(0, 80)}`);
       }
       if (got.code !== r.exit) problems.push(`${tag}exit ${got.code}, the table says ${r.exit} (${lastError(got.stderr)})`);
       // A run killed by a signal says nothing; a command whose failure is its report (doctor) says it on stdout.

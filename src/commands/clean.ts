@@ -4,14 +4,17 @@ import { applyClean, planClean } from '../core/work-dir.ts';
 import type { Options } from '../options.ts';
 
 /**
- * Removes what nvshmem-efa created in the work dir (listed in its marker), never the user's files, and the
- * directory itself only when nvshmem-efa made it and nothing else is left in it.
+ * Removes what nvshmem-efa created in the work dir (recorded in its marker when it was created), never the
+ * user's files, and the directory itself only when nvshmem-efa made it and nothing else is left in it. What it
+ * keeps it names, with the reason where there is one worth knowing.
  */
 export async function cleanCommand(opts: Options, out: (s: string) => void): Promise<number> {
   const dir = opts.workDir;
   const plan = await planClean(dir);
+  const reasons = [...(plan?.ignored ? [plan.ignored] : []), ...(plan?.notes ?? []).map((n) => `kept ${n.path}: ${n.why}`)];
   if (!plan || plan.remove.length === 0) {
     out(`${dir}: nothing to clean`);
+    for (const r of reasons) out(r);
     return 0;
   }
   const holder = await lockHolder(dir);
@@ -19,9 +22,11 @@ export async function cleanCommand(opts: Options, out: (s: string) => void): Pro
   const kept = plan.keep.length ? ` (kept ${plan.keep.length} entr${plan.keep.length === 1 ? 'y' : 'ies'} nvshmem-efa did not create: ${plan.keep.join(', ')})` : '';
   if (opts.dryRun) {
     out(`would remove ${plan.remove.join(', ')}${plan.removeDir ? ` and ${dir}` : ''}${kept}`);
+    for (const r of reasons) out(r.replace(/^kept/, 'would keep'));
     return 0;
   }
   await applyClean(dir, plan);
   out(`removed ${plan.removeDir ? dir : plan.remove.join(', ')}${kept}`);
+  for (const r of reasons) out(r);
   return 0;
 }

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { NvshmemEfaError } from '../core/errors.ts';
-import { exportLines, readReport, REPORT_MD } from '../core/report.ts';
+import { exportLines, REPORT_MD } from '../core/report.ts';
+import { readBackReport } from './read-report.ts';
 
 export interface EnvOptions {
   workDir: string;
@@ -27,7 +28,7 @@ export function splitRuntimeEnv(runtimeEnv: Record<string, string>): { set: Reco
  * installed is gone: a job must not start on half an environment.
  */
 export async function envCommand(opts: EnvOptions, out: (s: string) => void): Promise<number> {
-  const report = await readReport(opts.workDir);
+  const report = await readBackReport(opts.workDir);
   const md = path.join(opts.workDir, REPORT_MD);
   if (!report) throw new NvshmemEfaError(`no report in ${opts.workDir}`, 'run nvshmem-efa build first, or pass the --work-dir it used');
   if (report.command !== 'build') throw new NvshmemEfaError(`the last run in ${opts.workDir} was \`${report.command}\`, which builds nothing`, 'run nvshmem-efa build');

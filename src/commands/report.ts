@@ -1,16 +1,16 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { NvshmemEfaError, WorkDirBusyError } from '../core/errors.ts';
 import { describeHolder, lockHolder } from '../core/lock.ts';
-import { readReport, REPORT_MD } from '../core/report.ts';
+import { REPORT_MD } from '../core/report.ts';
 import type { Options } from '../options.ts';
+import { readBackMarkdown, readBackReport } from './read-report.ts';
 
 export async function reportCommand(opts: Options, out: (s: string) => void): Promise<number> {
-  const report = await readReport(opts.workDir);
+  const report = await readBackReport(opts.workDir);
   // A first run still going has written no report yet: say so, not "run build first" (exit 7: in use).
   const running = report ? undefined : await lockHolder(opts.workDir);
   if (running) throw new WorkDirBusyError(`no report in ${opts.workDir} yet: a run is in progress there, ${describeHolder(running)}`, `its report is written when it ends: run nvshmem-efa report again then (its logs are in ${path.join(opts.workDir, 'logs')} meanwhile)`);
   if (!report) throw new NvshmemEfaError(`no report in ${opts.workDir}`, 'run nvshmem-efa build (or patch) first, or pass the --work-dir it used');
-  out(opts.json ? JSON.stringify(report, null, 2) : (await readFile(path.join(opts.workDir, REPORT_MD), 'utf8')).trimEnd());
+  out(opts.json ? JSON.stringify(report, null, 2) : readBackMarkdown(opts.workDir, path.join(opts.workDir, REPORT_MD)).trimEnd());
   return report.ok ? 0 : 1;
 }

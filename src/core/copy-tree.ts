@@ -5,6 +5,7 @@ import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { relation } from './overlap.ts';
 import { makeDirs } from './make-dirs.ts';
+import { entryKind } from './untrusted.ts';
 
 /**
  * An in-tree build directory: the top-level `build/` or any directory holding a CMakeCache.txt. Neither is
@@ -123,7 +124,9 @@ export async function snapshotTree(dir: string, keep: readonly string[]): Promis
   await rm(stash, { recursive: true, force: true });
   const kept: string[] = [];
   for (const k of keep) {
-    if (!existsSync(path.join(dir, k))) continue;
+    // Only what is there through no link: a link planted in the copy must not move a file out of the tree it points to.
+    const kind = entryKind(dir, k);
+    if (kind === 'missing' || kind === 'symlink') continue;
     await makeDirs(path.dirname(path.join(stash, k)));
     await rename(path.join(dir, k), path.join(stash, k));
     kept.push(k);

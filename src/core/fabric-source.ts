@@ -8,6 +8,7 @@ import { EnvironmentError, FilesystemError, VerificationError } from './errors.t
 import { openLog, run } from './exec.ts';
 import { archiveName, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import { makeDirs } from './make-dirs.ts';
+import { recordDownload } from './work-dir.ts';
 
 /** A pinned source tree in the work dir, and how it was checked. */
 export interface FabricSource {
@@ -139,6 +140,8 @@ async function archive(pkg: FabricPackage, pin: FabricPin, url: string, io: Sour
     );
   }
   await rename(tmp, dest);
+  // Ours from now on (clean removes it), unlike an archive the user put there: recorded in the work-dir marker.
+  recordDownload(dest);
   return dest;
 }
 

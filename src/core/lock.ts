@@ -1,21 +1,32 @@
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { link, open, readFile, rename, unlink } from 'node:fs/promises';
+import { lstatSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { link, open, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
+import { readSmallFile } from './untrusted.ts';
+import { beginClaim, settleClaim } from './work-dir.ts';
+import { LOCK_FILE } from './work-dir-names.ts';
 
 /**
  * One run per work dir: two runs copying, patching or building into the same tree corrupt it and then stamp
- * the damage as done. The lock is a file created with O_EXCL holding the holder's pid, the start time of
- * that pid (so a recycled pid is not mistaken for the holder) and its command line (for the message).
+ * the damage as done. The lock holds the holder's pid, the start time of that pid (so a recycled pid is not
+ * mistaken for the holder) and its command line (for the message). It is written whole into a file of its
+ * own and then linked into place (link() fails with EEXIST while another run holds it), so a full disk or a
+ * crash leaves no lock or a whole one, never an empty or half-written one that blocks every later run.
  */
-export const LOCK_FILE = '.nvshmem-efa.lock';
+export { LOCK_FILE };
 
-const Proc = z.object({ pid: z.number().int(), procStart: z.string().nullable() });
+/** An unreadable lock this old is a dead run's (this version writes whole locks; an older one took microseconds). */
+const UNREADABLE_STALE_MS = 5000;
+
+/** A command the holder runs: stopped on take-over only if pid, start time and command line all still match. */
+const Proc = z.object({ pid: z.number().int().positive(), procStart: z.string().nullable(), cmdline: z.array(z.string()).optional() });
+type Proc = z.infer<typeof Proc>;
 const LockInfo = z.object({
-  pid: z.number().int(),
+  // Positive: process.kill(0 or -n) would reach whole process groups.
+  pid: z.number().int().positive(),
   host: z.string(),
   procStart: z.string().nullable(),
   command: z.string(),
@@ -36,6 +47,28 @@ export function processStartTime(pid: number): string | null {
   } catch {
     return null;
   }
+}
+
+/** The argv of `pid` from /proc/<pid>/cmdline; null where it cannot be read. */
+export function processCmdline(pid: number): string[] | null {
+  try {
+    const raw = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return raw === '' ? null : raw.replace(/\0$/, '').split('\0');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether a command recorded in a dead run's lock is still that command: the same pid, start time and command
+ * line. A pid alone may by now be anyone's process; a record without start time or command line (an earlier
+ * version's, or an edited lock) proves nothing, so it is never stopped.
+ */
+function stillTheCommand(c: Proc): boolean {
+  if (c.pid <= 1 || c.pid === process.pid || c.procStart === null || !c.cmdline?.length) return false;
+  if (!isRunning(c.pid) || processStartTime(c.pid) !== c.procStart) return false;
+  const now = processCmdline(c.pid);
+  return !!now && now.length === c.cmdline.length && now.every((a, i) => a === c.cmdline![i]);
 }
 
 function alive(info: { pid: number; procStart: string | null }): boolean {
@@ -61,18 +94,49 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
-async function readLock(file: string): Promise<{ raw: string; info?: LockInfo } | undefined> {
-  let raw: string;
+/** The lock as found: `info` when it is one this version can read, else why not. */
+type Found = { key: string; mtimeMs: number; info?: LockInfo; why?: string; raw?: string };
+
+/** Reads the lock without following a link or reading more than a lock's size (a link to /dev/zero). */
+function readLock(file: string): Found | undefined {
+  const got = readSmallFile(file, 64 * 1024);
+  if (got.kind === 'missing') return undefined;
+  if (got.kind === 'bad') return { key: `bad:${got.why}`, mtimeMs: lstatMtime(file), why: got.why };
+  const key = `ok:${got.text}`;
   try {
-    raw = await readFile(file, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw e;
-  }
-  try {
-    return { raw, info: LockInfo.parse(JSON.parse(raw)) };
+    return { key, mtimeMs: got.mtimeMs, raw: got.text, info: LockInfo.parse(JSON.parse(got.text)) };
   } catch {
-    return { raw };
+    return { key, mtimeMs: got.mtimeMs, raw: got.text, why: got.text === '' ? 'empty' : 'not a lock this version can read' };
+  }
+}
+
+function lstatMtime(file: string): number {
+  try {
+    return lstatSync(file).mtimeMs;
+  } catch {
+    return Date.now();
+  }
+}
+
+/**
+ * Whether an unreadable lock belongs to a run that is gone: it names a pid of this host that no longer
+ * exists, or it is older than any lock write takes. Null while it may still be a live writer's.
+ */
+function unreadableIsStale(found: Found, host: string): string | null {
+  const pid = /"pid"\s*:\s*(\d+)/.exec(found.raw ?? '')?.[1];
+  const itsHost = /"host"\s*:\s*"([^"]*)"/.exec(found.raw ?? '')?.[1];
+  if (pid && (itsHost === undefined || itsHost === host) && !pidExists(Number(pid))) return `its pid ${pid} is gone`;
+  const age = Date.now() - found.mtimeMs;
+  if (age >= UNREADABLE_STALE_MS) return `last written ${Math.round(age / 1000)} s ago`;
+  return null;
+}
+
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
@@ -80,8 +144,49 @@ export function describeHolder(info: LockInfo): string {
   return `pid ${info.pid}${info.host !== os.hostname() ? ` on host ${info.host}` : ''} (${info.command}), started ${info.startedAt}`;
 }
 
+/**
+ * Puts `content` at `file` only if there is no file there, all or nothing: written whole (and synced, so a
+ * full disk says so now) under a name of our own, then hard-linked into place (EEXIST while held). A file
+ * system without hard links (EPERM, ENOTSUP) gets O_EXCL instead, and the file is removed again if writing
+ * it fails: only a crash in between could leave it short, and that one is taken over as unreadable.
+ */
+async function createWhole(file: string, content: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    const fh = await open(tmp, 'w');
+    try {
+      await fh.writeFile(content);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await link(tmp, file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP') throw e;
+    const fh = await open(file, 'wx');
+    try {
+      await fh.writeFile(content);
+      await fh.sync();
+    } catch (w) {
+      await unlink(file).catch(() => undefined);
+      throw w;
+    } finally {
+      await fh.close();
+    }
+  } finally {
+    await unlink(tmp).catch(() => undefined);
+  }
+}
+
+export interface LockOptions {
+  /** Where notes go (take-over of an unreadable lock, commands left running): stderr by default. */
+  note?: (s: string) => void;
+}
+
 /** Takes the lock of `dir` (which must exist) or throws WorkDirBusyError naming the holder. */
-export async function acquireLock(dir: string, argv: readonly string[] = process.argv): Promise<HeldLock> {
+export async function acquireLock(dir: string, argv: readonly string[] = process.argv, o: LockOptions = {}): Promise<HeldLock> {
+  const note = o.note ?? ((s: string) => process.stderr.write(`note: ${s}\n`));
   const file = path.join(dir, LOCK_FILE);
   const me: LockInfo = {
     pid: process.pid,
@@ -96,34 +201,47 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
   const stoppedLeftovers: number[] = [];
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
-      const fh = await open(file, 'wx');
-      try {
-        await fh.writeFile(mine);
-      } finally {
-        await fh.close();
-      }
+      await createWhole(file, mine);
       let released = false;
       const releaseSync = () => {
         if (released) return;
         released = true;
+        // What this run created in the work dir is recorded before the lock goes (work-dir.ts).
         try {
-          if (readFileSync(file, 'utf8') === mine) unlinkSync(file);
+          settleClaim(dir, { final: true });
         } catch {
-          /* already gone */
+          /* unrecorded entries are only kept by clean, never lost */
         }
+        const now = readSmallFile(file, 64 * 1024);
+        if (now.kind === 'ok' && now.text === mine) unlinkSync(file);
       };
       // A second Ctrl-C ends the process with process.exit(): the lock must not outlive it.
       process.once('exit', releaseSync);
+      try {
+        // Now that no other run can be at work here: what this run will create is noted (work-dir.ts).
+        beginClaim(dir, note);
+      } catch (e) {
+        process.off('exit', releaseSync);
+        releaseSync();
+        throw e;
+      }
       // Keep the running commands in the lock (written through a rename: a reader never sees half of it).
       observeChildren((pids) => {
         if (released) return;
-        const next = JSON.stringify({ ...me, children: pids.map((pid) => ({ pid, procStart: processStartTime(pid) })) }) + '\n';
+        const children = pids.map((pid) => ({ pid, procStart: processStartTime(pid), cmdline: processCmdline(pid) ?? [] }));
+        const next = JSON.stringify({ ...me, children }) + '\n';
+        const tmp = `${file}.${process.pid}.tmp`;
         try {
-          writeFileSync(`${file}.${process.pid}.tmp`, next);
-          renameSync(`${file}.${process.pid}.tmp`, file);
+          writeFileSync(tmp, next);
+          renameSync(tmp, file);
           mine = next;
         } catch {
-          /* the lock still names us; only the leftover stop of a later run loses this detail */
+          // The lock still names us; only the leftover stop of a later run loses this detail.
+          try {
+            unlinkSync(tmp);
+          } catch {
+            /* not there */
+          }
         }
       });
       return {
@@ -139,24 +257,27 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
-    const held = await readLock(file);
+    const held = readLock(file);
     if (!held) continue;
-    // An unreadable lock is someone's half-written one: treat it as held (it is at most a moment old).
+    let unreadable: string | undefined;
     if (!held.info) {
-      await new Promise((r) => setTimeout(r, 100));
-      const again = await readLock(file);
-      if (again && again.raw === held.raw) {
-        throw new WorkDirBusyError(`work dir ${dir} is locked (${file} is not a lock this version can read)`, `if no other nvshmem-efa run uses ${dir}, delete ${file} and rerun`);
+      // Maybe an earlier version's run between its create and its write (this version writes whole locks):
+      // give it until the lock is a few seconds old; a lock that changes meanwhile is looked at again.
+      const since = Date.now();
+      let stale = unreadableIsStale(held, me.host);
+      while (!stale) {
+        await new Promise((r) => setTimeout(r, 100));
+        if (readLock(file)?.key !== held.key) break;
+        stale = unreadableIsStale(held, me.host) ?? (Date.now() - since >= UNREADABLE_STALE_MS ? `unchanged for ${UNREADABLE_STALE_MS / 1000} s` : null);
       }
-      continue;
-    }
-    if (held.info.host !== me.host) {
+      if (!stale) continue;
+      unreadable = `it was unreadable (${held.why}) and ${stale}`;
+    } else if (held.info.host !== me.host) {
       throw new WorkDirBusyError(
         `work dir ${dir} is in use by another nvshmem-efa run: ${describeHolder(held.info)}`,
         `wait for it to finish, or pass another --work-dir; if that run is gone, delete ${file}`,
       );
-    }
-    if (alive(held.info)) {
+    } else if (alive(held.info)) {
       throw new WorkDirBusyError(
         `work dir ${dir} is in use by another nvshmem-efa run: ${describeHolder(held.info)}`,
         `wait for it to finish (or stop it: kill ${held.info.pid}), or pass another --work-dir`,
@@ -170,16 +291,21 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw e;
     }
-    const moved = await readFile(aside, 'utf8').catch(() => '');
-    if (moved !== held.raw) {
+    if (readLock(aside)?.key !== held.key) {
       // Another taker replaced the stale lock between our read and our rename: put its live lock back.
       await link(aside, file).catch(() => undefined);
+    } else if (unreadable) {
+      note(`took over ${file}: ${unreadable}`);
     } else {
-      tookOverFrom = held.info;
+      tookOverFrom = held.info!;
       // A run killed outright (SIGKILL) cannot stop its commands; they would build into this work dir
-      // alongside us. Stop those still running (same pid and start time as recorded).
-      for (const c of held.info.children.filter(alive)) {
+      // alongside us. Stop those still running that are provably those commands.
+      for (const c of held.info!.children) {
         if (!isRunning(c.pid)) continue;
+        if (!stillTheCommand(c)) {
+          note(`left pid ${c.pid} running: the lock of the run that is gone names it, but its start time or command line is not that run's command's`);
+          continue;
+        }
         await killTree(c.pid);
         stoppedLeftovers.push(c.pid);
       }
@@ -191,7 +317,7 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
 
 /** The holder of the lock, if a live run holds it (for `clean`). */
 export async function lockHolder(dir: string): Promise<LockInfo | undefined> {
-  const held = await readLock(path.join(dir, LOCK_FILE));
+  const held = readLock(path.join(dir, LOCK_FILE));
   if (!held?.info) return undefined;
   return held.info.host !== os.hostname() || alive(held.info) ? held.info : undefined;
 }

@@ -9,6 +9,7 @@ import { toolVersion } from '../core/paths.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
 import { cloneInto, headCommit, resetClone } from './get-nvshmem.ts';
+import { verifiedSource } from './source-check.ts';
 import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
 
 export function deepEpPinFor(ref: string): Pin {
@@ -91,8 +92,12 @@ export const getDeepEpStep: Step = {
     return result;
   },
   restore(ctx, result) {
-    const r = result as SourceResult;
-    if (!existsSync(r.dir)) return false;
+    const o = ctx.opts;
+    const expect = o.deepepSrc
+      ? { kind: 'local' as const, dir: o.inPlace ? o.deepepSrc : path.join(ctx.paths.sources, 'deepep'), inPlace: o.inPlace }
+      : { kind: 'git' as const, dir: deepEpCloneDir(ctx.paths, deepEpPinFor(o.deepepRef!)), inPlace: false };
+    const r = verifiedSource(ctx, result, expect);
+    if (!r) return false;
     ctx.deepep = r;
     return true;
   },

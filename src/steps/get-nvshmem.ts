@@ -10,6 +10,7 @@ import { NVSHMEM_BUILD_OUTPUTS, nvshmemVersion, versionWarning } from '../core/n
 import { toolVersion } from '../core/paths.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
 import { NVSHMEM_GIT_URL, NVSHMEM_PINS, type Pin } from '../pins.ts';
+import { verifiedSource } from './source-check.ts';
 import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
 
 export function pinFor(ref: string, pins: readonly Pin[] = NVSHMEM_PINS): Pin {
@@ -128,8 +129,12 @@ export const getNvshmemStep: Step = {
     return result;
   },
   restore(ctx, result) {
-    const r = result as SourceResult;
-    if (!existsSync(r.dir)) return false;
+    const o = ctx.opts;
+    const expect = o.nvshmemSrc
+      ? { kind: 'local' as const, dir: o.inPlace ? o.nvshmemSrc : path.join(ctx.paths.sources, 'nvshmem'), inPlace: o.inPlace }
+      : { kind: 'git' as const, dir: nvshmemCloneDir(ctx.paths, pinFor(o.nvshmemRef)), inPlace: false };
+    const r = verifiedSource(ctx, result, expect);
+    if (!r) return false;
     ctx.source = r;
     noteVersion(ctx, r.version);
     return true;

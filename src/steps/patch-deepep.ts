@@ -7,7 +7,8 @@ import { writeChanges } from '../patchers/engine/apply.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
-import { recoverCommit, upToDate } from './patch-nvshmem.ts';
+import { upToDate } from '../patchers/engine/fix.ts';
+import { recoverCommit } from './patch-nvshmem.ts';
 import type { Ctx, DeepEpPatchResult, Step } from './types.ts';
 
 /** `changed`: what the run had already changed elsewhere when DeepEP was refused, said exactly. */

@@ -4,7 +4,7 @@ import { NVSHMEM_BUILD_OUTPUTS, TESTED_VERSIONS } from '../core/nvshmem-tree.ts'
 import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
 import { reuseTimes } from '../core/copy-tree.ts';
-import type { FixRecord } from '../patchers/engine/fix.ts';
+import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import { JOURNAL, recoverJournal } from '../patchers/engine/journal.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import { AWS_GDA_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
@@ -29,14 +29,6 @@ export function refusalError(plan: NvshmemPlan, treeDir: string): PatchRefusedEr
     fix,
     plan.refusals.map((r) => `${r.id}: ${r.detail}`),
   );
-}
-
-/**
- * A skipped (up to date) patch step changed nothing in this run: the fixes its earlier run applied are reported
- * as already present, so a no-op rerun does not print them as applied.
- */
-export function upToDate(fixes: readonly FixRecord[]): FixRecord[] {
-  return fixes.map((f) => (f.status === 'applied' ? { ...f, status: 'already-present' as const } : f));
 }
 
 /**

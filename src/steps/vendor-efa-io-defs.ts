@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { VerificationError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { readLockFile, readSmallFile } from '../core/small-file.ts';
-import type { FixRecord } from '../patchers/engine/fix.ts';
+import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
 import { makeDirs } from '../core/make-dirs.ts';
 
@@ -115,7 +115,7 @@ export const vendorEfaIoDefsStep: Step = {
     if (r.vendored && !existsSync(r.vendored.path)) return false;
     // A failed download is not an answer to keep: the next run tries again (offline is in the stamp).
     if (!r.vendored && !ctx.opts.offline && !ctx.opts.efaIoDefs) return false;
-    record(ctx, r);
+    record(ctx, { ...r, fix: upToDate([r.fix])[0]! });
     return true;
   },
 };

@@ -185,7 +185,14 @@ export function fakeToolchain(o: { nvml?: boolean } = {}): FakeToolchain {
   };
 }
 
-/** The pids the hanging fake tools wrote. */
+/**
+ * The pids the hanging fake tools have written. A pid file exists (empty) a moment before the shell writes its
+ * pid; an empty one would read as pid 0, which `kill(0)` takes for our own process group: only whole pids count.
+ */
 export function hungPids(t: FakeToolchain): number[] {
-  return ['tool', 'child', 'grandchild'].map((n) => path.join(t.pids, n)).filter(existsSync).map((f) => Number(readFileSync(f, 'utf8').trim()));
+  return ['tool', 'child', 'grandchild']
+    .map((n) => path.join(t.pids, n))
+    .filter(existsSync)
+    .map((f) => Number(readFileSync(f, 'utf8').trim()))
+    .filter((p) => Number.isInteger(p) && p > 0);
 }

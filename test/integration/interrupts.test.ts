@@ -38,7 +38,7 @@ async function hangingBuild(phase: 'configure' | 'build' | 'setup', extra: strin
   const t = fakeToolchain();
   const work = tmp();
   const r = spawnCli(buildArgs(t, materialize('v3.4-like'), work, extra), { ...ENV, ...t.env, FAKE_HANG: phase });
-  await waitFor(`the fake ${phase} to hang`, () => existsSync(path.join(t.pids, 'grandchild')) && existsSync(path.join(t.pids, 'tool')));
+  await waitFor(`the fake ${phase} to hang (three pids written)`, () => hungPids(t).length === 3, 120_000);
   const pids = hungPids(t);
   expect(pids).toHaveLength(3);
   return { t, work, r, pids };

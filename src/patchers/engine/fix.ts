@@ -14,3 +14,11 @@ export interface FixRecord {
   /** For refusals and warnings: what was found instead and what to try. */
   detail?: string;
 }
+
+/**
+ * A step skipped as up to date changed nothing in this run: what its earlier run applied is reported as
+ * already present, so a no-op rerun does not print it as applied.
+ */
+export function upToDate(fixes: readonly FixRecord[]): FixRecord[] {
+  return fixes.map((f) => (f.status === 'applied' ? { ...f, status: 'already-present' as const } : f));
+}

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
 import type { Options } from '../options.ts';
-import { renderDiff } from '../patchers/engine/apply.ts';
+import { renderDiff, seriesNames } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
@@ -68,8 +68,6 @@ async function vendoredPlan(opts: Options, destination: string): Promise<{ vendo
 /** POSIX shell quoting, for commands printed to be read or pasted. */
 const sh = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
-/** The export's file names, as apply.ts's exportPatches writes them (a test compares the two). */
-const patchNames = (changes: readonly FileChange[]) => changes.map((c, i) => `${String(i + 1).padStart(4, '0')}-${c.file.replace(/[^A-Za-z0-9._-]+/g, '-')}.patch`);
 
 /** `patch --export DIR --dry-run`: every file the export would write, and nothing written. */
 function exportListing(dir: string, parts: readonly ExportPart[]): string[] {
@@ -81,7 +79,7 @@ function exportListing(dir: string, parts: readonly ExportPart[]): string[] {
       continue;
     }
     const sub = path.join(dir, part.name);
-    for (const n of [...patchNames(part.changes), 'series']) lines.push(`would write ${path.join(sub, n)}`);
+    for (const n of [...seriesNames(part.changes), 'series']) lines.push(`would write ${path.join(sub, n)}`);
     lines.push(`${part.name}: would be applied with:`, `  git -C ${sh(part.tree)} apply ${sh(sub)}/*.patch${part.note ? `   # ${part.note}` : ''}`);
   }
   lines.push(`would write ${path.join(dir, EXPORT_MARKER)}`);

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { UsageError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { entryKind, isConfinedPath, readSmallFile } from '../core/untrusted.ts';
-import { exportPatches as writeSeries } from '../patchers/engine/apply.ts';
+import { seriesNames, exportPatches as writeSeries } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 
 /**
@@ -97,6 +97,10 @@ const kindWords = (k: string) => (k === 'dir' ? 'a directory' : k === 'symlink' 
 export async function exportPatches(dir: string, parts: readonly ExportPart[], note: (s: string) => void = (s) => process.stderr.write(`note: ${s}\n`)): Promise<string[]> {
   await checkExportDir(dir);
   const old = readMarker(dir);
+  // The marker first names every file this export may leave (the earlier export's and this one's), so an export
+  // killed half-way is still an export the next one replaces whole, never a folder of unlisted files it refuses.
+  const planned = parts.flatMap((p) => (p.changes.length ? [...seriesNames(p.changes), 'series'].map((n) => `${p.name}/${n}`) : []));
+  await writeFileAtomic(path.join(dir, EXPORT_MARKER), JSON.stringify({ schema: 'nvshmem-efa-export/1', files: [...new Set([...(old?.files ?? []), ...planned])] }, null, 2) + '\n');
   for (const f of old?.files ?? []) {
     const kind = entryKind(dir, f);
     if (kind === 'file') await rm(path.join(dir, f), { force: true });

@@ -2,6 +2,17 @@ import { rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
+/**
+ * Test hook, set only by the fault campaign (test/faults): NVSHMEM_EFA_TEST_KILL_AFTER_WRITES=N makes the process
+ * SIGKILL itself right after its Nth atomic write (state, markers, export files, report), the way `kill -9`, the
+ * OOM killer or a crash would stop it between two commit points. Nothing else sets it.
+ */
+let writes = 0;
+function killForTest(): void {
+  const n = process.env.NVSHMEM_EFA_TEST_KILL_AFTER_WRITES;
+  if (n && Number(n) === ++writes) process.kill(process.pid, 'SIGKILL');
+}
+
 /** Write through a temporary sibling and rename, so a crash leaves the old file or the new one, never half. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
   await makeDirs(path.dirname(file));
@@ -20,4 +31,5 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
     await rm(tmp, { force: true });
     throw e;
   }
+  killForTest();
 }

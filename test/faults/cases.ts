@@ -382,8 +382,32 @@ function killAfterRenames(n: number): Case {
   };
 }
 
+/** SIGKILL right after the `n`th atomic write (marker, patch file, series, state, report), then the same command again. */
+function killAfterWrites(what: 'export' | 'patch', n: number): Case {
+  return {
+    id: `sigkill-${what}-after-${n}-writes`, cls: 'interruption', what: `SIGKILL after ${n} atomic write(s) of \`patch${what === 'export' ? ' --export' : ''}\`, then a rerun`, setup: (s) => {
+      const src = s.nvshmem();
+      const args = what === 'export' ? patch(src, s.p('w'), '--export', s.p('e')) : patch(src, s.p('w'));
+      let ref = '';
+      if (what === 'export') cliSync(patch(src, s.p('ref-w'), '--export', s.p('ref-e')));
+      else ref = cleanlyPatched(s);
+      return {
+        runs: [{ args, env: { NVSHMEM_EFA_TEST_KILL_AFTER_WRITES: String(n) }, exit: 137 }, { args, exit: 0 }],
+        protect: [src],
+        check: () => {
+          if (what === 'export') return digest(s.p('e')) === digest(s.p('ref-e')) ? undefined : 'the export differs from one never interrupted';
+          const tree = s.p('w/sources/nvshmem');
+          return sameTree(tree, ref) ?? (strays(s.p('w')).length ? `stray files: ${strays(s.p('w')).join(', ')}` : undefined);
+        },
+      };
+    },
+  };
+}
+
 const interruptCases: Case[] = [
   ...[0, 1, 3, 6].map(killAfterRenames),
+  ...[1, 2, 5].map((n) => killAfterWrites('export', n)),
+  ...[1, 2, 3, 4].map((n) => killAfterWrites('patch', n)),
   {
     id: 'sigkill-journal-doctor', cls: 'interruption', what: 'doctor finds the journal of a killed in-place patch', setup: (s) => {
       const src = s.nvshmem();

@@ -130,14 +130,15 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
   await removeJournal(root);
 }
 
+/** The file names an export of `changes` writes: one numbered `.patch` per changed file, in plan order. */
+export function seriesNames(changes: readonly FileChange[]): string[] {
+  return changes.map((c, i) => `${String(i + 1).padStart(4, '0')}-${c.file.replace(/[^A-Za-z0-9._-]+/g, '-')}.patch`);
+}
+
 /** One numbered `.patch` per changed file, in plan order, plus a `series` file listing them. */
 export async function exportPatches(dir: string, changes: readonly FileChange[]): Promise<string[]> {
-  const names: string[] = [];
-  for (const [i, c] of changes.entries()) {
-    const name = `${String(i + 1).padStart(4, '0')}-${c.file.replace(/[^A-Za-z0-9._-]+/g, '-')}.patch`;
-    await writeFileAtomic(path.join(dir, name), renderFileDiff(c));
-    names.push(name);
-  }
+  const names = seriesNames(changes);
+  for (const [i, c] of changes.entries()) await writeFileAtomic(path.join(dir, names[i]!), renderFileDiff(c));
   await writeFileAtomic(path.join(dir, 'series'), names.join('\n') + '\n');
   return names;
 }

@@ -1,4 +1,4 @@
-import { rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
+import { open, rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
@@ -32,4 +32,15 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
     throw e;
   }
   killForTest();
+}
+
+/** Writes `data` and flushes it to the disk before returning: what the journal promises across a power loss. */
+export async function writeDurable(file: string, data: Uint8Array | string): Promise<void> {
+  const fh = await open(file, 'w');
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
 }

@@ -1,10 +1,12 @@
-import { lstatSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { link, open, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
+import { processCmdline, processStartTime } from './proc.ts';
+import { writeDurable } from './fs-atomic.ts';
 import { readSmallFile } from './untrusted.ts';
 import { beginClaim, settleClaim } from './work-dir.ts';
 import { LOCK_FILE } from './work-dir-names.ts';
@@ -36,28 +38,7 @@ const LockInfo = z.object({
 });
 type LockInfo = z.infer<typeof LockInfo>;
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); null where /proc is not there. */
-export function processStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // After "(comm)": state is field 3, so starttime (field 22) is index 22 - 3.
-    if (fields[0] === 'Z') return null;
-    return fields[22 - 3] ?? null;
-  } catch {
-    return null;
-  }
-}
 
-/** The argv of `pid` from /proc/<pid>/cmdline; null where it cannot be read. */
-export function processCmdline(pid: number): string[] | null {
-  try {
-    const raw = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    return raw === '' ? null : raw.replace(/\0$/, '').split('\0');
-  } catch {
-    return null;
-  }
-}
 
 /**
  * Whether a command recorded in a dead run's lock is still that command: the same pid, start time and command
@@ -153,13 +134,7 @@ export function describeHolder(info: LockInfo): string {
 async function createWhole(file: string, content: string): Promise<void> {
   const tmp = `${file}.${process.pid}.tmp`;
   try {
-    const fh = await open(tmp, 'w');
-    try {
-      await fh.writeFile(content);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await writeDurable(tmp, content);
     await link(tmp, file);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;

@@ -334,7 +334,7 @@ const lockCases: Case[] = [
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
       // Same pid and start time as recorded, but not the command the dead run had started.
-      const lock = { pid: 999_999, host: os.hostname(), procStart: '1', command: 'nvshmem-efa build', startedAt: new Date().toISOString(), children: [{ pid, procStart: start, command: 'cmake --build /x' }] };
+      const lock = { pid: 999_999, host: os.hostname(), procStart: '1', command: 'nvshmem-efa build', startedAt: new Date().toISOString(), children: [{ pid, procStart: start, cmdline: ['cmake', '--build', '/x'] }] };
       s.file('w/.nvshmem-efa.lock', JSON.stringify(lock) + '\n');
       return {
         runs: [{ args: patch(s.nvshmem('n2'), w), exit: 0 }],

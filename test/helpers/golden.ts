@@ -24,6 +24,8 @@ export interface GoldenCase {
    * from its base instead of repeating whole files.
    */
   edits?: { file: string; find: string; replace: string }[];
+  /** A regular expression: every line of the laid tree's files that matches it is removed (after the edits). */
+  stripLines?: string;
 }
 
 const REPO = path.join(GOLDEN_ROOT, '..', '..');
@@ -48,6 +50,21 @@ function layTree(gc: GoldenCase, root: string, dst: string): void {
     const at = text.indexOf(e.find);
     if (at < 0 || text.indexOf(e.find, at + 1) >= 0) throw new Error(`golden case ${gc.name}: edit of ${e.file} must match exactly once: ${JSON.stringify(e.find.slice(0, 80))}`);
     writeFileSync(file, text.slice(0, at) + e.replace + text.slice(at + e.find.length));
+  }
+  if (gc.stripLines) {
+    const re = new RegExp(gc.stripLines);
+    const walk = (d: string) => {
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        const f = path.join(d, e.name);
+        if (e.isDirectory()) walk(f);
+        else if (e.isFile()) {
+          const text = readFileSync(f, 'utf8');
+          const kept = text.split('\n').filter((l) => !re.test(l)).join('\n');
+          if (kept !== text) writeFileSync(f, kept);
+        }
+      }
+    };
+    walk(dst);
   }
 }
 

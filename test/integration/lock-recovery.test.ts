@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { WorkDirBusyError } from '../../src/core/errors.ts';
-import { acquireLock, LOCK_FILE, processStartTime } from '../../src/core/lock.ts';
+import { acquireLock, LOCK_FILE } from '../../src/core/lock.ts';
+import { processStartTime } from '../../src/core/proc.ts';
 import { cli, tmp } from '../helpers/cli.ts';
 import { materialize } from '../helpers/golden.ts';
 

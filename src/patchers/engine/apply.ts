@@ -5,7 +5,8 @@ import { createTwoFilesPatch } from 'diff';
 import { writeFileAtomic } from '../../core/fs-atomic.ts';
 import type { FileChange } from './plan.ts';
 import { makeDirs } from '../../core/make-dirs.ts';
-import { dirsUpTo, removeJournal, restoreBytes, sha256, STAGED, syncDirs, writeDurable, writeJournal } from './journal.ts';
+import { writeDurable } from '../../core/fs-atomic.ts';
+import { dirsUpTo, removeJournal, restoreBytes, sha256, STAGED, syncDirs, writeJournal } from './journal.ts';
 
 /** A `git diff`-style patch for one change: `git apply` accepts it, new files included. */
 export function renderFileDiff(c: FileChange): string {

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { chmod, lstat, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { PatchRefusedError, WorkDirBusyError } from '../../core/errors.ts';
+import { writeDurable } from '../../core/fs-atomic.ts';
+import { processStartTime } from '../../core/proc.ts';
 
 /**
  * The journal of a commit (apply.ts): SIGKILL, a crash or a power loss between the renames of a patch cannot be
@@ -43,34 +44,9 @@ const JournalSchema = z.object({
 export type Journal = z.infer<typeof JournalSchema>;
 export type JournalEntry = z.infer<typeof Entry>;
 
-/**
- * Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), null where /proc is not there: with the
- * pid, it tells the run that wrote a journal from a later process given the same pid. (lock.ts reads the same
- * field for its lock; the engine keeps its own copy rather than depend on the work-dir lock.)
- */
-function processStartTime(pid: number): string | null {
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    if (fields[0] === 'Z') return null;
-    return fields[22 - 3] ?? null;
-  } catch {
-    return null;
-  }
-}
 
 export const sha256 = (b: Uint8Array | string) => createHash('sha256').update(b).digest('hex');
 
-/** Writes `data` and flushes it to the disk before returning: what the journal promises across a power loss. */
-export async function writeDurable(file: string, data: Uint8Array | string): Promise<void> {
-  const fh = await open(file, 'w');
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
 
 /**
  * Flushes a directory's entries (the renames and creations in it). Best effort: some filesystems refuse fsync

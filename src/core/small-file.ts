@@ -1,9 +1,9 @@
-import { constants, statSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { statSync } from 'node:fs';
 import type { z } from 'zod';
 import path from 'node:path';
 import { EnvironmentError, FilesystemError, NvshmemEfaError, UsageError } from './errors.ts';
 import { packageRoot } from './paths.ts';
+import { readSmallFile } from './untrusted.ts';
 
 /**
  * Files and directories named by the user (an option or a variable) are untrusted input: a FIFO would block
@@ -16,16 +16,6 @@ import { packageRoot } from './paths.ts';
  * device where a regular file is expected) is the file system's answer (6).
  */
 
-/** What `st` is, in words, for "is not a regular file (a FIFO)". */
-function kindOf(st: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean; isDirectory(): boolean }): string {
-  if (st.isDirectory()) return 'a directory';
-  if (st.isFIFO()) return 'a FIFO';
-  if (st.isCharacterDevice()) return 'a character device';
-  if (st.isBlockDevice()) return 'a block device';
-  if (st.isSocket()) return 'a socket';
-  return 'not a regular file';
-}
-
 function openFault(label: string, file: string, fix: string, e: NodeJS.ErrnoException): Error {
   if (e.code === 'ENOENT') return new UsageError(`${label} does not exist`, fix);
   if (e.code === 'ENOTDIR') return new FilesystemError(`${label}: a component of the path is a file, not a directory`, fix, file, 'ENOTDIR');
@@ -35,35 +25,22 @@ function openFault(label: string, file: string, fix: string, e: NodeJS.ErrnoExce
 }
 
 /**
- * The bytes of a small regular file, at most `maxBytes`. Opened with O_NONBLOCK so that a FIFO neither blocks
- * the open nor the read, then checked with fstat on the open descriptor (no race with a rename in between).
+ * The bytes of a small regular file the user names (an option or a variable; links followed, as the user's
+ * own), at most `maxBytes`: anything else is a one-line error naming `label`.
  */
-export async function readSmallFile(file: string, label: string, fix: string, maxBytes = 1 << 20): Promise<Buffer> {
-  let fh;
+export async function readUserFile(file: string, label: string, fix: string, maxBytes = 1 << 20): Promise<Buffer> {
+  let got;
   try {
-    fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    got = readSmallFile(file, maxBytes, { follow: true });
   } catch (e) {
     throw openFault(label, file, fix, e as NodeJS.ErrnoException);
   }
-  try {
-    const st = await fh.stat();
-    if (!st.isFile()) {
-      throw new FilesystemError(st.isDirectory() ? `${label} is a directory, not a file` : `${label} is not a regular file (${kindOf(st)})`, fix, file, st.isDirectory() ? 'EISDIR' : 'EINVAL');
-    }
-    if (st.size > maxBytes) throw new UsageError(`${label} is ${st.size} bytes, more than the ${maxBytes} such a file can be`, fix);
-    // Read to the cap, not to the size fstat gave: a file that grows while read stays bounded.
-    const buf = Buffer.alloc(maxBytes + 1);
-    let got = 0;
-    for (;;) {
-      const { bytesRead } = await fh.read(buf, got, buf.length - got, got);
-      if (bytesRead === 0) break;
-      got += bytesRead;
-      if (got > maxBytes) throw new UsageError(`${label} is more than the ${maxBytes} bytes such a file can be`, fix);
-    }
-    return buf.subarray(0, got);
-  } finally {
-    await fh.close();
+  if (got.kind === 'missing') throw new UsageError(`${label} does not exist`, fix);
+  if (got.kind === 'bad') {
+    if (got.what === 'too-large') throw new UsageError(`${label} is ${got.why}`, fix);
+    throw new FilesystemError(got.what === 'dir' ? `${label} is a directory, not a file` : `${label} is ${got.why}`, fix, file, got.what === 'dir' ? 'EISDIR' : 'EINVAL');
   }
+  return got.bytes;
 }
 
 /**
@@ -82,7 +59,7 @@ export function checkDirectory(dir: string, label: string, fix: string, mustExis
     }
     throw openFault(label, dir, fix, e as NodeJS.ErrnoException);
   }
-  if (!st.isDirectory()) throw new FilesystemError(`${label} is not a directory (it is ${st.isFile() ? 'a file' : kindOf(st)})`, fix, dir, 'ENOTDIR');
+  if (!st.isDirectory()) throw new FilesystemError(`${label} is not a directory (it is ${st.isFile() ? 'a file' : 'a special file'})`, fix, dir, 'ENOTDIR');
 }
 
 /** The first zod issue as "path: message" (one line; the count of the others), not zod's JSON dump. */
@@ -97,7 +74,7 @@ export function firstIssue(error: z.ZodError): string {
  * with one line naming `label` and the first problem.
  */
 export async function readJsonFile<T>(file: string, label: string, fix: string, schema: z.ZodType<T>, what: string): Promise<T> {
-  const text = (await readSmallFile(file, label, fix)).toString('utf8');
+  const text = (await readUserFile(file, label, fix)).toString('utf8');
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -42,26 +42,34 @@ export function entryKind(dir: string, rel: string): EntryKind {
   return 'dir';
 }
 
-export type SmallFile = { kind: 'missing' } | { kind: 'bad'; why: string } | { kind: 'ok'; text: string; mtimeMs: number };
+export type SmallFile =
+  | { kind: 'missing' }
+  | { kind: 'bad'; why: string; what: 'link' | 'dir' | 'special' | 'too-large' }
+  | { kind: 'ok'; bytes: Buffer; text: string; mtimeMs: number };
 
 /**
- * The text of a small regular file, read without following a link (O_NOFOLLOW) and never more than `max` bytes:
- * a lock or marker replaced by a link to /dev/zero or a FIFO must neither hang the run nor be read as ours.
+ * The bytes of a small regular file, never more than `max`: opened with O_NONBLOCK (a FIFO blocks neither the
+ * open nor the read) and checked with fstat on the open descriptor (no race with a rename in between). By
+ * default a link is not followed (O_NOFOLLOW): a lock or marker replaced by a link to /dev/zero or to someone's
+ * file must neither hang the run nor be read as ours. `follow` is for paths the user names (an option).
+ * Other errors (EACCES, ENOTDIR) are thrown as they are, for the caller to say with its own words.
  */
-export function readSmallFile(file: string, max = 1 << 20): SmallFile {
+export function readSmallFile(file: string, max = 1 << 20, o: { follow?: boolean } = {}): SmallFile {
   let fd: number;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | (o.follow ? 0 : constants.O_NOFOLLOW));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return { kind: 'missing' };
-    if (code === 'ELOOP') return { kind: 'bad', why: 'a symbolic link' };
+    if (code === 'ELOOP' && !o.follow) return { kind: 'bad', why: 'a symbolic link', what: 'link' };
     throw e;
   }
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) return { kind: 'bad', why: st.isDirectory() ? 'a directory' : 'not a regular file' };
-    if (st.size > max) return { kind: 'bad', why: `${st.size} bytes, larger than any nvshmem-efa writes` };
+    if (st.isDirectory()) return { kind: 'bad', why: 'a directory', what: 'dir' };
+    if (!st.isFile()) return { kind: 'bad', why: `not a regular file (${specialKind(st)})`, what: 'special' };
+    if (st.size > max) return { kind: 'bad', why: `${st.size} bytes, more than the ${max} such a file can be`, what: 'too-large' };
+    // Read to the size fstat gave, no further: a file that grows while read stays bounded.
     const buf = Buffer.alloc(st.size);
     let got = 0;
     while (got < st.size) {
@@ -69,10 +77,19 @@ export function readSmallFile(file: string, max = 1 << 20): SmallFile {
       if (n === 0) break;
       got += n;
     }
-    return { kind: 'ok', text: buf.subarray(0, got).toString('utf8'), mtimeMs: st.mtimeMs };
+    const bytes = buf.subarray(0, got);
+    return { kind: 'ok', bytes, text: bytes.toString('utf8'), mtimeMs: st.mtimeMs };
   } finally {
     closeSync(fd);
   }
+}
+
+function specialKind(st: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isSocket()) return 'a socket';
+  return 'a special file';
 }
 
 /**

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { VerificationError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
-import { readLockFile, readSmallFile } from '../core/small-file.ts';
+import { readLockFile, readUserFile } from '../core/small-file.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
 import { makeDirs } from '../core/make-dirs.ts';
@@ -40,7 +40,7 @@ const pinnedBy = (env: NodeJS.ProcessEnv = process.env) => (env.NVSHMEM_EFA_EFA_
  * is exit 5. Preflight, the dry run and the step all read it through here.
  */
 export async function readEfaIoDefs(file: string, lock: EfaIoDefsLock): Promise<Buffer> {
-  const bytes = await readSmallFile(file, `--efa-io-defs ${file}`, `pass the path of ${lock.file} (${origin(lock)})`);
+  const bytes = await readUserFile(file, `--efa-io-defs ${file}`, `pass the path of ${lock.file} (${origin(lock)})`);
   const got = sha256(bytes);
   if (got !== lock.sha256) {
     throw new VerificationError(
@@ -70,7 +70,7 @@ export const vendorEfaIoDefsStep: Step = {
   async stamp(ctx) {
     const lock = await loadLock();
     // A file that cannot be read stamps as empty; run() then refuses it with the reason.
-    const given = ctx.opts.efaIoDefs ? sha256(await readSmallFile(ctx.opts.efaIoDefs, '--efa-io-defs', '').catch(() => Buffer.from(''))) : null;
+    const given = ctx.opts.efaIoDefs ? sha256(await readUserFile(ctx.opts.efaIoDefs, '--efa-io-defs', '').catch(() => Buffer.from(''))) : null;
     return { lock, given, offline: ctx.opts.offline };
   },
   async run(ctx, io) {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { EnvironmentError, UsageError } from '../core/errors.ts';
 import { packageRoot } from '../core/paths.ts';
 import { STATE_FILE } from '../core/state.ts';
+import { shellQuote } from '../core/shell-quote.ts';
 
 /**
  * `nvshmem-efa bench`: what GPU-initiated networking buys, in one run on a host with 2 GPUs. The work is done by
@@ -83,7 +84,6 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): { script
   return { script, args, env };
 }
 
-const shellQuote = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 export async function benchCommand(o: BenchOptions, out: (s: string) => void): Promise<number> {
   const inv = benchInvocation(o);

@@ -20,6 +20,7 @@ import type { Ctx, PatchResult, WorkPaths } from '../steps/types.ts';
 import { efaIoDefsOrigin, loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
 import { EXPORT_MARKER, exportPatches, type ExportPart } from './export-patches.ts';
 import { preflight, type Found } from './preflight.ts';
+import { shellQuote } from '../core/shell-quote.ts';
 
 /**
  * The tree a read-only plan looks at: the user's own tree (a copy would be identical), or the verified
@@ -65,8 +66,6 @@ async function vendoredPlan(opts: Options, destination: string): Promise<{ vendo
   return { vendored: [], omitted: [{ file, why }] };
 }
 
-/** POSIX shell quoting, for commands printed to be read or pasted. */
-const sh = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 
 /** `patch --export DIR --dry-run`: every file the export would write, and nothing written. */
@@ -80,7 +79,7 @@ function exportListing(dir: string, parts: readonly ExportPart[]): string[] {
     }
     const sub = path.join(dir, part.name);
     for (const n of [...seriesNames(part.changes), 'series']) lines.push(`would write ${path.join(sub, n)}`);
-    lines.push(`${part.name}: would be applied with:`, `  git -C ${sh(part.tree)} apply ${sh(sub)}/*.patch${part.note ? `   # ${part.note}` : ''}`);
+    lines.push(`${part.name}: would be applied with:`, `  git -C ${shellQuote(part.tree)} apply ${shellQuote(sub)}/*.patch${part.note ? `   # ${part.note}` : ''}`);
   }
   lines.push(`would write ${path.join(dir, EXPORT_MARKER)}`);
   return lines;
@@ -96,7 +95,7 @@ interface PlannedCommand {
 }
 
 const commandLine = (c: PlannedCommand) =>
-  `${c.cwd ? `cd ${sh(c.cwd)} && ` : ''}${Object.entries(c.env ?? {}).map(([k, v]) => `${k}=${sh(v)} `).join('')}${c.argv.map(sh).join(' ')}`;
+  `${c.cwd ? `cd ${shellQuote(c.cwd)} && ` : ''}${Object.entries(c.env ?? {}).map(([k, v]) => `${k}=${shellQuote(v)} `).join('')}${c.argv.map(shellQuote).join(' ')}`;
 
 /**
  * The commands `build` would run for NVSHMEM (and DeepEP), from the same functions the steps call: the

@@ -7,6 +7,7 @@ import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { entryKind, isConfinedPath, readSmallFile } from '../core/untrusted.ts';
 import { seriesNames, exportPatches as writeSeries } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
+import { shellQuote } from '../core/shell-quote.ts';
 
 /**
  * `patch --export DIR` layout: one folder per tree, because NVSHMEM's and DeepEP's patches apply to
@@ -31,7 +32,6 @@ export interface ExportPart {
   note?: string;
 }
 
-const sh = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /** The marker of an earlier export; a marker that is there but not one we wrote is refused (exit 2). */
 function readMarker(dir: string): z.infer<typeof Marker> | undefined {
@@ -121,7 +121,7 @@ export async function exportPatches(dir: string, parts: readonly ExportPart[], n
     written.push(...names.map((n) => `${part.name}/${n}`), `${part.name}/series`);
     lines.push(
       `${part.name}: ${names.length} patch file(s) in ${path.join(dir, part.name)}; apply with:`,
-      `  git -C ${sh(part.tree)} apply ${sh(path.join(dir, part.name))}/*.patch${part.note ? `   # ${part.note}` : ''}`,
+      `  git -C ${shellQuote(part.tree)} apply ${shellQuote(path.join(dir, part.name))}/*.patch${part.note ? `   # ${part.note}` : ''}`,
     );
   }
   await writeFileAtomic(path.join(dir, EXPORT_MARKER), JSON.stringify({ schema: 'nvshmem-efa-export/1', files: written }, null, 2) + '\n');

@@ -21,6 +21,7 @@ import { fabricOrigin, fabricPin, isLocalOrigin, loadFabricLock } from '../core/
 import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
 import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
+import { checkInPlaceWritable } from '../core/writable.ts';
 
 /**
  * Everything that can be checked before the long steps, checked before anything is written: a typo in a
@@ -183,6 +184,16 @@ export const PREFLIGHT: readonly Check[] = [
     async run(o) {
       const plan = await planDeepEp(o.deepepSrc!);
       if (plan.refusals.length) throw deepEpRefusalError(plan, o.deepepSrc!, 'nothing was changed (checked before NVSHMEM was patched)');
+      // --in-place writes NVSHMEM's tree first and DeepEP's after: a DeepEP this user cannot write is refused
+      // before NVSHMEM is touched, not after (the patch of NVSHMEM would stay).
+      if (o.inPlace) checkInPlaceWritable('--deepep-src', o.deepepSrc!, plan.changes.map((c) => path.dirname(path.join(o.deepepSrc!, c.file))), 'nothing was changed (checked before NVSHMEM was patched)');
+    },
+  },
+  {
+    id: 'in-place-writable',
+    applies: (o) => o.inPlace && !!o.nvshmemSrc,
+    async run(o) {
+      checkInPlaceWritable('--nvshmem-src', o.nvshmemSrc!, [], 'nothing was changed');
     },
   },
   {

@@ -5,9 +5,7 @@ import { acquireLock, describeHolder } from '../core/lock.ts';
 import { exportLines, writeReport } from '../core/report.ts';
 import { StateStore } from '../core/state.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
-import { checkInPlaceWritable } from '../core/writable.ts';
 import type { Options } from '../options.ts';
-import { planDeepEp } from '../patchers/deepep/index.ts';
 import { chooseRenderer, runSteps, type StepOutcome } from '../pipeline.ts';
 import { stopDeepEpBeside } from '../steps/deepep-beside.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
@@ -16,6 +14,7 @@ import type { Ctx, Step } from '../steps/types.ts';
 import { assembleReport } from './assemble-report.ts';
 import { preflight } from './preflight.ts';
 import { makeDirs } from '../core/make-dirs.ts';
+import { shellQuote } from '../core/shell-quote.ts';
 
 const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
 
@@ -38,22 +37,6 @@ export async function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>)
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-  }
-}
-
-/**
- * --in-place writes NVSHMEM's tree first and DeepEP's after: a DeepEP this user cannot write must be refused
- * before NVSHMEM is touched, not after (the patch of NVSHMEM would stay). Checked with the other preflight
- * checks, before the work dir is claimed.
- */
-export async function checkInPlaceTrees(opts: Options): Promise<void> {
-  if (!opts.inPlace) return;
-  const nothing = 'nothing was changed';
-  if (opts.nvshmemSrc) checkInPlaceWritable('--nvshmem-src', opts.nvshmemSrc, [], nothing);
-  if (opts.deepepSrc) {
-    const plan = await planDeepEp(opts.deepepSrc);
-    const dirs = plan.changes.map((c) => path.dirname(path.join(opts.deepepSrc!, c.file)));
-    checkInPlaceWritable('--deepep-src', opts.deepepSrc, dirs, `${nothing} (checked before NVSHMEM was patched)`);
   }
 }
 
@@ -93,7 +76,6 @@ export function explainFailure(ctx: Ctx, outcomes: readonly StepOutcome[], error
 
 /** How to build what `patch` made: the same trees and work dir (the patch is then up to date, not redone). */
 export function buildCommand(opts: Options): string {
-  const q = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
   const args = [
     ...(opts.nvshmemSrc ? ['--nvshmem-src', opts.nvshmemSrc, ...(opts.inPlace ? ['--in-place'] : [])] : ['--nvshmem-ref', opts.nvshmemRef]),
     ...(opts.deepepSrc ? ['--deepep-src', opts.deepepSrc] : opts.deepepRef ? ['--deepep-ref', opts.deepepRef] : []),
@@ -101,7 +83,7 @@ export function buildCommand(opts: Options): string {
     ...(opts.efaIoDefs ? ['--efa-io-defs', opts.efaIoDefs] : []),
     ...(opts.offline ? ['--offline'] : []),
   ];
-  return ['nvshmem-efa', 'build', ...args].map(q).join(' ');
+  return ['nvshmem-efa', 'build', ...args].map(shellQuote).join(' ');
 }
 
 /** Where `patch` left each patched tree, and how to build it. */
@@ -131,7 +113,6 @@ export async function runPipelineCommand(opts: Options, steps: readonly Step[], 
 
 async function runPipeline(opts: Options, steps: readonly Step[], out: (s: string) => void): Promise<number> {
   const found = await preflight(opts);
-  await checkInPlaceTrees(opts);
   const paths = workPaths(opts.workDir);
   return withInterrupts(async (signal) => {
     await claimWorkDir(opts.workDir);

@@ -10,6 +10,7 @@ import { writeDurable } from './fs-atomic.ts';
 import { readSmallFile } from './untrusted.ts';
 import { beginClaim, settleClaim } from './work-dir.ts';
 import { LOCK_FILE } from './work-dir-names.ts';
+import { shellQuote } from './shell-quote.ts';
 
 /**
  * One run per work dir: two runs copying, patching or building into the same tree corrupt it and then stamp
@@ -64,7 +65,6 @@ function alive(info: { pid: number; procStart: string | null }): boolean {
   return true;
 }
 
-const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
 
 export interface HeldLock {
   file: string;
@@ -167,7 +167,7 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
     pid: process.pid,
     host: os.hostname(),
     procStart: processStartTime(process.pid),
-    command: ['nvshmem-efa', ...argv.slice(2)].map(quote).join(' '),
+    command: ['nvshmem-efa', ...argv.slice(2)].map(shellQuote).join(' '),
     startedAt: new Date().toISOString(),
     children: [],
   };

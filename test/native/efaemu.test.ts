@@ -478,13 +478,17 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.status).toBe(0);
   });
 
-  it.skipIf(!canUnshare || !hasFiInfo)('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu, the GPU checks say why they skip', () => {
+  it.skipIf(!canUnshare || !hasFiInfo)('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu; a GPU check asked of a work dir without a build is refused (exit 2)', () => {
     const wd = mkdtempSync(path.join(os.tmpdir(), 'efaemu-selftest-'));
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
-      '--efaemu-build', dir, '--checks', 'fi_info,gda_kernel'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
+    const selftest = (checks: string) => spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
+      '--efaemu-build', dir, '--checks', checks], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
+    const r = selftest('fi_info');
     expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
-    expect(r.stdout).toMatch(/^gda_kernel\s+SKIP\s+.*(no NVIDIA driver here|GPU).*not an nvshmem-efa work dir/m);
     expect(r.status).toBe(0);
+    // A GPU check asked of a work dir without a build is a usage mistake (issue 20: a typo must not pass as skips).
+    const g = selftest('fi_info,gda_kernel');
+    expect(g.status, g.stdout).toBe(2);
+    expect(g.stderr).toMatch(new RegExp(`^error: ${wd.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} holds no NVSHMEM build`, 'm'));
   });
 
   // The processes of the GPU checks load their kernels eagerly: the emulator's and softgdr's GPU copies are CUDA calls in

@@ -7,10 +7,12 @@ import { readBackMarkdown, readBackReport } from './read-report.ts';
 
 export async function reportCommand(opts: Options, out: (s: string) => void): Promise<number> {
   const report = await readBackReport(opts.workDir);
+  const running = await lockHolder(opts.workDir);
   // A first run still going has written no report yet: say so, not "run build first" (exit 7: in use).
-  const running = report ? undefined : await lockHolder(opts.workDir);
-  if (running) throw new WorkDirBusyError(`no report in ${opts.workDir} yet: a run is in progress there, ${describeHolder(running)}`, `its report is written when it ends: run nvshmem-efa report again then (its logs are in ${path.join(opts.workDir, 'logs')} meanwhile)`);
+  if (running && !report) throw new WorkDirBusyError(`no report in ${opts.workDir} yet: a run is in progress there, ${describeHolder(running)}`, `its report is written when it ends: run nvshmem-efa report again then (its logs are in ${path.join(opts.workDir, 'logs')} meanwhile)`);
   if (!report) throw new NvshmemEfaError(`no report in ${opts.workDir}`, 'run nvshmem-efa build (or patch) first, or pass the --work-dir it used');
+  // A later run still going: the report shown is the one before it, and the reader must know.
+  if (running) process.stderr.write(`note: a run is in progress in ${opts.workDir} (${describeHolder(running)}); this is the report of the run before it, replaced when it ends\n`);
   out(opts.json ? JSON.stringify(report, null, 2) : readBackMarkdown(opts.workDir, path.join(opts.workDir, REPORT_MD)).trimEnd());
   return report.ok ? 0 : 1;
 }

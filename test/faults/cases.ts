@@ -357,6 +357,13 @@ const lockCases: Case[] = [
     },
   },
   {
+    id: 'report-during-rerun', cls: 'concurrency and locks', what: '`report` while a second build runs says the report is the one before it', setup: (s) => {
+      const w = workWithUserFiles(s);
+      startHungBuild(s, s.toolchain(), w);
+      return { runs: [{ args: ['report', '--work-dir', w], exit: 0, stderr: /in progress[\s\S]*report of the run before it/ }] };
+    },
+  },
+  {
     id: 'report-while-running', cls: 'concurrency and locks', what: '`report` while a build runs says it is running', setup: (s) => {
       const w = s.p('w');
       startHungBuild(s, s.toolchain(), w);

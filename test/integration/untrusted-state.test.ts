@@ -150,13 +150,19 @@ describe('what the work dir records is verified before it is acted on (issue 20 
     expect(ls(path.join(elsewhere, 'nvshmem'))).toEqual(['thesis.tex']);
   });
 
-  it('a copied work dir (cp -a) works on its own trees, never on the original\'s', async () => {
+  /** A work dir `patch` made, and a `cp -a` of it beside. */
+  const copiedWorkDir = () => {
     const src = materialize('v3.4-like');
     const parent = tmp('copies-');
     const work = path.join(parent, 'wd');
     const copy = path.join(parent, 'wd-copy');
     expect(cli(patchArgs(src, work)).code).toBe(0);
     expect(spawnSync('cp', ['-a', work, copy]).status).toBe(0);
+    return { src, work, copy };
+  };
+
+  it('a copied work dir (cp -a) works on its own trees, never on the original\'s', async () => {
+    const { src, work, copy } = copiedWorkDir();
     const original = await hashTree(work);
     const r = cli(patchArgs(src, copy));
     noCrash(r.stderr);
@@ -167,12 +173,7 @@ describe('what the work dir records is verified before it is acted on (issue 20 
   });
 
   it('a state.json of an earlier version (no work dir recorded) in a copied work dir: the original\'s trees are not used', () => {
-    const src = materialize('v3.4-like');
-    const parent = tmp('copies-');
-    const work = path.join(parent, 'wd');
-    const copy = path.join(parent, 'wd-copy');
-    expect(cli(patchArgs(src, work)).code).toBe(0);
-    expect(spawnSync('cp', ['-a', work, copy]).status).toBe(0);
+    const { src, work, copy } = copiedWorkDir();
     const state = JSON.parse(readFileSync(path.join(copy, 'state.json'), 'utf8'));
     delete state.workDir;
     writeFileSync(path.join(copy, 'state.json'), JSON.stringify(state));

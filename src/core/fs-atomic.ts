@@ -1,4 +1,5 @@
 import { open, rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
+import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
@@ -42,5 +43,24 @@ export async function writeDurable(file: string, data: Uint8Array | string): Pro
     await fh.sync();
   } finally {
     await fh.close();
+  }
+}
+
+/**
+ * writeFileAtomic for code that cannot wait (a process 'exit' handler, a child-process callback), in a
+ * directory that exists: the same temporary sibling and rename, synchronously.
+ */
+export function writeFileAtomicSync(file: string, data: string): void {
+  const tmp = `${file}.nvshmem-efa-tmp-${process.pid}`;
+  try {
+    writeFileSync(tmp, data);
+    renameSync(tmp, file);
+  } catch (e) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* not there */
+    }
+    throw e;
   }
 }

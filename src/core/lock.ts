@@ -1,4 +1,4 @@
-import { lstatSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, unlinkSync } from 'node:fs';
 import { link, open, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
 import { processCmdline, processStartTime } from './proc.ts';
-import { writeDurable } from './fs-atomic.ts';
+import { writeDurable, writeFileAtomicSync } from './fs-atomic.ts';
 import { readSmallFile } from './untrusted.ts';
 import { beginClaim, settleClaim } from './work-dir.ts';
 import { LOCK_FILE } from './work-dir-names.ts';
@@ -205,18 +205,11 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
         if (released) return;
         const children = pids.map((pid) => ({ pid, procStart: processStartTime(pid), cmdline: processCmdline(pid) ?? [] }));
         const next = JSON.stringify({ ...me, children }) + '\n';
-        const tmp = `${file}.${process.pid}.tmp`;
         try {
-          writeFileSync(tmp, next);
-          renameSync(tmp, file);
+          writeFileAtomicSync(file, next);
           mine = next;
         } catch {
           // The lock still names us; only the leftover stop of a later run loses this detail.
-          try {
-            unlinkSync(tmp);
-          } catch {
-            /* not there */
-          }
         }
       });
       return {

@@ -1,8 +1,9 @@
-import { lstatSync, readdirSync, readlinkSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readlinkSync, unlinkSync } from 'node:fs';
 import { readdir, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FilesystemError, UsageError } from './errors.ts';
+import { writeFileAtomicSync } from './fs-atomic.ts';
 import { makeDirs } from './make-dirs.ts';
 import { REPORT_JSON, REPORT_MD } from './report.ts';
 import { isStateFile, STATE_FILE } from './state.ts';
@@ -159,19 +160,7 @@ function settle(dir: string, m: Current, final: boolean): Current {
 
 /** Written through a temporary sibling and a rename (synchronously: the lock's exit handler records too). */
 function writeMarker(dir: string, m: Marker): void {
-  const file = path.join(dir, MARKER_FILE);
-  const tmp = `${file}.nvshmem-efa-tmp-${process.pid}`;
-  try {
-    writeFileSync(tmp, JSON.stringify(m, null, 2) + '\n');
-    renameSync(tmp, file);
-  } catch (e) {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      /* not there */
-    }
-    throw e;
-  }
+  writeFileAtomicSync(path.join(dir, MARKER_FILE), JSON.stringify(m, null, 2) + '\n');
 }
 
 /**

@@ -159,7 +159,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   let deepepChanges: FileChange[] = [];
   const dp = await deepEpTree(opts, paths);
   if (dp.dir) {
-    const dplan = await planDeepEp(dp.dir);
+    const dplan = dp.dir === opts.deepepSrc && found.deepepPlan ? found.deepepPlan : await planDeepEp(dp.dir);
     if (dplan.refusals.length) throw deepEpRefusalError(dplan, dp.dir);
     plan.fixes.push(...dplan.fixes);
     deepepChanges = dplan.changes;

@@ -32,6 +32,8 @@ export interface Found {
   /** The build environment (build only), handed to the detect step. */
   env?: DetectedEnv;
   envFixes: FixRecord[];
+  /** The plan of --deepep-src made by the check (a dry run shows it instead of planning it again). */
+  deepepPlan?: Awaited<ReturnType<typeof planDeepEp>>;
 }
 
 interface Check {
@@ -181,9 +183,10 @@ export const PREFLIGHT: readonly Check[] = [
     // DeepEP is planned (read only) before NVSHMEM is touched: its refusal must not follow an in-place patch.
     id: 'deepep-plan',
     applies: (o) => !!o.deepepSrc,
-    async run(o) {
+    async run(o, found) {
       const plan = await planDeepEp(o.deepepSrc!);
       if (plan.refusals.length) throw deepEpRefusalError(plan, o.deepepSrc!, 'nothing was changed (checked before NVSHMEM was patched)');
+      found.deepepPlan = plan;
       // --in-place writes NVSHMEM's tree first and DeepEP's after: a DeepEP this user cannot write is refused
       // before NVSHMEM is touched, not after (the patch of NVSHMEM would stay).
       if (o.inPlace) checkInPlaceWritable('--deepep-src', o.deepepSrc!, plan.changes.map((c) => path.dirname(path.join(o.deepepSrc!, c.file))), 'nothing was changed (checked before NVSHMEM was patched)');

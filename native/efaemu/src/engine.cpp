@@ -131,6 +131,7 @@ bool Engine::attach_nic(int nic, uint8_t gid[16], std::string *why) {
     if (!nonce_) {
         nonce_ = process_nonce();
         rng_ = config().seed;
+        placement_.configure();
         reap_stale_inboxes();
     }
     auto n = std::make_unique<Nic>();
@@ -185,6 +186,7 @@ void Engine::remove_target(int nic, uint16_t qpn) {
     if (t == it->second->targets.end()) return;
     Target *target = t->second.t;
     it->second->targets.erase(t);
+    placement_.drop_target(nic, qpn);  // staged writes must not outlive the endpoint they point at
     for (auto &kv : peers_) {
         auto &reads = kv.second->reads;
         reads.erase(std::remove_if(reads.begin(), reads.end(), [&](const Out &o) { return o.t == target; }), reads.end());
@@ -406,6 +408,7 @@ void Engine::check_peers(uint64_t now) {
         }
     }
     const uint64_t timeout = config().timeout_ns;
+    placement_.reap(now, timeout);  // partial writes of initiators that died
     std::vector<Op *> late;
     for (auto &kv : inflight_)
         if (kv.second->start_ns + timeout < now) late.push_back(kv.second);
@@ -527,6 +530,44 @@ size_t Engine::pump() {
     return n;
 }
 
+bool Engine::land(StagedWrite &w, bool again) {
+    auto n = nics_.find(w.nic);
+    Target *t = nullptr;
+    if (n != nics_.end()) {
+        auto it = n->second->targets.find(w.h.dst_qpn);
+        if (it != n->second->targets.end() && it->second.qkey == w.h.dst_qkey) t = it->second.t;
+    }
+    // Checked again: the registration or the initiator's AV entry may have gone while the write was staged.
+    MemRef mem;
+    uint32_t st = t ? t->rma_check(w.h.src, w.h.remote_addr, w.h.total_len, w.h.rkey, true, false, &mem) : kRemoteBadDestQpn;
+    std::string why;
+    if (!st && !hmem::copy_from_host(w.h.remote_addr, mem, w.bytes.data(), w.h.total_len, &why)) {
+        EFA_WARN(FI_LOG_EP_DATA, "placing a staged write from %s failed: %s", peer_key(w.h.src.gid).c_str(), why.c_str());
+        st = kRemoteBadStatus;
+    }
+    if (again) return st == kOk;
+    if (st) {
+        stats().fault("place_dropped");
+        if (!w.acked && n != nics_.end()) reply(*n->second, w.h, kMsgAck, st, 0);
+        return false;
+    }
+    // The immediate's RX completion after its bytes, then the ack (unless the deferred stage sent it already).
+    t->rma_done(w.h.src, true, w.h.total_len, w.h.flags & kFlagRemoteData, w.h.data);
+    stats().record(w.path, Kind::RemoteWrite, w.nic, peer_key(w.h.src.gid), w.h.total_len, mem.kind, 0);
+    if (!w.acked) reply(*n->second, w.h, kMsgAck, kOk, 0);
+    return true;
+}
+
+void Engine::ack(StagedWrite &w) {
+    auto n = nics_.find(w.nic);
+    if (n != nics_.end()) reply(*n->second, w.h, kMsgAck, kOk, 0);
+}
+
+void Engine::dropped(StagedWrite &w) {
+    auto n = nics_.find(w.nic);
+    if (!w.acked && n != nics_.end()) reply(*n->second, w.h, kMsgAck, kRemoteBadDestQpn, 0);
+}
+
 void Engine::reply(const Nic &nic, const MsgHdr &req, uint16_t type, uint32_t status, uint16_t flags) {
     Peer &p = peer(req.src.gid);
     MsgHdr r{};
@@ -589,6 +630,14 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
                 }
                 return;
             }
+            if (placement_.active()) {  // staged: the placement model decides when the bytes land and the ack goes
+                const uint64_t now = now_ns();
+                StagedWrite *w = h.offset == 0 ? placement_.begin(nic.index, path, h, now) : placement_.find(nic.index, h);
+                if (w) {
+                    placement_.chunk(w, h, payload, now);
+                    return;
+                }
+            }
             std::string why;
             if (!hmem::copy_from_host(h.remote_addr + h.offset, mem, payload, h.len, &why)) {
                 EFA_WARN(FI_LOG_EP_DATA, "placing a write from %s failed: %s", pk.c_str(), why.c_str());
@@ -610,6 +659,8 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
                 stats().record(path, Kind::RemoteRead, nic.index, pk, h.total_len, mem.kind, st);
                 return;
             }
+            // A read does not pass the posted writes of this NIC: they land before it is served.
+            if (placement_.active()) placement_.flush_nic(nic.index, now_ns());
             Out o;
             o.req = h;
             memcpy(o.self.gid, nic.gid, 16);
@@ -651,6 +702,7 @@ void Engine::run() {
         // Collect NICs whose last domain closed.
         for (auto it = nics_.begin(); it != nics_.end();) {
             if (it->second->closing) {
+                placement_.drop_nic(it->first);
                 it->second->inbox.close_name();
                 graveyard.push_back(std::move(it->second));
                 it = nics_.erase(it);
@@ -679,6 +731,7 @@ void Engine::run() {
         uint64_t next_due = UINT64_MAX;
         dump::set_activity(dump::Act::Completions);
         work += release_completions(now, &next_due);
+        work += placement_.step(now, &next_due);
         dump::set_activity(dump::Act::Checks);
         if (now - last_check_ns_ > kCheckEveryNs) check_peers(now);
         dump::set_activity(dump::Act::Idle);
@@ -749,6 +802,7 @@ std::string Engine::describe(uint64_t now, std::vector<std::string> *findings) {
              pending_submit, inflight_.size(), by[0][0], by[0][1], by[0][2], by[1][0], by[1][1], held_.size(),
              dump::age(oldest_held, now).c_str(), (unsigned long long)(next_id_ - 1));
     o += b;
+    placement_.describe(o, now, findings);
     for (size_t i = 0; i < ops.size() && i < 5; i++) {
         const Op *op = ops[i];
         snprintf(b, sizeof b, "  in flight: op %llu %s %s to %s qpn %u, %llu bytes, %llu pushed, %llu received, for %s\n",

@@ -24,6 +24,7 @@
 
 #include "addr.h"
 #include "hmem.h"
+#include "placement.h"
 #include "stats.h"
 #include "wire.h"
 
@@ -102,7 +103,7 @@ public:
 };
 constexpr int64_t kSourcePollNs = 200000;
 
-class Engine {
+class Engine : private PlacementHost {
 public:
     static Engine &instance();
 
@@ -155,6 +156,10 @@ private:
     void reply(const Nic &nic, const MsgHdr &req, uint16_t type, uint32_t status, uint16_t flags);
     bool push_op_chunk(Peer &p, Op *op);
     bool push_read_chunk(Peer &p, Out &o);
+    // PlacementHost: what the placement model (placement.h) asks of the engine.
+    bool land(StagedWrite &w, bool again) override;
+    void ack(StagedWrite &w) override;
+    void dropped(StagedWrite &w) override;
 
     std::mutex mu_;  // engine state; held by the engine thread while it works
     std::mutex submit_mu_;
@@ -166,6 +171,7 @@ private:
     std::unordered_map<uint64_t, Op *> inflight_;       // by op id, awaiting an ack or read data
     std::vector<Held> held_;                             // completed, waiting for the fault model's release
     std::vector<Source *> sources_;
+    Placement placement_{this};  // EFAEMU_PLACE_ORDER / _PLACE_DEFER_US / _DUPLICATE: when writes reach memory
     uint64_t next_id_ = 1;
     uint64_t ops_seen_ = 0;  // for EFAEMU_FAIL_EVERY
     uint64_t rng_ = 0;

@@ -104,11 +104,18 @@ std::string Stats::json() const {
     char cfg[512];
     snprintf(cfg, sizeof cfg,
              "],\n  \"config\": {\"fail_every\": %llu, \"fail_status\": %u, \"reorder\": %u, \"delay_us\": [%llu, %llu], "
-             "\"seed\": %llu, \"gda_order\": %s, \"fail_path\": \"%s\"},\n  \"paths\": ",
+             "\"seed\": %llu, \"gda_order\": %s, \"fail_path\": \"%s\"",
              (unsigned long long)c.fail_every, c.fail_status, c.reorder, (unsigned long long)(c.delay_min_ns / 1000),
              (unsigned long long)(c.delay_max_ns / 1000), (unsigned long long)c.seed,
              quote(c.gda_order.empty() ? (c.reorder ? "random" : "inorder") : c.gda_order).c_str(),
              c.fail_path < 0 ? "all" : c.fail_path ? "gda" : "rdm");
+    o += cfg;
+    snprintf(cfg, sizeof cfg,
+             ", \"place_order\": %s, \"place_defer_us\": [%llu, %llu], \"duplicate\": [%g, %llu]},\n  \"paths\": ",
+             c.place_order ? quote("random:" + std::to_string(c.place_seed) + ":" + std::to_string(c.place_window)).c_str()
+                           : "null",
+             (unsigned long long)(c.place_defer_min_ns / 1000), (unsigned long long)(c.place_defer_max_ns / 1000),
+             c.dup_rate, (unsigned long long)(c.dup_max_ns / 1000));
     o += cfg;
     render_paths(o, paths_, "  ");
     o += ",\n  \"per_nic\": {";

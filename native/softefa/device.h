@@ -5,8 +5,9 @@
 // Per fetched WQE, when the Scheduler releases it: the NIC's checks in the order a real NIC meets them
 // (AH, destination QP, qkey, length, lkey; at the target: the initiator in its AV, else UNKNOWN_PEER; rkey
 // range and access; an RX CQ for an immediate), then the data, then the RX CQE at the target, then the TX
-// CQE. A WQE the NIC rejects as malformed completes with QP_INTERNAL_ERROR and puts the QP in the error
-// state, like set_qp_error(): from then on every WQE, held or new, completes FLUSHED and moves nothing.
+// CQE. A WQE the NIC rejects as malformed, or the first WQE fetched after a max_batch rule was broken
+// (send_queue.h), completes with QP_INTERNAL_ERROR and puts the QP in the error state, like set_qp_error():
+// from then on every WQE, held or new, completes FLUSHED and moves nothing.
 //
 // Driving it: call poll_once() after ringing (every doorbell value is seen, held completions stay held
 // until drain()), or start() a thread that polls (held completions are also released once a queue has been

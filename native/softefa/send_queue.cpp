@@ -50,9 +50,12 @@ size_t SendQueue::fetch(std::vector<FetchedWqe> &out, ViolationLog &log, bool ev
     if (fresh > cfg_.entries)
         log.add(cfg_.qpn, raw, "doorbell " + std::to_string((uint16_t)raw) + " covers " + std::to_string(fresh) +
                                    " new WQEs, more than the " + std::to_string(cfg_.entries) + "-entry ring holds");
-    if (fresh > cfg_.max_batch && every_value_seen)
-        log.add(cfg_.qpn, fetched_, "doorbell " + std::to_string((uint16_t)raw) + " covers " + std::to_string(fresh) +
-                                        " new WQEs, more than max_batch " + std::to_string(cfg_.max_batch));
+    if (fresh > cfg_.max_batch && every_value_seen) {
+        const std::string what = "doorbell " + std::to_string((uint16_t)raw) + " covers " + std::to_string(fresh) +
+                                 " new WQEs, more than max_batch " + std::to_string(cfg_.max_batch);
+        log.add(cfg_.qpn, fetched_, what);
+        if (fault_.empty()) fault_ = what;
+    }
     for (uint32_t i = 0; i < fresh; i++) {
         const uint32_t slot = fetched_ + i;
         const uint32_t pos = slot & (cfg_.entries - 1);
@@ -70,6 +73,11 @@ size_t SendQueue::fetch(std::vector<FetchedWqe> &out, ViolationLog &log, bool ev
         f.op = (uint8_t)EFA_GDA_GET(EFA_IO_TX_META_DESC_OP_TYPE_MASK, raw_wqe[offsetof(efa_io_tx_meta_desc, ctrl1)]);
         f.ok = parse_wqe(raw_wqe, cfg_.wqe_size, slot, log2_, &f.wqe, &f.why);
         if (!f.ok) log.add(cfg_.qpn, slot, "slot " + std::to_string(slot) + ": " + f.why);
+        if (!fault_.empty()) {  // already logged when found: this WQE carries the QP error
+            f.ok = false;
+            f.why = fault_;
+            fault_.clear();
+        }
         if (!busy_[pos]) in_flight_++;
         busy_[pos] = 1;
         out.push_back(std::move(f));
@@ -117,8 +125,10 @@ void SendQueue::check_staged(ViolationLog &log) {
     const uint32_t raw_after = *cfg_.doorbell;
     if (ahead > cfg_.max_batch && (uint16_t)raw_after == (uint16_t)db) {
         warned_ahead_ = true;
-        log.add(cfg_.qpn, db, "more than max_batch " + std::to_string(cfg_.max_batch) + " WQEs written past doorbell " +
-                                  std::to_string(db));
+        const std::string what = "more than max_batch " + std::to_string(cfg_.max_batch) + " WQEs written past doorbell " +
+                                 std::to_string(db);
+        log.add(cfg_.qpn, db, what);
+        if (fault_.empty()) fault_ = what;
     }
 }
 

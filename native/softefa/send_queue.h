@@ -7,6 +7,9 @@
 //  - a slot is not covered again while the WQE last fetched from its ring position has not completed;
 //  - never more than max_batch WQEs written past the doorbell (check_staged(), a snapshot taken while the
 //    doorbell stands still, which any doorbell covering more than max_batch implies).
+// Breaking a max_batch rule is a failure, not only a report: the NIC puts the QP in the error state. The first WQE
+// fetched at or after the violation comes back rejected (ok false, why naming the rule), so it completes
+// LOCAL_ERROR_QP_INTERNAL_ERROR and puts the QP in error, exactly as a malformed WQE does.
 // Completion order is not decided here: the caller completes fetched WQEs in any order with complete().
 #pragma once
 
@@ -44,7 +47,7 @@ public:
     // Reads the doorbell and appends every WQE its new value covers to out, in slot order. Violations go
     // to log. every_value_seen: the caller polls after each ring, so the per-doorbell max_batch rule holds.
     size_t fetch(std::vector<FetchedWqe> &out, ViolationLog &log, bool every_value_seen);
-    // Reports more than max_batch WQEs staged past the doorbell (once per queue).
+    // Reports more than max_batch WQEs staged past the doorbell (once per queue) and fails the next WQE fetched.
     void check_staged(ViolationLog &log);
     // The completion of slot was written: its ring position may be covered again.
     void complete(uint32_t slot);
@@ -62,6 +65,7 @@ private:
     uint32_t in_flight_ = 0;
     std::vector<uint8_t> busy_;  // per ring position: the WQE fetched from it has not completed
     bool warned_wide_ = false, warned_ahead_ = false;
+    std::string fault_;  // a max_batch rule broken: the next fetched WQE is rejected with this reason
 };
 
 }  // namespace softefa

@@ -36,6 +36,59 @@ void env_uint(Config *cfg, const char *name, T *out, uint64_t min, uint64_t max)
     *out = (T)x;
 }
 
+// EFAEMU_PLACE_ORDER, EFAEMU_PLACE_DEFER_US, EFAEMU_DUPLICATE (placement.h). Each names itself in its error.
+void parse_placement(Config &c) {
+    auto bad = [&](const char *name, const char *v, const char *want) {
+        if (c.error.empty()) c.error = std::string(name) + "=" + v + ": expected " + want;
+    };
+    if (const char *v = getenv("EFAEMU_PLACE_ORDER")) {
+        const char *want = "random:SEED[:WINDOW] (WINDOW 1..1024, default 8)";
+        std::string s(v);
+        size_t c2 = s.find(':', 7);
+        uint64_t seed = 0, window = 8;
+        bool ok = s.compare(0, 7, "random:") == 0 &&
+                  parse_u64(s.substr(7, c2 == std::string::npos ? std::string::npos : c2 - 7).c_str(), &seed) &&
+                  (c2 == std::string::npos || parse_u64(s.substr(c2 + 1).c_str(), &window)) && window >= 1 &&
+                  window <= 1024;
+        if (!ok) bad("EFAEMU_PLACE_ORDER", v, want);
+        else {
+            c.place_order = true;
+            c.place_seed = seed;
+            c.place_window = (uint32_t)window;
+        }
+    }
+    if (const char *v = getenv("EFAEMU_PLACE_DEFER_US")) {
+        std::string s(v);
+        size_t dash = s.find('-');
+        uint64_t lo = 0, hi = 0;
+        bool ok = dash != std::string::npos && parse_u64(s.substr(0, dash).c_str(), &lo) &&
+                  parse_u64(s.substr(dash + 1).c_str(), &hi) && lo <= hi && hi > 0 && hi <= 10ull * 1000 * 1000;
+        if (!ok) bad("EFAEMU_PLACE_DEFER_US", v, "MIN-MAX microseconds, 0 <= MIN <= MAX, 0 < MAX <= 10000000");
+        else {
+            c.place_defer = true;
+            c.place_defer_min_ns = lo * 1000;
+            c.place_defer_max_ns = hi * 1000;
+        }
+    }
+    if (const char *v = getenv("EFAEMU_DUPLICATE")) {
+        std::string s(v);
+        size_t colon = s.find(':');
+        std::string rate = s.substr(0, colon);
+        char *end = nullptr;
+        errno = 0;
+        double r = rate.empty() ? -1 : strtod(rate.c_str(), &end);
+        uint64_t us = 1000;
+        bool ok = !errno && end && !*end && r >= 0 && r <= 1 &&
+                  (colon == std::string::npos || (parse_u64(s.substr(colon + 1).c_str(), &us) && us >= 1 &&
+                                                  us <= 10ull * 1000 * 1000));
+        if (!ok) bad("EFAEMU_DUPLICATE", v, "RATE[:MAX_US], RATE in [0, 1], MAX_US in [1, 10000000] (default 1000)");
+        else {
+            c.dup_rate = r;
+            c.dup_max_ns = us * 1000;
+        }
+    }
+}
+
 Config load() {
     Config c;
     env_uint(&c, "EFAEMU_NICS", &c.nics, 1, 32);
@@ -80,12 +133,21 @@ Config load() {
         if (softefa::parse_reorder(v, &r, &why)) c.gda_order = v;
         else if (c.error.empty()) c.error = std::string("EFAEMU_GDA_ORDER: ") + why;
     }
+    parse_placement(c);
     env_uint(&c, "FI_EFA_TX_SIZE", &c.tx_size, 1, 1u << 20);
     env_uint(&c, "FI_EFA_RX_SIZE", &c.rx_size, 1, 1u << 20);
     env_uint(&c, "EFAEMU_DUMP_AFTER_S", &c.dump_after_s, 1, 24ull * 3600);
     uint32_t sig = 0;
     env_uint(&c, "EFAEMU_DUMP_SIGNAL", &sig, 0, 1);
     c.dump_signal = sig != 0;
+    uint32_t silent = 0;
+    env_uint(&c, "EFAEMU_SILENT_AFTER_ERROR", &silent, 0, 1);
+    c.silent_after_error = silent != 0;
+    if (const char *v = getenv("EFAEMU_WQE_SIZE")) {
+        if (!strcmp(v, "64")) c.wqe_size = 64;
+        else if (!strcmp(v, "128")) c.wqe_size = 128;
+        else if (c.error.empty()) c.error = std::string("EFAEMU_WQE_SIZE=") + v + ": expected 64 or 128 (bytes per SQ entry)";
+    }
     return c;
 }
 

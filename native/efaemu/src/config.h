@@ -24,10 +24,26 @@ struct Config {
                                    //   (inorder, large:BYTES:N, reverse, random:SEED[:W]); default: random with
                                    //   EFAEMU_REORDER's window when that is set, else in order
     uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000;  // EFAEMU_TIMEOUT_MS: unanswered op -> UNRESP_REMOTE
+    // Placement faults at the target (placement.h): EFAEMU_PLACE_ORDER=random:SEED[:WINDOW] places the writes of one
+    // initiator to one target NIC in a seeded random order within WINDOW; EFAEMU_PLACE_DEFER_US=MIN-MAX acks a write
+    // once the target NIC holds it and lands its bytes MIN..MAX us later (FIFO per NIC); EFAEMU_DUPLICATE=RATE[:MAX_US]
+    // places a write's bytes once more within MAX_US after it completed, with probability RATE.
+    bool place_order = false;
+    uint64_t place_seed = 0;
+    uint32_t place_window = 8;
+    bool place_defer = false;
+    uint64_t place_defer_min_ns = 0, place_defer_max_ns = 0;
+    double dup_rate = 0;
+    uint64_t dup_max_ns = 1000000;
     size_t tx_size = 1024;         // FI_EFA_TX_SIZE (the real provider's knob): per-endpoint TX credits
     size_t rx_size = 1024;         // FI_EFA_RX_SIZE
     uint64_t dump_after_s = 0;     // EFAEMU_DUMP_AFTER_S=N: a state dump after N s, then every N s (dump.h)
     bool dump_signal = false;      // EFAEMU_DUMP_SIGNAL=1: SIGUSR1 takes a state dump
+    // EFAEMU_SILENT_AFTER_ERROR=1: after a QP error (a malformed WQE, a doorbell rule broken, any error completion) a
+    // device queue completes nothing more until destroyed (rdma-core's efa_io_defs.h documents FLUSHED for QP destroy
+    // only: later WQEs may never complete). Off: they complete FLUSHED.
+    bool silent_after_error = false;
+    uint32_t wqe_size = 64;        // EFAEMU_WQE_SIZE=64|128: the SQ entry size efa-direct reports (128: wide-WQE devices)
     std::string error;             // non-empty: a variable could not be parsed
 };
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "config.h"
 #include "dump.h"
 #include "efaemu.h"
 #include "status.h"
@@ -85,6 +86,10 @@ struct Ep {
     std::atomic<uint64_t> accepted[3] = {}, recvs_posted{0}, done_ok{0}, done_err{0}, delivered{0};
     std::atomic<uint64_t> last_post_ns{0}, last_recv_post_ns{0}, last_done_ns{0}, last_arrival_ns{0};
 };
+
+// FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES (rdma/fi_ext.h of libfabric >= 1.19, an enum; Debian's 1.17 lacks it):
+// the value is ABI.
+constexpr int kOptWriteInOrderAligned128 = -(0xefa << 16) + 6;
 
 Ep *E(struct fid_ep *f) { return reinterpret_cast<Ep *>(f); }
 Ep *E(struct fid *f) { return reinterpret_cast<Ep *>(f); }
@@ -574,6 +579,17 @@ int ep_setopt(fid_t f, int level, int name, const void *val, size_t len) {
         // Accepted either way: only the engine thread ever calls CUDA, never the caller's thread.
         E(f)->cuda_api_permitted = *static_cast<const bool *>(val);
         return 0;
+    }
+    if (name == kOptWriteInOrderAligned128) {
+        // fi_efa(7): granted, the NIC writes each aligned 128-byte block in order and delivers a write to the target
+        // buffer only once; refused (-FI_EOPNOTSUPP) on devices without it. efaemu delivers once unless
+        // EFAEMU_DUPLICATE asks it to place writes again, so it refuses exactly then (the product must not rely on
+        // single delivery where the device does not promise it). Only efa-direct answers it like this; the real RDM
+        // endpoint emulates the option, which NVSHMEM does not ask for.
+        if (len != sizeof(bool)) return -FI_EINVAL;
+        if (!*static_cast<const bool *>(val)) return 0;
+        if (!E(f)->domain || !E(f)->domain->direct) return -FI_ENOPROTOOPT;
+        return config().dup_rate > 0 ? -FI_EOPNOTSUPP : 0;
     }
     return -FI_ENOPROTOOPT;
 }

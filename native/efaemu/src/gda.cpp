@@ -30,6 +30,7 @@
 #include "config.h"
 #include "dump.h"
 #include "efaemu.h"
+#include "mr_lkey.h"
 #include "status.h"
 
 #if defined(__has_include)
@@ -52,7 +53,6 @@ uint64_t now_ns();
 namespace {
 
 constexpr uint32_t kCqeSize = 32;          // efa_io_rx_cdesc_ex: the device's CQE size
-constexpr uint32_t kWqeSize = 64;          // RDMA WQEs (no wide-WQE device is emulated)
 constexpr uint32_t kMaxBatch = 16;         // WQEs one doorbell may cover (the LLQ's max_batch on p5)
 constexpr uint64_t kMaxRdmaSize = 1ull << 30;
 constexpr uint64_t kIdleNs = 1000000;      // a reordering Scheduler releases what it holds after 1 ms of quiet
@@ -125,7 +125,7 @@ public:
 
     bool init(uint32_t entries, std::string *why) {
         const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        const size_t ring_bytes = ((size_t)entries * kWqeSize + page - 1) & ~(page - 1);
+        const size_t ring_bytes = ((size_t)entries * wqe_size_ + page - 1) & ~(page - 1);
         map_len_ = ring_bytes + page;  // the doorbell on a page of its own, as in the NIC's BAR
         const std::string name = inbox_name(self_.gid) + "-sq" + std::to_string(self_.qpn);
         shm_unlink(name.c_str());
@@ -148,7 +148,7 @@ public:
         db_ = reinterpret_cast<uint32_t *>(map_ + ring_bytes);
         entries_ = entries;
         try {
-            sq_.reset(new softefa::SendQueue({ring_, db_, entries, kWqeSize, kMaxBatch, self_.qpn}));
+            sq_.reset(new softefa::SendQueue({ring_, db_, entries, wqe_size_, kMaxBatch, self_.qpn}));
         } catch (const std::exception &e) {
             *why = e.what();
             return false;
@@ -160,6 +160,7 @@ public:
     uint8_t *ring() const { return ring_; }
     uint32_t *doorbell() const { return db_; }
     uint32_t entries() const { return entries_; }
+    uint32_t wqe_size() const { return wqe_size_; }
 
     // Engine thread: the doorbell rung since the last poll, and completions a reordering Scheduler held.
     size_t poll() override {
@@ -191,13 +192,17 @@ public:
                  "doorbell %u, in flight on the wire %zu, finished and held by the completion scheduler %zu, fetched and "
                  "without CQE %zu, CQEs written %u%s\n",
                  self_.qpn, db & 0xffffu, sq_->fetched(), dump::age(last_fetch_ns_, now).c_str(), staged, inflight_,
-                 sched_.held(), pending_.size(), written, error_ ? ", QP IN ERROR" : "");
+                 sched_.held(), pending_.size(), written,
+                 !error_ ? "" : silent_ ? ", QP IN ERROR, SILENT (EFAEMU_SILENT_AFTER_ERROR)" : ", QP IN ERROR");
         out += b;
         const std::string me = "GDA queue pair qpn " + std::to_string(self_.qpn);
         if (staged && now - last_fetch_ns_ > 1000000000ull)
             findings->push_back(me + ": " + std::to_string(staged) + " WQEs written past the doorbell and not rung for " +
                                 dump::age(last_fetch_ns_, now) + " (a device poster waits before its doorbell)");
-        if (!pending_.empty() && now - last_ns_ > 1000000000ull)
+        if (error_ && silent_ && !pending_.empty())
+            findings->push_back(me + ": in error and silent (EFAEMU_SILENT_AFTER_ERROR): " + std::to_string(pending_.size()) +
+                                " fetched WQEs will never complete; a waiter without a bound hangs");
+        else if (!pending_.empty() && now - last_ns_ > 1000000000ull)
             findings->push_back(me + ": " + std::to_string(pending_.size()) + " fetched WQEs without a CQE for " +
                                 dump::age(last_ns_, now));
     }
@@ -206,9 +211,14 @@ public:
     void op_done(Op &op, uint32_t status) override {
         const uint64_t id = op.flags;
         auto it = pending_.find(id);
-        if (it != pending_.end()) {
+        // EFAEMU_SILENT_AFTER_ERROR: any error completion (an injected failure included) is a QP error; this WQE
+        // still completes with its status, and every WQE fetched after it never does.
+        if (silent_ && status != kOk && !error_) enter_error(id, "an error completion (status " + std::to_string(status) + ")");
+        if (it != pending_.end() && !(silent_ && error_ && id > error_id_)) {
             status_[id] = status;
             sched_.add(id, op.len);
+        } else if (it != pending_.end()) {
+            stats().fault("gda_silenced");  // finished on the wire, but its CQE is never written
         }
         inflight_--;
         last_ns_ = now_ns();
@@ -226,13 +236,18 @@ private:
         op->src = self_;
         op->flags = id;
         op->mem_known = true;
+        if (error_ && silent_) {
+            // Fetched, never executed, never completed: it stays in pending_ (and its ring position busy), as a
+            // NIC that stopped serving the queue leaves it.
+            delete op;
+            stats().fault("gda_silenced");
+            return;
+        }
         if (error_) {
             op->local_status = kFlushed;
         } else if (!f.ok) {
             op->local_status = kLocalQpInternalError;  // the NIC puts the QP in the error state
-            error_ = true;
-            EFA_WARN(FI_LOG_EP_DATA, "QP %u: malformed WQE in slot %u (%s): the QP is now in the error state",
-                     self_.qpn, f.slot, f.why.c_str());
+            enter_error(id, "WQE in slot " + std::to_string(f.slot) + " rejected (" + f.why + ")");
         } else {
             const softefa::ParsedWqe &w = f.wqe;
             op->kind = w.op == EFA_IO_RDMA_READ ? OpKind::Read : OpKind::Write;
@@ -249,7 +264,7 @@ private:
                 op->dst.qpn = w.dest_qpn;
                 op->dst.qkey = w.qkey;
                 if (w.length > kMaxRdmaSize) op->local_status = kLocalBadLength;
-                else if (!mr_by_key(w.lkey, &m) || m.domain != d_ || w.local_addr < m.base || w.length > m.len ||
+                else if (!mr_by_lkey(w.lkey, &m) || m.domain != d_ || w.local_addr < m.base || w.length > m.len ||
                          w.local_addr - m.base > m.len - w.length)
                     op->local_status = kLocalInvalidLkey;
                 else op->mem = m.mem;
@@ -259,6 +274,13 @@ private:
         Engine::instance().submit(op);
     }
 
+    void enter_error(uint64_t id, const std::string &why) {
+        error_ = true;
+        error_id_ = id;
+        EFA_WARN(FI_LOG_EP_DATA, "QP %u: %s: the QP is now in the error state%s", self_.qpn, why.c_str(),
+                 silent_ ? " and completes nothing more (EFAEMU_SILENT_AFTER_ERROR)" : "");
+    }
+
     size_t release(bool idle) {
         std::vector<uint64_t> ids;
         sched_.release(ids, idle);
@@ -266,6 +288,11 @@ private:
         for (uint64_t id : ids) {
             auto it = pending_.find(id);
             if (it == pending_.end()) continue;
+            if (silent_ && error_ && id > error_id_) {  // finished before the error, CQE not yet written: never is
+                status_.erase(id);
+                stats().fault("gda_silenced");
+                continue;
+            }
             const bool overtook = it != pending_.begin();  // an earlier-fetched WQE is still outstanding
             const softefa::FetchedWqe &f = it->second;
             uint8_t e[64];
@@ -309,6 +336,9 @@ private:
     uint64_t next_id_ = 0;
     size_t inflight_ = 0;
     bool error_ = false;
+    uint64_t error_id_ = 0;  // the WQE (fetch order) that put the QP in error: it completes, later ones do not (silent)
+    const bool silent_ = config().silent_after_error;
+    const uint32_t wqe_size_ = config().wqe_size;
     uint64_t last_ns_ = 0;
     uint64_t last_fetch_ns_ = 0;
 };
@@ -360,7 +390,7 @@ int query_qp_wqs(struct fid_ep *ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_
         return -FI_EOPNOTSUPP;
     }
     sq->buffer = qp->ring();
-    sq->entry_size = kWqeSize;
+    sq->entry_size = qp->wqe_size();
     sq->num_entries = qp->entries();
     sq->doorbell = qp->doorbell();
     sq->max_batch = kMaxBatch;
@@ -464,12 +494,12 @@ int cq_open_ext(struct fid_domain *domain, struct fi_cq_attr *attr, struct fi_ef
 }
 
 uint64_t get_mr_lkey(struct fid_mr *mr) {
-    Mr m;
-    if (!mr || !mr_by_desc(mr->mem_desc, &m)) {
+    uint32_t lkey;
+    if (!mr || !mr_lkey(mr->mem_desc, &lkey)) {
         EFA_WARN(FI_LOG_MR, "MR not registered");
         return FI_KEY_NOTAVAIL;
     }
-    return m.key;
+    return lkey;  // not fi_mr_key's rkey (mr_lkey.h)
 }
 
 struct fi_efa_ops_gda g_gda_ops = {query_addr, query_qp_wqs, query_cq, cq_open_ext, get_mr_lkey};

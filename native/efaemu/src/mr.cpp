@@ -1,13 +1,16 @@
 // Memory registration. Keys are chosen by the provider (FI_MR_PROV_KEY) from one process-wide space, so a key
 // presented to the wrong domain is recognised as foreign (the NIC's protection-domain check) rather than
-// matching by accident. The descriptor (fi_mr_desc) is the registration itself; the initiator checks that a
-// local buffer lies inside it, the target checks key, access, range and domain.
+// matching by accident. Each MR gets two keys from that space (mr_lkey.h): the rkey (fi_mr_key, Mr::key), which
+// targets check, and a different lkey (get_mr_lkey), which device-posted WQEs name their local buffer with, so
+// a swapped key never matches. The descriptor (fi_mr_desc) is the registration itself; the initiator checks
+// that a local buffer lies inside it, the target checks key, access, range and domain.
 #include <string.h>
 
 #include <map>
 #include <shared_mutex>
 
 #include "efaemu.h"
+#include "mr_lkey.h"
 
 namespace efaemu {
 
@@ -18,15 +21,17 @@ namespace {
 // Never destroyed: the engine thread may still check keys while the process exits.
 std::shared_mutex &g_mu = *new std::shared_mutex;
 std::map<uint32_t, Mr *> &g_by_key = *new std::map<uint32_t, Mr *>;
-std::map<const Mr *, uint32_t> &g_by_ptr = *new std::map<const Mr *, uint32_t>;
+std::map<const Mr *, uint32_t> &g_by_ptr = *new std::map<const Mr *, uint32_t>;  // live MRs -> their lkey
+std::map<uint32_t, Mr *> &g_by_lkey = *new std::map<uint32_t, Mr *>;
 uint32_t g_next_key = 0;
 
-// Keys stay within 24 bits: a device-posted WQE carries the lkey in 24 bits (efa_io_tx_buf_desc), and the
-// same value serves as lkey (get_mr_lkey) and rkey (fi_mr_key).
+// Keys stay within 24 bits: a device-posted WQE carries the lkey in 24 bits (efa_io_tx_buf_desc), and a device
+// code that masks a key to 24 bits must not turn an rkey into a valid lkey. lkeys and rkeys share the space, so
+// neither is ever the other.
 uint32_t new_key() {  // g_mu held exclusively
     constexpr uint32_t kKeyLimit = 1u << 24;
     if (!g_next_key) g_next_key = (process_nonce() & 0x00ffff00u) | 1u;
-    while (g_next_key == 0 || g_next_key >= kKeyLimit || g_by_key.count(g_next_key))
+    while (g_next_key == 0 || g_next_key >= kKeyLimit || g_by_key.count(g_next_key) || g_by_lkey.count(g_next_key))
         g_next_key = g_next_key >= kKeyLimit ? 1 : g_next_key + 1;
     return g_next_key++;
 }
@@ -36,6 +41,8 @@ int mr_close(struct fid *fid) {
     {
         std::unique_lock<std::shared_mutex> g(g_mu);
         g_by_key.erase(m->key);
+        auto it = g_by_ptr.find(m);
+        if (it != g_by_ptr.end()) g_by_lkey.erase(it->second);
         g_by_ptr.erase(m);
     }
     domain_unref(m->domain);
@@ -72,7 +79,9 @@ int reg_common(struct fid *fid, const void *buf, size_t len, uint64_t access, Me
         std::unique_lock<std::shared_mutex> g(g_mu);
         m->key = new_key();
         g_by_key[m->key] = m;
-        g_by_ptr[m] = m->key;
+        const uint32_t lkey = new_key();
+        g_by_lkey[lkey] = m;
+        g_by_ptr[m] = lkey;
     }
     m->fid.key = m->key;
     m->fid.mem_desc = m;
@@ -138,6 +147,22 @@ bool mr_by_key(uint64_t key, Mr *out) {
     auto it = g_by_key.find((uint32_t)key);
     if (it == g_by_key.end()) return false;
     copy_out(it->second, out);
+    return true;
+}
+
+bool mr_by_lkey(uint32_t lkey, Mr *out) {
+    std::shared_lock<std::shared_mutex> g(g_mu);
+    auto it = g_by_lkey.find(lkey);
+    if (it == g_by_lkey.end()) return false;
+    copy_out(it->second, out);
+    return true;
+}
+
+bool mr_lkey(const void *desc, uint32_t *lkey) {
+    std::shared_lock<std::shared_mutex> g(g_mu);
+    auto it = g_by_ptr.find(static_cast<const Mr *>(desc));
+    if (it == g_by_ptr.end()) return false;
+    *lkey = it->second;
     return true;
 }
 

@@ -285,6 +285,28 @@ int main() {
         CHECK(r.violated("written past doorbell 1"), r.all_violations());
     });
 
+    // Breaking max_batch is a failure, not only a report: the QP errs as for a malformed WQE.
+    test("a max_batch rule broken puts the QP in error: the first WQE fails QP_INTERNAL_ERROR, the rest FLUSHED, nothing moves", [] {
+        Rig jump(16, 4);
+        for (int i = 0; i < 5; i++) jump.put(jump.write(0, i * 8, 8));
+        jump.ring();
+        jump.dev.poll_once();
+        const std::vector<int> want = {EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, EFA_IO_COMP_STATUS_FLUSHED,
+                                       EFA_IO_COMP_STATUS_FLUSHED, EFA_IO_COMP_STATUS_FLUSHED, EFA_IO_COMP_STATUS_FLUSHED};
+        CHECK(jump.reap() == want && jump.dst[0] == 0xA5, "one doorbell over max_batch: " + jump.all_violations());
+        Rig staged(16, 2);
+        staged.put(staged.write(0, 0, 8));
+        staged.ring();
+        for (int i = 0; i < 3; i++) staged.put(staged.write(0, 8 + i * 8, 8));  // written, not rung
+        staged.dev.poll_once();
+        staged.ring();  // the client rings after all: the first WQE it covers carries the error
+        staged.dev.poll_once();
+        const std::vector<int> want2 = {0, EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, EFA_IO_COMP_STATUS_FLUSHED,
+                                        EFA_IO_COMP_STATUS_FLUSHED};
+        CHECK(staged.reap() == want2 && staged.dst[8] == 0xA5, "staged past max_batch: " + staged.all_violations());
+        CHECK(staged.dev.qp_in_error(0) && jump.dev.qp_in_error(0), "both QPs in the error state");
+    });
+
     test("NIC errors complete with the EFA status and move no data", [] {
         Rig r(16, 8, 4096);
         efa_gda_rdma_desc bad_lkey = r.write(0, 0, 8);

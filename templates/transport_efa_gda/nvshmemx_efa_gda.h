@@ -21,6 +21,11 @@
  * round trip before it stores its WQE: the shared queue's fetch-and-add is what keeps a shared post above
  * 1.2x the bare WQE-and-doorbell sequence. Quiet and signals wait on the owned queues too.
  *
+ * Bounded waits (ABI 7): every wait of the device code (slot claim, SQ room, doorbell turn, quiet, owned-queue room,
+ * credits refresh, a waiting receive) gives up after the state's timeout_ns with NVSHMEMX_EFA_GDA_ERR_TIMEOUT and
+ * marks the queue so later waits on it fail at once; each queue keeps the PE every slot's WQE was addressed to
+ * (slot_pe), so its first error names the peer (error_pe).
+ *
  * Layout: everything a post needs sits at a fixed offset from the state pointer: rail r's block at
  * rail[r], and within it the queue, the hot regions and the first NVSHMEMX_EFA_GDA_FAST_PES peers, so the
  * device loads it in one round of independent loads issued together with the slot reservation; choosing
@@ -32,7 +37,7 @@
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 6
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 7
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
@@ -59,6 +64,7 @@ enum {
     NVSHMEMX_EFA_GDA_ERR_BAD_SIGNAL = 0x108,         /* a signal of other than 4 or 8 aligned bytes, or no scratch */
     NVSHMEMX_EFA_GDA_ERR_BAD_RAIL = 0x109,           /* a rail named by the caller that GDA does not run on */
     NVSHMEMX_EFA_GDA_ERR_NO_OWNED_QUEUE = 0x10a,     /* every owned queue of the rail is taken, or it has none */
+    NVSHMEMX_EFA_GDA_ERR_TIMEOUT = 0x10b,            /* a wait passed timeout_ns: the queue is marked and unusable */
 };
 
 /* Operation types of a posted WQE (efa_io_send_op_type values). */
@@ -114,22 +120,28 @@ typedef struct {
     /* [sq_entries], GPU memory: slot_done[s % sq_entries] == s once slot s completed. The host initialises
      * entry i to i - sq_entries (the slot of the pass before), so no entry reads as done too early. */
     uint32_t *slot_done;
-    uint32_t reserved0[2];
+    /* [sq_entries], GPU memory, or NULL (then errors name no peer): slot_pe[s % sq_entries] is the PE the WQE
+     * of slot s was addressed to, stored by the poster with its WQE (ABI 7); read when a completion fails. */
+    uint16_t *slot_pe;
 
     /* Device-owned, one 16-byte group read with one load by posters. sq_reserved: slots handed out;
      * sq_rung: every slot below was rung; sq_retired: every slot below completed (the contiguous prefix
-     * the CQ poller advances); fatal: a completion that cannot be this queue's was seen, waits give up. */
+     * the CQ poller advances); fatal: 0, or why the queue is unusable and every wait on it gives up at once:
+     * NVSHMEMX_EFA_GDA_ERR_BAD_CQE (a completion that cannot be this queue's) or NVSHMEMX_EFA_GDA_ERR_TIMEOUT
+     * (a wait on it passed the state's timeout_ns). */
     uint32_t sq_reserved;
     uint32_t sq_rung;
     uint32_t sq_retired;
     uint32_t fatal;
     uint32_t cq_head;      /* CQEs consumed */
     uint32_t cq_lock;
-    /* First error seen (0 when none), the request id that carried it, and how many completions failed. */
+    /* First error seen (0 when none), the request id that carried it (for a timeout: the oldest slot not
+     * completed), how many completions failed, and the PE that request was addressed to (slot_pe; ~0u when
+     * unknown: no slot_pe, or a completion that was not this queue's). */
     uint32_t error;
     uint32_t error_req_id;
     uint32_t error_count;
-    uint32_t reserved1;
+    uint32_t error_pe;
     /* Sum of the request ids consumed; lets tests check every WQE completed exactly once. */
     uint64_t req_id_sum;
 } nvshmemx_efa_gda_qp_t;
@@ -143,7 +155,7 @@ typedef struct {
     uint32_t qp_num;       /* this PE's QP: every receive CQE must carry it */
     uint32_t cq_head;
     uint32_t cq_lock;
-    uint32_t error;        /* first error (efa status or NVSHMEMX_EFA_GDA_ERR_*), sticky */
+    uint32_t error;        /* first error (efa status or NVSHMEMX_EFA_GDA_ERR_*, TIMEOUT from a waiting receive), sticky */
     uint32_t last_pe;      /* sender of the last immediate taken (lookup hint) */
 } nvshmemx_efa_gda_rx_cq_t;
 
@@ -209,8 +221,9 @@ typedef struct {
     nvshmemx_efa_gda_peer_t *peers;            /* [n_pes], GPU memory: every PE's address on this rail (fast[]
                                                 * repeats the first ones) */
     nvshmemx_efa_gda_credits_t *credits;       /* GPU memory; required: a post whose lookup failed after it
-                                                * reserved its slot fills the slot with a 0-byte RDMA read of
-                                                * this PE's own credit counters on this rail */
+                                                * reserved its slot fills the slot with a 0-byte RDMA write to a
+                                                * peer's first heap region, or, where that region is unreachable,
+                                                * a 0-byte RDMA read of the peer's credit counters on this rail */
     /* Owned queues (ABI 6): [n_owned] queues of GPU memory, each a QP of its own endpoint on this rail, whose
      * WQEs address the peers' shared queues (peers[]); owner[k] is 0 while queue k is free, else taken
      * (efa_gda_own claims it with a compare-and-swap, efa_gda_disown frees it). Their counters follow the
@@ -233,7 +246,10 @@ typedef struct {
     uint64_t credit_timeout_ns;                /* a sender out of credits this long gets ERR_NO_CREDITS */
     uint32_t rx_next_rail;                     /* device-owned: the rail efa_gda_rx_poll looks at first */
     uint32_t reserved0;
-    uint64_t reserved1[3];
+    /* ABI 7: the bound of every device wait (NVSHMEM_EFA_GDA_TIMEOUT_MS), 0 = wait without one. A wait past it
+     * returns NVSHMEMX_EFA_GDA_ERR_TIMEOUT and marks its queue (qp.fatal, rx_cq.error). */
+    uint64_t timeout_ns;
+    uint64_t reserved1[2];
     nvshmemx_efa_gda_rail_t rail[NVSHMEMX_EFA_GDA_MAX_RAILS]; /* [0, n_rails) in use, the rest zero */
 } nvshmemx_efa_gda_device_state_t;
 

@@ -18,6 +18,12 @@ struct fi_info;
  * many as the PE with the fewest. */
 #define NVSHMEM_EFA_GDA_OWNED_QUEUES_ENV "NVSHMEM_EFA_GDA_OWNED_QUEUES"
 #define NVSHMEM_EFA_GDA_MAX_OWNED 32
+/* Optional: the bound, in whole milliseconds (1 .. 3600000, default 5000), on every GPU wait of the device code
+ * (slot claim, SQ room, doorbell turn, quiet, owned-queue room, rx poll); written to the device state as
+ * timeout_ns. A malformed value keeps GDA from starting, with the reason. */
+#define NVSHMEM_EFA_GDA_TIMEOUT_MS_ENV "NVSHMEM_EFA_GDA_TIMEOUT_MS"
+#define NVSHMEM_EFA_GDA_TIMEOUT_MS_DEFAULT 5000
+#define NVSHMEM_EFA_GDA_TIMEOUT_MS_MAX 3600000
 
 /* NVSHMEM's bootstrap, passed in by the patched connect_endpoints so this file needs no NVSHMEM header. */
 typedef struct {
@@ -55,6 +61,25 @@ int nvshmemt_efa_gda_init(const struct fi_info *nvshmem_info, const nvshmemt_efa
 
 /* 1 once init succeeded on every PE. */
 int nvshmemt_efa_gda_active(void);
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Whether GDA signals may be used: 1 when GDA is active and the GPU of every PE orders GPUDirect RDMA writes
+ * (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING >= CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER, the value
+ * NVSHMEM's IBGDA needs before it skips its consistency step), so a kernel that sees a signal an RDMA write
+ * placed also sees the payload an earlier write to it placed. 0 otherwise: send signals through NVSHMEM. The
+ * answer is the same on every PE (agreed at start-up). why, when not NULL, gets a one-line reason (never NULL;
+ * the status line when GDA is off), valid until finalize. */
+int nvshmemx_efa_gda_signals_ordered(const char **why);
+/* Whether an RDMA write GDA posts lands in the target buffer only once: 1 when GDA is active and every PE's every
+ * rail was granted FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES (fi_efa(7): "delivered to the target buffer only
+ * once"), 0 otherwise (a late copy may land again: a consumed, zeroed signal could come back). Agreed at start-up,
+ * the same on every PE; why as for nvshmemx_efa_gda_signals_ordered. */
+int nvshmemx_efa_gda_writes_delivered_once(const char **why);
+#ifdef __cplusplus
+}
+#endif
 
 /* Called by the patched nvshmemt_libfabric_get_mem_handle after NVSHMEM registered a remotely accessible
  * region (a piece of the symmetric heap, at most 2 GiB each), which NVSHMEM does on every PE in the same

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -147,8 +148,18 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len) {
     return device_copy(dst, reinterpret_cast<void *>(src), len);
 }
 
-// What the GDA host code (transport_efa_gda.cpp) calls besides the above.
+// What the GDA host code (templates/transport_efa_gda) calls besides the above.
 CUresult cuCtxGetDevice(CUdevice *d) { note_call(); *d = 0; return kOk; }
+// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING (118): FAKECUDA_GDR_ORDERING (default 100, OWNER, as
+// H100/H200 report; 0 for a GPU that does not order RDMA writes; "fail" for a driver that cannot answer).
+CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice) {
+    note_call();
+    if (attr != 118) return kInvalidValue;
+    const char *order = getenv("FAKECUDA_GDR_ORDERING");
+    if (order && strcmp(order, "fail") == 0) return kInvalidValue;
+    *v = order ? atoi(order) : 100;
+    return kOk;
+}
 CUresult cuMemFree_v2(CUdeviceptr p) { note_call(); return on_device(p, 1) ? kOk : kInvalidValue; }  // a bump allocator
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
     note_call();

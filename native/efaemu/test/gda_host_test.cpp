@@ -1,4 +1,4 @@
-// The GDA host code itself (templates/transport_efa_gda/transport_efa_gda.cpp, unmodified) against efaemu, two
+// The GDA host code itself (templates/transport_efa_gda: every source its manifest lists, unmodified) against efaemu, two
 // processes on the CPU: `efaemu_gda_host_test [RAILS|missing]`. Run with the stand-in driver on LD_LIBRARY_PATH,
 // the interposer in LD_PRELOAD, FI_PROVIDER_PATH at efaemu, NVSHMEM_EFA_GDA_ENABLE=1 and, for 2 rails,
 // EFAEMU_NICS=2.
@@ -129,6 +129,27 @@ int main(int argc, char **argv) {
     expect(rc == 0 && nvshmemx_efa_gda_is_active() == 1 && status.rfind(want, 0) == 0 && nvshmemx_efa_gda_rails() == rails,
            "the host code starts GDA on efaemu: init 0, status active, " + std::to_string(rails) + " rail(s)",
            fmt("rc %d rails %d status: %s", rc, nvshmemx_efa_gda_rails(), status.c_str()));
+    // GDA signals only where the GPU orders GPUDirect RDMA writes (FAKECUDA_GDR_ORDERING, default OWNER = 100),
+    // with the reason, and the status line says the same.
+    const char *gdr = getenv("FAKECUDA_GDR_ORDERING");
+    const bool ordered_expected = !gdr || atoi(gdr) >= 100;
+    const char *sig_why = nullptr;
+    const int ordered = nvshmemx_efa_gda_signals_ordered(&sig_why);
+    expect(ordered == (ordered_expected ? 1 : 0) && sig_why &&
+               (ordered || status.find(std::string("GDA signals off: ") + sig_why) != std::string::npos),
+           "GDA signals follow the GPU's GPUDirect RDMA write ordering (nvshmemx_efa_gda_signals_ordered, status line)",
+           fmt("ordered %d why: %s", ordered, sig_why ? sig_why : "(null)"));
+    // Writes delivered once only where every rail's endpoint was granted FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
+    // efaemu refuses it under EFAEMU_DUPLICATE (it places writes again), and GDA signals are then off, saying why.
+    const char *dup = getenv("EFAEMU_DUPLICATE");
+    const bool once_expected = !dup || atof(dup) <= 0;
+    const char *once_why = nullptr;
+    const int once = nvshmemx_efa_gda_writes_delivered_once(&once_why);
+    expect(once == (once_expected ? 1 : 0) && once_why &&
+               (once || !ordered || status.find(std::string("GDA signals off: ") + once_why) != std::string::npos) &&
+               (!once || !ordered || status.find("GDA signals on") != std::string::npos),
+           "GDA signals need writes delivered once (nvshmemx_efa_gda_writes_delivered_once, status line)",
+           fmt("once %d why: %s", once, once_why ? once_why : "(null)"));
     printf("%s: status: %s\n", pair.a ? "A" : "B", status.c_str());
     fflush(stdout);
 
@@ -154,12 +175,14 @@ int main(int argc, char **argv) {
     auto row = [&](uint32_t k) { return &rows[(size_t)k * (1 + table.n_pes)]; };  // region 0 on rail k
     bool rails_ok = s.n_rails == (uint32_t)rails && table.n_rails == (uint32_t)rails && table.count == 1 && s.my_pe == g_me && s.n_pes == 2;
     std::string detail = fmt("n_rails %u table %u/%u", s.n_rails, table.count, table.n_rails);
+    // The device's WQE size (EFAEMU_WQE_SIZE, 64 unless a 128-byte device is emulated) is what the host must map.
+    const uint32_t expected_wqe_size = getenv("EFAEMU_WQE_SIZE") ? (uint32_t)atoi(getenv("EFAEMU_WQE_SIZE")) : 64;
     std::vector<std::vector<nvshmemx_efa_gda_peer_t>> peers(rails, std::vector<nvshmemx_efa_gda_peer_t>(2));
     for (int k = 0; k < rails && rails_ok; k++) {
         const nvshmemx_efa_gda_qp_t &qp = s.rail[k].qp;
         const auto rx = cu.read<nvshmemx_efa_gda_rx_cq_t>(s.rail[k].rx_cq);
         cu.dtoh(peers[k].data(), (CUdeviceptr)s.rail[k].peers, 2 * sizeof(nvshmemx_efa_gda_peer_t));
-        rails_ok = qp.qp_num == peers[k][g_me].qpn && rx.qp_num == qp.qp_num && qp.wqe_size == 64 && qp.sq_entries >= 64 &&
+        rails_ok = qp.qp_num == peers[k][g_me].qpn && rx.qp_num == qp.qp_num && qp.wqe_size == expected_wqe_size && qp.sq_entries >= 64 &&
                    qp.cq_entries >= qp.sq_entries && row(k)[0].base == heap && row(k)[0].valid && row(k)[1 + (1 - g_me)].valid;
         for (int j = 0; j < k && rails_ok; j++)  // every rail its own QP, queue and keys
             rails_ok = s.rail[j].qp.sq_buf != qp.sq_buf && s.rail[j].qp.cq_buf != qp.cq_buf && row(j)[0].key != row(k)[0].key;

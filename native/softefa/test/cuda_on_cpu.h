@@ -4,15 +4,39 @@
 #pragma once
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __trap() abort()
+
+// __trap() aborts, as a kernel trap ends the process; a test that wants to see a trap (and its message) sets
+// cpu_trap_throws on its thread and catches CpuTrap instead. Every message the device code prints through
+// EFA_GDA_REPORT goes into cpu_trap_report on that thread, and to stdout unless the thread expects the trap.
+struct CpuTrap {};
+static thread_local bool cpu_trap_throws = false;
+static thread_local std::string cpu_trap_report;
+inline void cpu_trap() {
+    if (cpu_trap_throws) throw CpuTrap{};
+    abort();
+}
+#define __trap() cpu_trap()
+__attribute__((format(printf, 1, 2))) inline int cpu_report(const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cpu_trap_report += line;
+    if (!cpu_trap_throws) fputs(line, stdout);  // a trap the test expects is checked, not printed
+    return n;
+}
+#define EFA_GDA_REPORT cpu_report
 #define EFA_GDA_SPIN_PAUSE() std::this_thread::yield()
 #define EFA_GDA_HOST_NOW_NS()                                                                                    \
     ((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()) \

@@ -3,7 +3,10 @@
 // from its own thread with completion reordering on. Covers what the GPU proof covers, in CI: exact quiet
 // under concurrency (and the count-based quiet it replaced failing), splitting at region ends, credits and
 // RX overrun detection, CQE checks, 16-bit doorbells, 128-byte WQEs, NIC errors through quiet, and signals
-// (a value written after its payload completed, from a per-slot scratch entry).
+// (a value written after its payload completed, from a per-slot scratch entry). And (issue 21) a NIC that goes
+// silent: every wait gives up with ERR_TIMEOUT within the state's bound and the trap message names the queue; a
+// failed completion names its peer; an owned queue in error refuses posts; the filler is a 0-byte write to a peer.
+// GDA_TEST_ONLY=text runs only the tests whose name contains text.
 // Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
 #include "cuda_on_cpu.h"
 
@@ -94,6 +97,221 @@ static SignalOps device_ops(Rig &r, bool after_completion) {
     };
     o.quiet = [&r] { return efa_gda_quiet(&r.s0); };
     return o;
+}
+
+// ---- bounded waits, errors that name their peer, queues in error, the filler (issue 21) ----------------------
+// A NIC that went silent (its model stopped: it completes nothing) must not hang a kernel: each wait gives up
+// with ERR_TIMEOUT within the state's timeout_ns. The bound here is short; the margin is for a loaded 2-core CI
+// machine (the waits themselves only yield). Every case runs under within_ms, so the code before this change
+// (waits without a bound) fails the run instead of hanging it.
+static constexpr uint64_t kBoundNs = 100000000ull;      // 100 ms
+static constexpr uint64_t kMarginNs = 3000000000ull;    // scheduling on a loaded machine
+static constexpr uint64_t kAtOnceNs = 50000000ull;      // a wait on a marked queue does not spin at all
+
+static uint64_t now_ns() { return EFA_GDA_HOST_NOW_NS(); }
+// Runs wait(), which must return ERR_TIMEOUT (or its negative, for receives) within the bound; returns how long it took.
+static uint64_t timed_out_within_bound(const char *what, const std::function<int()> &wait, bool negative = false) {
+    const uint64_t t0 = now_ns();
+    const int rc = wait();
+    const uint64_t took = now_ns() - t0;
+    const int want = negative ? -(int)NVSHMEMX_EFA_GDA_ERR_TIMEOUT : (int)NVSHMEMX_EFA_GDA_ERR_TIMEOUT;
+    CHECK(rc == want, std::string(what) + ": returned " + std::to_string(rc) + ", not ERR_TIMEOUT");
+    CHECK(took >= kBoundNs && took < kBoundNs + kMarginNs,
+          std::string(what) + ": gave up after " + std::to_string(took / 1000000) + " ms (bound 100 ms)");
+    return took;
+}
+static void fails_at_once(const char *what, const std::function<int()> &wait, int want) {
+    const uint64_t t0 = now_ns();
+    const int rc = wait();
+    const uint64_t took = now_ns() - t0;
+    CHECK(rc == want, std::string(what) + ": returned " + std::to_string(rc));
+    CHECK(took < kAtOnceNs, std::string(what) + ": took " + std::to_string(took / 1000000) + " ms on a queue already timed out");
+}
+// The message a checking wrapper prints before it traps (cuda_on_cpu.h: CpuTrap on this thread).
+static std::string trap_message(const std::function<void()> &check) {
+    cpu_trap_report.clear();
+    cpu_trap_throws = true;
+    bool trapped = false;
+    try {
+        check();
+    } catch (const CpuTrap &) {
+        trapped = true;
+    }
+    cpu_trap_throws = false;
+    CHECK(trapped, "the check did not trap");
+    return cpu_trap_report;
+}
+static void names(const std::string &msg, const std::vector<std::string> &parts) {
+    for (const std::string &p : parts) CHECK(msg.find(p) != std::string::npos, "the message names \"" + p + "\": " + msg);
+}
+
+static void bounded_wait_tests() {
+    test("silent NIC: quiet returns ERR_TIMEOUT within the bound, marks the queue (a second quiet fails at once), and "
+         "efa_gda_check_quiet names the op, the PEs, the queue and the last completion seen",
+         [] {
+        within_ms("quiet on a silent NIC", 30000, [] {
+            Rig r("inorder", 16, 4);
+            r.emu->stop();
+            r.s0.timeout_ns = kBoundNs;
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1) == 0, "the post itself does not wait");
+            timed_out_within_bound("quiet", [&] { return efa_gda_quiet(&r.s0); });
+            CHECK(r.qp.fatal == NVSHMEMX_EFA_GDA_ERR_TIMEOUT && r.qp.error == NVSHMEMX_EFA_GDA_ERR_TIMEOUT && r.qp.error_pe == 1,
+                  "the queue is marked timed out, its oldest slot addressed to PE 1");
+            fails_at_once("a second quiet", [&] { return efa_gda_quiet(&r.s0); }, NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+            const std::string msg = trap_message([&] { efa_gda_check_quiet(&r.s0, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, "quiet", 1); });
+            names(msg, {"quiet on PE 0", "signalling PE 1", "0x10b", "rail 0, shared queue 0, QP 10 (unusable)", "addressed to PE 1",
+                        "retired prefix 0", "CQ head 0", "reserved 1", "rung 1"});
+            fails_at_once("a post on the marked queue", [&] { return efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1); },
+                          NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+        });
+    });
+
+    test("timeout_ns 0 waits without a bound: a quiet on a silent NIC still waits after 3 x the bound, and returns OK once "
+         "the NIC serves again",
+         [] {
+        within_ms("an unbounded quiet", 30000, [] {
+            Rig r("inorder");
+            r.emu->stop();
+            r.s0.timeout_ns = 0;
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1) == 0, "post");
+            std::atomic<int> rc{-1};
+            std::thread t([&] { rc = efa_gda_quiet(&r.s0); });
+            std::this_thread::sleep_for(std::chrono::nanoseconds(3 * kBoundNs));
+            const int early = rc.load();
+            r.emu->start();
+            t.join();
+            CHECK(early == -1, "the quiet returned " + std::to_string(early) + " while the NIC was silent");
+            CHECK(rc == 0 && r.qp.fatal == 0 && memcmp(r.heap1.data() + (6 << 20), r.heap0.data(), 64) == 0, "it completed once the NIC served");
+        });
+    });
+
+    test("silent NIC: a post that needs SQ room (its slot's previous WQE never completes) returns ERR_TIMEOUT within "
+         "the bound; efa_gda_check names the op, both PEs and the queue",
+         [] {
+        within_ms("SQ room on a silent NIC", 30000, [] {
+            Rig r("inorder", 16, 16);
+            r.emu->stop();
+            r.s0.timeout_ns = kBoundNs;
+            for (int i = 0; i < 16; i++) CHECK(efa_gda_put_nbi(&r.s0, r.sym((6 << 20) + i * 64), r.sym(0), 64, 1) == 0, "fills the SQ");
+            timed_out_within_bound("the 17th post", [&] { return efa_gda_put_nbi(&r.s0, r.sym(7 << 20), r.sym(0), 64, 1); });
+            const std::string msg =
+                trap_message([&] { efa_gda_check(&r.s0, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, "put", r.sym(7 << 20), r.sym(0), 1, 64); });
+            names(msg, {"put on PE 0", "on PE 1", "QP 10", "addressed to PE 1", "retired prefix 0", "reserved 17", "rung 16"});
+        });
+    });
+
+    test("a doorbell turn never handed over (an earlier slot reserved and never rung) returns ERR_TIMEOUT within the bound", [] {
+        within_ms("doorbell turn", 30000, [] {
+            Rig r("inorder");
+            r.s0.timeout_ns = kBoundNs;
+            const efa_gda_sq q = efa_gda_sq_of(&r.s0, &r.qp);
+            efa_gda_reservation stuck, next;
+            CHECK(efa_gda_reserve(q, 1, &stuck) == 0 && efa_gda_reserve(q, 1, &next) == 0 && next.slot == 1, "two slots");
+            timed_out_within_bound("the ring of slot 1", [&] { return efa_gda_ring(q, next.slot, 1, next.rung_seen); });
+            CHECK(r.qp.fatal == NVSHMEMX_EFA_GDA_ERR_TIMEOUT && r.db == 0, "marked, nothing rung");
+        });
+    });
+
+    test("silent NIC: an owned queue out of room returns ERR_TIMEOUT within the bound; its quiet then fails at once; the "
+         "message names the owned queue",
+         [] {
+        within_ms("owned room on a silent NIC", 30000, [] {
+            Rig r("inorder", 16, 16, 1 << 20, 64, 64, 2000, true, 1, nullptr, 1);
+            r.emu->stop();
+            r.s0.timeout_ns = kBoundNs;
+            efa_gda_owned o;
+            CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+            for (int i = 0; i < 16; i++) CHECK(efa_gda_put_nbi(o, r.sym((6 << 20) + i * 64), r.sym(0), 64) == 0, "fills the queue");
+            timed_out_within_bound("the owner's 17th post", [&] { return efa_gda_put_nbi(o, r.sym(7 << 20), r.sym(0), 64); });
+            fails_at_once("the owner's quiet", [&] { return efa_gda_quiet_owned(o); }, NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+            const std::string msg = trap_message([&] { efa_gda_check_quiet(&r.s0, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, "quiet", 1); });
+            names(msg, {"rail 0, owned queue 0, QP 40 (unusable)", "addressed to PE 1", "reserved 16", "rung 16"});
+        });
+    });
+
+    test("silent NIC: a credits refresh (the read of the receiver's count never completes) returns ERR_TIMEOUT within the "
+         "bound, before the credit timeout",
+         [] {
+        within_ms("credits refresh on a silent NIC", 30000, [] {
+            Rig r("inorder", 64, 16, 1 << 20, 4);  // imm_window 2
+            r.emu->stop();
+            r.s0.timeout_ns = kBoundNs;
+            for (int i = 0; i < 2; i++) CHECK(efa_gda_put_imm_nbi(&r.s0, r.sym((6 << 20) + i * 64), r.sym(0), 64, 1, i) == 0, "window");
+            timed_out_within_bound("the third immediate",
+                                   [&] { return efa_gda_put_imm_nbi(&r.s0, r.sym(7 << 20), r.sym(0), 64, 1, 2); });
+        });
+    });
+
+    test("a receiver waiting for an immediate that never comes gets ERR_TIMEOUT within the bound, sticky on its receive CQ", [] {
+        within_ms("rx wait", 30000, [] {
+            Rig r("inorder");
+            r.s1.timeout_ns = kBoundNs;
+            uint32_t imm, bytes;
+            int pe = -1;
+            timed_out_within_bound("rx_wait", [&] { return efa_gda_rx_wait(&r.s1, &imm, &bytes, &pe); }, true);
+            fails_at_once("a later poll", [&] { return efa_gda_rx_poll(&r.s1, &imm, &bytes, &pe); }, -(int)NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+        });
+    });
+
+    test("a failed completion names the peer its WQE was addressed to (puts to PE 0 complete, the one to PE 1 fails), "
+         "in the queue's record and the trap message",
+         [] {
+        Rig r("inorder");
+        r.emu->av_remove(1, 1, 10);  // PE 1 forgets PE 0: PE 0's writes to PE 1 fail UNKNOWN_PEER
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(1 << 20), r.sym(0), 64, 0) == 0, "put to PE 0");
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(1 << 20), r.sym(0), 64, 1) == 0, "put to PE 1");
+        CHECK(efa_gda_put_nbi(&r.s0, r.sym(2 << 20), r.sym(0), 64, 0) == 0, "put to PE 0");
+        const int err = efa_gda_quiet(&r.s0);
+        CHECK(err == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "quiet returns UNKNOWN_PEER");
+        CHECK(r.qp.error_pe == 1 && r.qp.error_req_id == 1 && r.qp.error_count == 1, "the record: request 1, PE 1, one failure");
+        const std::string msg = trap_message([&] { efa_gda_check_quiet(&r.s0, err, "quiet", 1); });
+        names(msg, {"QP 10", "on request id 1 addressed to PE 1", "1 failed completions", "retired prefix 3"});
+    });
+
+    test("an owned queue in error refuses its owner's posts, as the shared queue does: a failed completion (UNKNOWN_PEER), "
+         "or unusable (fatal); nothing more is posted",
+         [] {
+        Rig r("inorder", 64, 16, 1 << 20, 64, 64, 2000, true, 1, nullptr, 1);
+        r.emu->av_remove(1, 1, 40);  // PE 1 forgets the owned queue's QP
+        efa_gda_owned o;
+        CHECK(efa_gda_own(&r.s0, 1, r.sym(6 << 20), r.sym(0), &o) == 0, "own");
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 64) == 0 && efa_gda_quiet_owned(o) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER,
+              "the first put fails at the NIC");
+        nvshmemx_efa_gda_qp_t &q = r.rails[0]->owned[0];
+        const uint64_t wqes = r.wqes(0);
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 64) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "the next post is refused");
+        CHECK(q.sq_reserved == 1 && q.sq_rung == 1 && o.next == 1, "nothing reserved or rung");
+        q.error = 0;
+        q.fatal = NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        CHECK(efa_gda_put_nbi(o, r.sym(6 << 20), r.sym(0), 64) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "an unusable queue refuses it");
+        usleep(20000);
+        CHECK(r.wqes(0) == wqes && q.sq_reserved == 1, "the NIC got nothing more");
+    });
+
+    test("the filler of a refused post's slot is a 0-byte RDMA write to a peer (not a read from this PE itself), which the "
+         "NIC completes OK; where the peer's first heap region is unreachable, a 0-byte read of the peer's credit counters",
+         [] {
+        static uint8_t outside[64];
+        for (bool reachable : {true, false}) {
+            Rig r("inorder");
+            if (!reachable) r.row(0)[2].valid = 0;
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(0), outside, 8, 1) == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION, "refused");
+            CHECK(efa_gda_quiet(&r.s0) == 0 && r.qp.sq_retired == 1, "its slot completed OK");
+            ParsedWqe w;
+            std::string why;
+            CHECK(parse_wqe(r.rails[0]->sq.data(), 64, 0, r.qp.sq_log2, &w, &why), why);
+            CHECK(w.length == 0 && w.dest_qpn == 11 && w.ah == 2, "0 bytes to PE 1's QP (not PE 0's own)");
+            if (reachable)
+                CHECK(w.op == EFA_IO_RDMA_WRITE && w.remote_addr == r.row(0)[2].base && w.rkey == r.row(0)[2].key &&
+                          w.local_addr == r.row(0)[0].base && w.lkey == r.row(0)[0].key,
+                      "a write into PE 1's first heap region");
+            else
+                CHECK(w.op == EFA_IO_RDMA_READ && w.rkey == 0x300, "a read of PE 1's credit counters");
+            CHECK(r.rails[0]->slot_pe[0] == 1, "its slot names PE 1");
+            const Stats st = r.emu->stats();
+            CHECK(st.wqes == 1 && st.errors == 0 && st.bytes == 0 && r.emu->violations().empty(), r.violations());
+        }
+    });
 }
 
 int main() {
@@ -310,7 +528,7 @@ int main() {
         build_tx_cqe(e, 32, 0, 0, EFA_IO_RDMA_WRITE, 99);  // qp_num 99
         e[EFA_GDA_CQE_FLAGS_OFFSET] |= 1;
         memcpy(r.rails[0]->cq.data(), e, 32);
-        CHECK(efa_gda_quiet(&r.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE && r.qp.fatal == 1, "BAD_CQE");
+        CHECK(efa_gda_quiet(&r.s0) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE && r.qp.fatal == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "BAD_CQE");
         efa_gda_reservation res;
         CHECK(efa_gda_reserve(&r.qp, 1, &res) == NVSHMEMX_EFA_GDA_ERR_BAD_CQE, "the queue refuses new work");
         Rig t("inorder");
@@ -932,6 +1150,8 @@ int main() {
         CHECK(r.s0.rail[0].qp.sq_reserved == 0 && r.s0.rail[1].qp.sq_reserved == 52, "nothing reserved by the refused calls");
         CHECK(r.violations().empty(), r.violations());
     });
+
+    bounded_wait_tests();
 
     printf("%d failed\n", failures);
     return failures ? 1 : 0;

@@ -25,7 +25,10 @@ static int failures = 0;
         if (!(cond)) throw std::string(msg) + " [" #cond "]"; \
     } while (0)
 
+// GDA_TEST_ONLY=text runs only the tests whose name contains text (to watch one fail on purpose, by hand).
 inline void test(const char *name, const std::function<void()> &fn) {
+    const char *only = getenv("GDA_TEST_ONLY");
+    if (only && !strstr(name, only)) return;
     try {
         fn();
         printf("ok %s\n", name);
@@ -57,6 +60,7 @@ struct Rig {
         std::vector<uint8_t> sq, cq, rx_cq, idle_sq, idle_cq;
         uint32_t db = 0, idle_db = 0;
         std::vector<uint32_t> slot_done;
+        std::vector<uint16_t> slot_pe;  // the destination PE of each slot's WQE (ABI 7)
         nvshmemx_efa_gda_rx_cq_t rx{};
         std::vector<nvshmemx_efa_gda_peer_t> peers;
         // Credit blocks: [consumed, sent, seen, landing] x 2 PEs, then locks.
@@ -69,6 +73,7 @@ struct Rig {
         struct Owned {
             std::vector<uint8_t> sq, cq;
             std::vector<uint32_t> slot_done;
+            std::vector<uint16_t> slot_pe;
             uint32_t db = 0;
         };
         std::vector<std::unique_ptr<Owned>> owned_mem;
@@ -129,6 +134,9 @@ struct Rig {
             st->n_rails = n_rails;
             st->regions = table;
             st->credit_timeout_ns = 2000000000ull;
+            // Every wait bounded (as NVSHMEM_EFA_GDA_TIMEOUT_MS does): a test that would hang fails instead. Far
+            // above any wait of a passing test on a loaded machine; the timeout tests set their own.
+            st->timeout_ns = 60000000000ull;
         }
         s0.my_pe = 0;
         s1.my_pe = 1;
@@ -171,6 +179,7 @@ private:
             m->idle_cq.assign(sq_n * 32, 0);
             m->slot_done.resize(sq_n);
             for (uint32_t i = 0; i < sq_n; i++) m->slot_done[i] = i - sq_n;
+            m->slot_pe.assign(sq_n, 0xffff);
             m->sig0.assign(sq_n, 0);
             v.push_back(std::move(m));
         }
@@ -195,6 +204,7 @@ private:
         q.qp_num = qpn0;
         q.max_rdma_size = max_rdma;
         q.slot_done = m.slot_done.data();
+        q.slot_pe = m.slot_pe.data();
         b.qp = q;
         b.qp.qp_num = qpn1;
         m.rx.cq_buf = m.rx_cq.data();
@@ -278,12 +288,14 @@ private:
             om->cq.assign(sq_entries * 32, 0);
             om->slot_done.resize(sq_entries);
             for (uint32_t i = 0; i < sq_entries; i++) om->slot_done[i] = i - sq_entries;
+            om->slot_pe.assign(sq_entries, 0xffff);
             nvshmemx_efa_gda_qp_t o = q;
             o.sq_buf = om->sq.data();
             o.sq_db = &om->db;
             o.cq_buf = om->cq.data();
             o.qp_num = (uint16_t)(40 + 8 * r + k);
             o.slot_done = om->slot_done.data();
+            o.slot_pe = om->slot_pe.data();
             m.owned.push_back(o);
             QpConfig qo = qa;
             qo.sq = om->sq.data();

@@ -85,6 +85,7 @@ struct fi_ops_mr g_mr_ops;
 struct fi_ops_av g_av_ops;
 struct fi_ops_cm g_cm_ops;
 struct fi_efa_ops_gda g_gda;
+struct fi_ops_ep g_ep_ops;
 
 int av_insert(struct fid_av *av, const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t, void *) {
     if (getenv("FAKE_AV_FAIL") || count != 1) return -FI_EINVAL;
@@ -123,6 +124,15 @@ int ep_control(struct fid *, int command, void *) {
     return 0;
 }
 
+// FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES (rdma/fi_ext.h, an enum; the value is ABI): granted unless
+// FAKE_DELIVERED_ONCE=0 (a device without in-order aligned 128-byte writes answers -FI_EOPNOTSUPP, fi_efa(7)).
+int ep_setopt(fid_t, int level, int name, const void *val, size_t len) {
+    if (level != FI_OPT_ENDPOINT || name != -(0xefa << 16) + 6) return -FI_ENOPROTOOPT;
+    if (len != sizeof(bool)) return -FI_EINVAL;
+    fake_fabric.delivered_once_asked++;
+    return *static_cast<const bool *>(val) && env_int("FAKE_DELIVERED_ONCE", 1) == 0 ? -FI_EOPNOTSUPP : 0;
+}
+
 int endpoint(struct fid_domain *d, struct fi_info *, struct fid_ep **ep, void *) {
     FakeDomain *fd = reinterpret_cast<FakeDomain *>(d);
     // FAKE_EP_LIMIT: the NIC's QP limit, endpoints per domain (fi_endpoint then fails as efa does: ENOMEM).
@@ -133,6 +143,7 @@ int endpoint(struct fid_domain *d, struct fi_info *, struct fid_ep **ep, void *)
     e->ep.fid.fclass = FI_CLASS_EP;
     e->ep.fid.ops = &g_ep_fid_ops;
     e->ep.cm = &g_cm_ops;
+    e->ep.ops = &g_ep_ops;
     e->domain_index = reinterpret_cast<FakeDomain *>(d)->index;
     *ep = &e->ep;
     return 0;
@@ -256,6 +267,8 @@ struct Init {
         g_av_ops.insert = av_insert;
         g_cm_ops.size = sizeof g_cm_ops;
         g_cm_ops.getname = getname;
+        g_ep_ops.size = sizeof g_ep_ops;
+        g_ep_ops.setopt = ep_setopt;
         g_gda.query_addr = query_addr;
         g_gda.query_qp_wqs = query_qp_wqs;
         g_gda.query_cq = query_cq;

@@ -18,6 +18,7 @@ struct FakeFabricLog {
     std::string hint_fabric;
     uint64_t hint_mode = 0, hint_mr_mode = 0;
     int av_inserts = 0;
+    int delivered_once_asked = 0;  // fi_setopt(FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES) calls
     int endpoints = 0, endpoints_closed = 0;
     bool enabled = false;
     std::vector<uint64_t> cq_binds;  // flags of each CQ bound to the endpoint

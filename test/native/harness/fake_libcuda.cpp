@@ -44,7 +44,20 @@ CUresult cuCtxGetDevice(CUdevice *d) {
     *d = 0;
     return CUDA_SUCCESS;
 }
+// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: FAKE_CUDA_GDR_ORDERING (default 100, OWNER, as H100/H200
+// report), or "fail" for a driver that cannot answer. Every other attribute is refused: GDA asks for none.
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice) {
+    if (attr != CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING) return CUDA_ERROR_INVALID_VALUE;
+    const char *order = getenv("FAKE_CUDA_GDR_ORDERING");
+    if (order && strcmp(order, "fail") == 0) return CUDA_ERROR_NOT_SUPPORTED;
+    *v = order ? atoi(order) : CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+    return CUDA_SUCCESS;
+}
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+    // Fault injection: FAKE_CUDA_FAIL_ALLOC_BYTES=N refuses every allocation of exactly N bytes (the harness sets
+    // it to one object's size to fail one step of start-up on one PE).
+    const char *fail = getenv("FAKE_CUDA_FAIL_ALLOC_BYTES");
+    if (fail && strtoull(fail, nullptr, 10) == bytes) return CUDA_ERROR_OUT_OF_MEMORY;
     void *m = nullptr;
     if (posix_memalign(&m, 512, bytes ? bytes : 1)) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(m, 0xEE, bytes);  // like GPU memory: not zero unless someone clears it

@@ -7,7 +7,9 @@
 // Scenarios: active, wide-wqe, mismatch, none, no-efa-pe1, av-fail-pe1, region-fail-pe1, cq-oversize, no-pcie,
 // and with two NICs per PE (FAKE_RAILS: the domain names NVSHMEM hands over, one rail each): rails2,
 // rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1; owned queues: owned3,
-// owned-rails2, owned-limit-pe1, owned-bad.
+// owned-rails2, owned-limit-pe1, owned-bad; finish-fail-pe1 (start-up fails on one PE after the last all-gather);
+// gdr-unordered-pe1, gdr-unknown-pe0, gdr-all-devices (GPUDirect RDMA write ordering); timeout-250, timeout-bad,
+// timeout-zero (NVSHMEM_EFA_GDA_TIMEOUT_MS).
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
@@ -87,6 +89,20 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
                           on({{"FAKE_RAILS", kTwo}, {"NVSHMEM_EFA_GDA_OWNED_QUEUES", "2"}})}},
         {"owned-limit-pe1", {on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}}), on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "3"}, {"FAKE_EP_LIMIT", "3"}})}},
         {"owned-bad", {on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "99"}}), on({{"NVSHMEM_EFA_GDA_OWNED_QUEUES", "99"}})}},
+        // Start-up fails on PE 1 only after the last all-gather of addresses: allocating the device state
+        // (FAKE_FAIL_STATE_ALLOC: run_pe refuses allocations of its size). Every PE must end off, with one status.
+        {"finish-fail-pe1", {on(), on({{"FAKE_FAIL_STATE_ALLOC", "1"}})}},
+        // GPUDirect RDMA write ordering (FAKE_CUDA_GDR_ORDERING): PE 1's GPU below OWNER, or PE 0's unreadable:
+        // GDA stays on, its signals off on every PE.
+        {"gdr-unordered-pe1", {on(), on({{"FAKE_CUDA_GDR_ORDERING", "0"}})}},
+        {"gdr-unknown-pe0", {on({{"FAKE_CUDA_GDR_ORDERING", "fail"}}), on()}},
+        {"gdr-all-devices", {on({{"FAKE_CUDA_GDR_ORDERING", "200"}}), on({{"FAKE_CUDA_GDR_ORDERING", "100"}})}},
+        // A NIC that does not promise single delivery (FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused) on PE 1.
+        {"once-refused-pe1", {on(), on({{"FAKE_DELIVERED_ONCE", "0"}})}},
+        // NVSHMEM_EFA_GDA_TIMEOUT_MS: a bound of 250 ms in the state; a malformed one keeps GDA from starting.
+        {"timeout-250", {on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "250"}}), on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "250"}})}},
+        {"timeout-bad", {on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "5s"}}), on()}},
+        {"timeout-zero", {on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "0"}}), on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "0"}})}},
         {"rails-region-fail-pe1", {on({{"FAKE_RAILS", kTwo}}), on({{"FAKE_RAILS", kTwo}, {"FAKE_MR_FAIL_NTH", "4"}})}},
     };
 }
@@ -124,6 +140,8 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
     unsetenv("NVSHMEM_EFA_GDA_ENABLE");
     for (auto &kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
     setenv("FAKE_PE", std::to_string(pe).c_str(), 1);
+    if (getenv("FAKE_FAIL_STATE_ALLOC"))
+        setenv("FAKE_CUDA_FAIL_ALLOC_BYTES", std::to_string(sizeof(nvshmemx_efa_gda_device_state_t)).c_str(), 1);
     // As the patched connect_endpoints does: init only where enabled() says so.
     const int enabled = nvshmemt_efa_gda_enabled();
     printf("enabled()=%d\n", enabled);
@@ -148,13 +166,20 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
     else if (enabled) rc = nvshmemt_efa_gda_init_rails(infos.data(), (int)infos.size(), &boot);
     printf("init=%d active=%d gathers=%d rails=%d\n", rc, nvshmemx_efa_gda_is_active(), g_gathers, nvshmemx_efa_gda_rails());
     printf("status: %s\n", nvshmemx_efa_gda_status());
+    const char *why = nullptr;
+    const int ordered = nvshmemx_efa_gda_signals_ordered(&why);
+    printf("signals_ordered=%d why: %s\n", ordered, why ? why : "(null)");
+    const char *once_why = nullptr;
+    const int once = nvshmemx_efa_gda_writes_delivered_once(&once_why);
+    printf("delivered_once=%d asked=%d why: %s\n", once, fake_fabric.delivered_once_asked, once_why ? once_why : "(null)");
     printf("hints: fabric=%s inject_size=%zu context2=%d mr_local=%d\n", fake_fabric.hint_fabric.c_str(),
            fake_fabric.hint_inject_size, (fake_fabric.hint_mode & FI_CONTEXT2) != 0, (fake_fabric.hint_mr_mode & FI_MR_LOCAL) != 0);
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (nvshmemx_efa_gda_is_active()) {
         nvshmemx_efa_gda_device_state_t *s = nvshmemx_efa_gda_get_device_state();
-        printf("state: abi=%u my_pe=%d n_pes=%d n_rails=%u imm_window=%u timeout_ns=%llu\n", s->abi_version, s->my_pe, s->n_pes,
-               s->n_rails, s->rail[0].imm_window, (unsigned long long)s->credit_timeout_ns);
+        printf("state: abi=%u my_pe=%d n_pes=%d n_rails=%u imm_window=%u credit_timeout_ns=%llu timeout_ns=%llu\n", s->abi_version,
+               s->my_pe, s->n_pes, s->n_rails, s->rail[0].imm_window, (unsigned long long)s->credit_timeout_ns,
+               (unsigned long long)s->timeout_ns);
         for (uint32_t k = 0; k < s->n_rails; k++) {
             const nvshmemx_efa_gda_rail_t &rl = s->rail[k];
             const nvshmemx_efa_gda_qp_t *q = &rl.qp;
@@ -163,6 +188,11 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
                    rl.peers[pe].qpn, q->sq_entries, q->wqe_size, q->max_batch, q->cq_entries, q->cq_entry_size, rl.rx_cq->cq_entries,
                    rl.rx_cq->cq_entry_size, rl.rx_cq->qp_num);
             printf("%sslot_done: first=%d last=%d\n", tag.c_str(), (int)q->slot_done[0], (int)q->slot_done[q->sq_entries - 1]);
+            // Each slot's peer (ABI 7): no PE (all ones) until a WQE is posted in it, apart from the slot marks.
+            bool pe_unset = q->slot_pe != nullptr;
+            for (uint32_t i = 0; pe_unset && i < q->sq_entries; i++) pe_unset = q->slot_pe[i] == 0xffff;
+            printf("%sslot_pe: set=%d all_unset=%d after_slot_done=%d\n", tag.c_str(), q->slot_pe != nullptr, pe_unset,
+                   (const void *)q->slot_pe >= (const void *)(q->slot_done + q->sq_entries));
             // Signal scratch: one zeroed u64 per SQ slot, after the credit counters in their registered block (same lkey).
             bool sig_zero = rl.signal_src != nullptr;
             for (uint32_t i = 0; sig_zero && i < q->sq_entries; i++) sig_zero = rl.signal_src[i] == 0;

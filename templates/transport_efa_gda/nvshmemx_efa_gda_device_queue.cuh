@@ -1,0 +1,239 @@
+/* nvshmem-efa template transport_efa_gda: installed by nvshmem-efa, which rewrites this file on each run.
+ *
+ * Part of the GDA device API (nvshmemx_efa_gda_device.cuh): one send queue. Its completions (efa_gda_poll_cq:
+ * the retired prefix, errors with the request and peer they name), slot reservation and claim, the doorbell
+ * in slot order, and the waits on it. Every wait is bounded (efa_gda_sq.timeout_ns, or the efa_gda_bound it is
+ * given): past the bound it marks the queue timed out (efa_gda_time_out) and returns
+ * NVSHMEMX_EFA_GDA_ERR_TIMEOUT; a marked queue (qp.fatal) fails every later wait at once. */
+#ifndef NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
+#define NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
+
+#include "nvshmemx_efa_gda_device_wqe.cuh"
+
+/* The PE slot's WQE was addressed to (qp->slot_pe), ~0u when the queue keeps none. Read on error paths only. */
+EFA_GDA_DEV uint32_t efa_gda_slot_pe(const nvshmemx_efa_gda_qp_t *qp, uint32_t slot) {
+    const uint16_t *pes = efa_gda_ro(&qp->slot_pe);
+    if (!pes) return ~0u;
+    const uint16_t pe = *(const volatile uint16_t *)&pes[slot & (efa_gda_ro(&qp->sq_entries) - 1)];
+    return pe == 0xffffu ? ~0u : pe;
+}
+
+/* Makes err the queue's first error, with the request id and the PE it names, unless it has one already. */
+EFA_GDA_DEV void efa_gda_record_first(nvshmemx_efa_gda_qp_t *qp, uint32_t err, uint32_t req_id, uint32_t pe) {
+    if (atomicCAS(&qp->error, 0u, err) == 0u) {
+        efa_gda_store(&qp->error_req_id, req_id);
+        efa_gda_store(&qp->error_pe, pe);
+    }
+}
+/* A failed completion of request req_id (in slot), addressed to the PE slot_pe names. */
+EFA_GDA_DEV void efa_gda_record_error(nvshmemx_efa_gda_qp_t *qp, uint32_t err, uint32_t req_id, uint32_t slot) {
+    efa_gda_record_first(qp, err, req_id, efa_gda_slot_pe(qp, slot));
+    atomicAdd(&qp->error_count, 1u);
+}
+
+/* Makes the queue unusable for the reason why (BAD_CQE or TIMEOUT): every wait on it returns why at once from
+ * now on, and the CQ poller stops. Returns the reason the queue carries (the first one given). */
+EFA_GDA_DEV int efa_gda_set_fatal_why(nvshmemx_efa_gda_qp_t *qp, uint32_t why) {
+    __threadfence();
+    atomicCAS(&qp->fatal, 0u, why);
+    return (int)efa_gda_load(&qp->fatal);
+}
+/* A completion that cannot be this queue's (its request id names no slot in flight: no peer). */
+EFA_GDA_DEV void efa_gda_set_fatal(nvshmemx_efa_gda_qp_t *qp, uint32_t req_id) {
+    efa_gda_record_first(qp, NVSHMEMX_EFA_GDA_ERR_BAD_CQE, req_id, ~0u);
+    atomicAdd(&qp->error_count, 1u);
+    efa_gda_set_fatal_why(qp, NVSHMEMX_EFA_GDA_ERR_BAD_CQE);
+}
+/* A wait on qp passed its bound: the oldest slot not completed (the retired prefix) is what the NIC never
+ * completed; its request id and PE become the queue's first error unless it has one. Returns what the wait
+ * returns. */
+EFA_GDA_DEV int efa_gda_time_out(nvshmemx_efa_gda_qp_t *qp) {
+    const uint32_t oldest = efa_gda_load(&qp->sq_retired);
+    const bool in_flight = efa_gda_load(&qp->sq_reserved) != oldest;
+    efa_gda_record_first(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, (uint16_t)oldest, in_flight ? efa_gda_slot_pe(qp, oldest) : ~0u);
+    return efa_gda_set_fatal_why(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+}
+
+/* Consumes the TX completions that have arrived, marks their slots done and advances the retired prefix;
+ * one poller at a time (others return at once). A failed completion records the NIC's status as the QP's
+ * error. */
+EFA_GDA_DEV void efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
+    if (atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return;
+    __threadfence();
+    uint32_t head = efa_gda_load(&qp->cq_head);
+    const uint32_t retired = efa_gda_load(&qp->sq_retired);
+    const uint32_t cq_mask = qp->cq_entries - 1, sq_mask = qp->sq_entries - 1;
+    uint32_t reserved = 0, n = 0;
+    bool have_reserved = false;
+    uint64_t req_sum = 0;
+    while (!efa_gda_load(&qp->fatal)) {
+        const uint8_t *cqe = qp->cq_buf + (size_t)(head & cq_mask) * qp->cq_entry_size;
+        const uint8_t flags = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_FLAGS_OFFSET);
+        if (EFA_GDA_GET(EFA_IO_CDESC_COMMON_PHASE_MASK, flags) != efa_gda_cq_expected_phase(head, qp->cq_log2)) break;
+        /* The NIC writes the phase last; read the body only after seeing it. */
+        __threadfence_system();
+        const uint8_t status = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_STATUS_OFFSET);
+        const uint16_t req_id = *(const volatile uint16_t *)(cqe + EFA_GDA_CQE_REQ_ID_OFFSET);
+        const uint16_t qp_num = *(const volatile uint16_t *)(cqe + EFA_GDA_CQE_QP_NUM_OFFSET);
+        /* The slot is the one in flight whose low 16 bits are req_id: in flight means in [retired, reserved),
+         * a window of at most sq_entries <= 65536 slots, so the match is unique. */
+        const uint32_t slot = retired + (uint16_t)(req_id - (uint16_t)retired);
+        if (!have_reserved || (int32_t)(slot - reserved) >= 0) {
+            reserved = efa_gda_load(&qp->sq_reserved);
+            have_reserved = true;
+        }
+        const bool ours = EFA_GDA_GET(EFA_IO_CDESC_COMMON_Q_TYPE_MASK, flags) == EFA_IO_SEND_QUEUE &&
+                          qp_num == (uint16_t)qp->qp_num && slot - retired < qp->sq_entries &&
+                          (int32_t)(slot - reserved) < 0 && efa_gda_load(&qp->slot_done[slot & sq_mask]) != slot;
+        head++;
+        n++;
+        if (!ours) {
+            efa_gda_set_fatal(qp, req_id);
+            break;
+        }
+        if (status != EFA_IO_COMP_STATUS_OK) efa_gda_record_error(qp, status, req_id, slot);
+        efa_gda_store(&qp->slot_done[slot & sq_mask], slot);
+        req_sum += req_id;
+    }
+    if (n) {
+        qp->req_id_sum += req_sum;
+        uint32_t r = retired;
+        while (efa_gda_load(&qp->slot_done[r & sq_mask]) == r) r++;
+        efa_gda_store(&qp->cq_head, head);
+        __threadfence();
+        efa_gda_store(&qp->sq_retired, r);
+    }
+    __threadfence();
+    atomicExch(&qp->cq_lock, 0u);
+}
+
+/* A reservation: the first slot and the doorbell position seen when it could be used. */
+struct efa_gda_reservation {
+    uint32_t slot, rung_seen;
+};
+
+/* Waits until slots [slot, slot + n), already reserved, may be written: while the SQ is full (the slots'
+ * previous WQEs have not completed; it polls completions) and while writing them would put more than
+ * max_batch WQEs past the doorbell. c: the counters as read when the slots were reserved (any values read
+ * since the queue started are safe: they only grow). Earlier slots never wait on later ones, so every holder
+ * gets there. Gives up when the queue became unusable (returns why: qp.fatal) or, past q.timeout_ns, with
+ * NVSHMEMX_EFA_GDA_ERR_TIMEOUT (the NIC completed nothing: an SQ that stays full). */
+EFA_GDA_DEV int efa_gda_claim(const efa_gda_sq &q, uint32_t slot, uint32_t n, efa_gda_counters c, efa_gda_reservation *res) {
+    nvshmemx_efa_gda_qp_t *qp = q.qp;
+    efa_gda_bound b = efa_gda_bound_of(q.timeout_ns);
+    res->slot = slot; /* set on every path (registers): callers read it only on success */
+    res->rung_seen = c.rung;
+    for (;;) {
+        if (c.fatal) return (int)c.fatal;
+        const bool room = slot + n - c.retired <= q.entries;
+        if (room && slot + n - c.rung <= q.max_batch) {
+            res->slot = slot;
+            res->rung_seen = c.rung;
+            return NVSHMEMX_EFA_GDA_OK;
+        }
+        if (!room) efa_gda_poll_cq(qp);
+        if (efa_gda_expired(b)) return efa_gda_time_out(qp);
+        EFA_GDA_SPIN_PAUSE();
+        c = efa_gda_load_counters(qp);
+    }
+}
+
+/* Reserves n consecutive slots with one fetch-and-add, then claims them (efa_gda_claim). Refuses n that can
+ * never fit (0, > max_batch or > sq_entries). */
+EFA_GDA_DEV int efa_gda_reserve(const efa_gda_sq &q, uint32_t n, efa_gda_reservation *res) {
+    if (n == 0 || n > q.max_batch || n > q.entries) return NVSHMEMX_EFA_GDA_ERR_TOO_MANY_WQES;
+    /* The counters first, so that nothing waits for the atom before they are issued: most of the time they
+     * already allow the slots (older values only make the check stricter). */
+    const efa_gda_counters c = efa_gda_load_counters(q.qp);
+    const uint32_t slot = efa_gda_fetch_slots(q.qp, n);
+    return efa_gda_claim(q, slot, n, c, res);
+}
+EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_reservation *res) {
+    return efa_gda_reserve(efa_gda_sq_of(qp), n, res);
+}
+
+/* Rings the doorbell for slots [slot, slot + n) once every earlier slot has been rung (skipping the wait
+ * when the reservation already saw the doorbell at slot). The caller's WQE stores must be fenced (system
+ * scope) before this; the fence here covers them. The register takes the producer counter's low 16 bits,
+ * as rdma-core writes it. Returns why the queue became unusable (qp.fatal), without ringing, when it did
+ * while this waited (an earlier slot's owner may have given up), and NVSHMEMX_EFA_GDA_ERR_TIMEOUT when the
+ * earlier slots were not rung within q.timeout_ns. */
+EFA_GDA_DEV int efa_gda_ring(const efa_gda_sq &q, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+    nvshmemx_efa_gda_qp_t *qp = q.qp;
+    if (rung_seen != slot) {
+        efa_gda_bound b = efa_gda_bound_of(q.timeout_ns);
+        while (efa_gda_load(&qp->sq_rung) != slot) {
+            const uint32_t fatal = efa_gda_load(&qp->fatal);
+            if (fatal) return (int)fatal;
+            if (efa_gda_expired(b)) return efa_gda_time_out(qp);
+            EFA_GDA_SPIN_PAUSE();
+        }
+    }
+    __threadfence_system();
+    efa_gda_store(q.db, (slot + n) & 0xffffu);
+    __threadfence_system();
+    efa_gda_store(&qp->sq_rung, slot + n);
+    return NVSHMEMX_EFA_GDA_OK;
+}
+EFA_GDA_DEV int efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n, uint32_t rung_seen) {
+    return efa_gda_ring(efa_gda_sq_of(qp), slot, n, rung_seen);
+}
+EFA_GDA_DEV int efa_gda_ring(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, uint32_t n) { return efa_gda_ring(qp, slot, n, slot + 1); }
+
+/* Waits until every slot below end completed (the retired prefix reached it), within the bound b (which
+ * several waits in sequence may share). Returns 0, or why the queue became unusable (qp.fatal), or
+ * NVSHMEMX_EFA_GDA_ERR_TIMEOUT when b ran out first (the queue is then marked: efa_gda_time_out). */
+EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, efa_gda_bound &b) {
+    for (;;) {
+        const efa_gda_counters c = efa_gda_load_counters(qp);
+        if ((int32_t)(c.retired - end) >= 0) break;
+        if (c.fatal) return (int)c.fatal;
+        efa_gda_poll_cq(qp);
+        if (efa_gda_expired(b)) return efa_gda_time_out(qp);
+        EFA_GDA_SPIN_PAUSE();
+    }
+    __threadfence_system();
+    return NVSHMEMX_EFA_GDA_OK;
+}
+EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, uint64_t timeout_ns) {
+    efa_gda_bound b = efa_gda_bound_of(timeout_ns);
+    return efa_gda_wait_slots(qp, end, b);
+}
+/* Without a bound: the low-level form (tests, benchmarks). */
+EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end) { return efa_gda_wait_slots(qp, end, (uint64_t)0); }
+
+/* Posts one WQE addressed to pe: reserve, write, fence, ring. Returns 0 or why not; *end = the slot after it. */
+EFA_GDA_DEV int efa_gda_post_one(const efa_gda_sq &q, const struct efa_gda_rdma_desc &d, uint32_t *end, int pe) {
+    efa_gda_reservation res;
+    int err = efa_gda_reserve(q, 1, &res);
+    if (err) return err;
+    efa_gda_note_pe(q, res.slot, pe);
+    efa_gda_write_wqe(q, res.slot, d);
+    err = efa_gda_ring(q, res.slot, 1, res.rung_seen);
+    if (end) *end = res.slot + 1;
+    return err;
+}
+/* The low-level forms (no bound unless q has one, no peer noted). */
+EFA_GDA_DEV int efa_gda_post_one(const efa_gda_sq &q, const struct efa_gda_rdma_desc &d, uint32_t *end) {
+    return efa_gda_post_one(q, d, end, -1);
+}
+EFA_GDA_DEV int efa_gda_post_one(nvshmemx_efa_gda_qp_t *qp, const struct efa_gda_rdma_desc &d, uint32_t *end) {
+    return efa_gda_post_one(efa_gda_sq_of(qp), d, end, -1);
+}
+
+/* Waits until every WQE reserved before the call (the caller's own included) completed, within b; returns
+ * the QP's first error (an efa_io_comp_status value or NVSHMEMX_EFA_GDA_ERR_*), the reason it became unusable,
+ * NVSHMEMX_EFA_GDA_ERR_TIMEOUT, or 0. */
+EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp, efa_gda_bound &b) {
+    const int err = efa_gda_wait_slots(qp, efa_gda_load(&qp->sq_reserved), b);
+    return err ? err : (int)efa_gda_load(&qp->error);
+}
+EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp, uint64_t timeout_ns) {
+    efa_gda_bound b = efa_gda_bound_of(timeout_ns);
+    return efa_gda_quiet_qp(qp, b);
+}
+/* Without a bound: the low-level form. */
+EFA_GDA_DEV int efa_gda_quiet_qp(nvshmemx_efa_gda_qp_t *qp) { return efa_gda_quiet_qp(qp, (uint64_t)0); }
+
+
+#endif

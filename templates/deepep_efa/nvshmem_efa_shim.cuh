@@ -10,25 +10,49 @@
 //   NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE   the DeepEP EPv2 layout (functions in deep_ep::legacy)
 //   NVSHMEM_EFA_SHIM_GDA                the NVSHMEM install has <nvshmem_efa/nvshmemx_efa_gda_device.cuh>
 //   NVSHMEM_EFA_SHIM_STATE_ONLY         only the state (for a translation unit outside DeepEP's kernels)
+//   NVSHMEM_EFA_SHIM_STANDALONE         the functions without DeepEP's headers (configs.cuh, exception.cuh,
+//                                       utils.cuh), which the shim itself does not use: for a test kernel
+//                                       outside DeepEP
+//
+// A standalone test (a kernel that calls the functions the way DeepEP's low-latency kernels do) defines
+// NVSHMEM_EFA_SHIM_STANDALONE and NVSHMEM_EFA_SHIM_GDA, puts the directory holding nvshmem_efa/ (the
+// transport's installed device headers) and NVSHMEM's include directory on the include path, defines
+// NVSHMEM_EFA_SHIM_DEFINE_STATE in exactly one translation unit, compiles with -rdc=true (sm_90 for the
+// async-proxy fence, see nvshmem_efa_shim_order_async_writes), and calls nvshmem_efa_shim::init_state() on every
+// PE after nvshmemx_init_attr and before its first kernel. It calls the functions in namespace deep_ep
+// (deep_ep::legacy with NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE) with DeepEP's arguments: qp_id the expert index
+// that the put and the signal of one (expert, rank) share.
+//
+// Negative controls, for tests only (each breaks the ordering the signal protocol needs; the names say TEST so
+// that nobody ships them, and init_state prints that the build is one). At most one:
+//   NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL  a GDA signal is posted without waiting for its payload
+//   NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL       a GDA signal waits for its payload's rail but is written on the
+//                                                 next rail (another NIC), when there are several
 //
 // Like the ibgda_device.cuh it replaces, it brings in the DeepEP headers the kernels rely on through it.
 //
-// Ordering: EFA (SRD) delivers out of order, so every path that announces data (a counter add, a flag put)
-// first orders the data before it: nvshmem_fence() on NVSHMEM's path, completion of the GDA WQEs on the
-// GDA path.
+// Ordering (docs/ordering.md says what the GDA path assumes of EFA and why): EFA (SRD, efa-direct) places
+// writes out of order, so every path that announces data (a counter add, a flag put) first orders the data
+// before it: nvshmem_fence() on NVSHMEM's path, completion of the GDA WQEs on the GDA path. A completion only
+// says the write is queued towards the target's PCIe: a later write from the same NIC lands after it, a write
+// from another NIC (or the target's CPU) may land before it.
 //
-// Rails: with GDA on several NICs of the PE (nvshmemx_efa_gda_rails() > 1) the token puts spread over the rails
-// by the GDA device API's policy, rail = (destination PE + channel) % rails, with the channel made of the
-// calling warp, DeepEP's qp_id (the expert) and its message index (the token's slot): a warp's consecutive
-// tokens and different experts take different rails. Every completion wait of the shim (before a signal,
-// before an add through NVSHMEM, quiet) waits on every rail, whichever rails the payload took.
+// Rails: with GDA on several NICs of the PE (nvshmemx_efa_gda_rails() > 1) the payload and the signal of one
+// (expert, rank) take one rail, rail = (destination PE + qp_id) % rails (the GDA device API's policy with
+// DeepEP's qp_id, the expert, as channel): different experts and destinations take different rails, and a
+// signal is written by the NIC that wrote its payload. A signal waits only for that rail (its exact retired
+// prefix), so a slow NIC delays only the experts it carries. DeepEP's quiet (nvshmemi_ibgda_quiet) and every
+// add through NVSHMEM wait on every rail.
 //
 // Signals: with GDA active, the low-latency kernels' count and flag (the call sites the DeepEP patcher
 // turned into nvshmem_efa_shim_signal_add_zeroed_single_writer) and the shrink barrier's rma_p are RDMA
-// writes posted by the GPU once the payload they announce has completed: no CPU on the path. EFA has no NIC
-// atomics, so every other add (normal mode's head/tail counters) still goes through NVSHMEM (its CPU proxy)
-// after the GDA data completed. NVSHMEM_EFA_SHIM_SIGNALS=proxy (read at init) sends the low-latency signals
-// through NVSHMEM too, from the same build: the baseline `nvshmem-efa bench` compares against.
+// writes posted by the GPU once the payload they announce has completed: no CPU on the path. They do so only
+// where the transport says the protocol's assumptions hold on every PE (writes delivered once, GPUDirect RDMA
+// writes ordered for the GPU: read at init, see init_state); otherwise they go through NVSHMEM and the init
+// line says why. EFA has no NIC atomics, so every other add (normal mode's head/tail counters) still goes
+// through NVSHMEM (its CPU proxy) after the GDA data completed. NVSHMEM_EFA_SHIM_SIGNALS=proxy (read at init)
+// sends the low-latency signals through NVSHMEM too, from the same build: the baseline `nvshmem-efa bench`
+// compares against.
 #pragma once
 
 #include <nvshmem.h>
@@ -41,7 +65,11 @@
 #include <nvshmem_efa/nvshmemx_efa_gda_device.cuh>
 #endif
 
-#ifndef NVSHMEM_EFA_SHIM_STATE_ONLY
+#if defined(NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL) && defined(NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL)
+#error "nvshmem-efa shim: define at most one NVSHMEM_EFA_SHIM_TEST_* negative control (each is a test build of its own)"
+#endif
+
+#if !defined(NVSHMEM_EFA_SHIM_STATE_ONLY) && !defined(NVSHMEM_EFA_SHIM_STANDALONE)
 #ifdef NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE
 #include <deep_ep/common/exception.cuh>
 #include "utils.cuh"
@@ -115,6 +143,47 @@ inline int signals_over_gda_from_env() {
     return -1;
 }
 
+#ifdef NVSHMEM_EFA_SHIM_GDA
+// Whether GDA signals keep the signal protocol's assumptions on every PE (docs/ordering.md): 1 yes; 0 no, with the
+// reason in why. Each verdict is a host query of the transport, int f(const char** why) (1 yes, 0 no with a
+// one-line reason), found like its device state and agreed at start-up, so the answer is the same on every PE. A
+// transport without one predates that verdict and gets no GDA signals: for all this build can tell, its writes may
+// land twice or its GPU may see them out of order.
+//   nvshmemx_efa_gda_signals_ordered: every PE's GPU has CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING >=
+//     OWNER, so a kernel that sees a signal the NIC wrote sees the payload the same NIC wrote before it.
+//   nvshmemx_efa_gda_writes_delivered_once: every rail of every PE accepted FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
+//     so no write lands twice: a late copy of a signal cannot resurrect a zeroed slot (the DeepEP invariant
+//     nvshmem_efa_shim_signal_add_zeroed_single_writer relies on).
+inline int gda_signals_allowed(char* why, size_t whylen) {
+    using verdict_fn = int (*)(const char**);
+    static const char* const queries[] = {"nvshmemx_efa_gda_signals_ordered", "nvshmemx_efa_gda_writes_delivered_once"};
+    for (const char* name : queries) {
+        auto query = reinterpret_cast<verdict_fn>(find_transport_symbol(name));
+        if (!query) {
+            snprintf(why, whylen, "this NVSHMEM's GDA transport has no %s (rebuild NVSHMEM with this nvshmem-efa)", name);
+            return 0;
+        }
+        const char* reason = nullptr;
+        if (query(&reason) != 1) {
+            snprintf(why, whylen, "%s", reason ? reason : name);
+            return 0;
+        }
+    }
+    return 1;
+}
+#endif
+
+// The negative control this build is (test builds only), or nullptr.
+inline const char* test_switch() {
+#if defined(NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL)
+    return "NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL: GDA signals do not wait for their payload";
+#elif defined(NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL)
+    return "NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL: GDA signals are written on another rail than their payload";
+#else
+    return nullptr;
+#endif
+}
+
 // Called right after nvshmemx_init_attr. The values satisfy both of DeepEP's device asserts:
 //   low-latency dispatch: num_rc_per_pe >= num_local_experts, and num_local_experts <= NUM_MAX_LOCAL_EXPERTS;
 //   normal dispatch:      num_rc_per_pe == num_channels or num_rc_per_pe >= num_sms (SMs the kernel uses,
@@ -138,6 +207,8 @@ inline int init_state() {
     if (over_gda < 0) return -1;
     // One line from PE 0 says which path remote operations take (nothing is switched off silently).
     const bool say = nvshmem_my_pe() == 0;
+    if (say && test_switch())
+        fprintf(stderr, "nvshmem-efa shim: TEST BUILD, NOT FOR USE: %s (a negative control)\n", test_switch());
 #ifdef NVSHMEM_EFA_SHIM_GDA
     using get_state_fn = nvshmemx_efa_gda_device_state_t* (*)();
     using status_fn = const char* (*)();
@@ -156,16 +227,23 @@ inline int init_state() {
             s.gda = nullptr;
         }
     }
-    s.signals_over_gda = s.gda && over_gda ? 1 : 0;
+    char why_not[320] = "";
+    const int allowed = s.gda && over_gda ? gda_signals_allowed(why_not, sizeof why_not) : 0;
+    s.signals_over_gda = allowed;
     uint32_t rails = 0;
     if (s.gda && cudaMemcpy(&rails, &s.gda->n_rails, sizeof rails, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
-    if (say && s.gda)
+    if (say && s.gda) {
+        char signals[400];
+        if (allowed)
+            snprintf(signals, sizeof signals, "over GDA (RDMA write after the payload completed%s)",
+                     rails > 1 ? ", on the payload's rail" : "");
+        else if (!over_gda)
+            snprintf(signals, sizeof signals, "through NVSHMEM's proxy (NVSHMEM_EFA_SHIM_SIGNALS=proxy)");
+        else
+            snprintf(signals, sizeof signals, "through NVSHMEM's proxy: %s", why_not);
         fprintf(stderr, "nvshmem-efa shim: EFA GDA active on %u rail%s; payload over GDA%s; low-latency signals %s\n", rails,
-                rails == 1 ? "" : "s", rails > 1 ? " spread over the rails" : "",
-                over_gda ? (rails > 1 ? "over GDA (RDMA write after the payload completed on every rail)"
-                                      : "over GDA (RDMA write after the payload completed)")
-                         : "through NVSHMEM's proxy (NVSHMEM_EFA_SHIM_SIGNALS=proxy)");
-    else if (say)
+                rails == 1 ? "" : "s", rails > 1 ? ", one rail per (expert, rank)" : "", signals);
+    } else if (say)
         fprintf(stderr, "nvshmem-efa shim: EFA GDA not in use (%s); every remote operation goes through NVSHMEM\n",
                 status ? status() : "no GDA transport in the loaded NVSHMEM");
 #else
@@ -239,6 +317,22 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
     efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
 }
+#ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL
+// One rail's queue only: what a signal waits for (its payload took that rail).
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_rail_checked(nvshmemx_efa_gda_device_state_t* gda,
+                                                                                         uint32_t rail, int pe) {
+    efa_gda_check_quiet(gda, efa_gda_quiet_rail(gda, rail), "quiet of the signal's rail", pe);
+}
+#endif
+// The rail of everything the shim sends for one (destination PE, qp_id): DeepEP's qp_id is the expert, and the
+// put and the signal of one (expert, rank) pass the same one (internode_ll.cu at 567632d: dispatch puts with
+// dst_expert_local_idx to dst_rank at 267, the count with the same pair at 337; combine puts with local_expert_idx
+// to dst_rank at 912, the flag with the same pair at 926). One rail, one NIC: the signal is written by the NIC
+// that wrote the payload, the only order EFA gives between two writes (a completion means "queued towards the
+// target's PCIe"; two NICs' DMAs are not ordered, so a signal on another NIC could land before its payload).
+__device__ __forceinline__ uint32_t nvshmem_efa_shim_rail(const nvshmemx_efa_gda_device_state_t* gda, int pe, int qp_id) {
+    return efa_gda_rail_of(gda, pe, static_cast<uint32_t>(qp_id));
+}
 // The post itself: inline for the low-latency kernels, which post per token; out of line where the including file
 // defines NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE (the patcher does for normal mode's internode.cu, one put per chunk).
 #ifdef NVSHMEM_EFA_SHIM_PUT_OUT_OF_LINE
@@ -249,27 +343,46 @@ __device__ __forceinline__
 int nvshmem_efa_shim_gda_put(nvshmemx_efa_gda_device_state_t* gda, uint32_t rail, uint64_t req_rptr, uint64_t req_lptr, size_t bytes, int dst_pe) {
     return efa_gda_put_nbi_warp_on(gda, rail, reinterpret_cast<void*>(req_rptr), reinterpret_cast<const void*>(req_lptr), bytes, dst_pe);
 }
-static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_put_failed(int err, uint64_t req_rptr, uint64_t req_lptr, int dst_pe, size_t bytes) {
-    efa_gda_check(err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_put_failed(nvshmemx_efa_gda_device_state_t* gda, int err, uint64_t req_rptr, uint64_t req_lptr,
+                                                                             int dst_pe, size_t bytes) {
+    efa_gda_check(gda, err, "put_nbi_warp", reinterpret_cast<void*>(req_rptr), reinterpret_cast<void*>(req_lptr), dst_pe, bytes);
 }
 #endif
+
+// Orders the calling warp's async-proxy writes to global memory before the put that follows reads them.
+// DeepEP's low-latency combine stages each token in rdma_send_x with cp.async.bulk (TMA) stores that one elected
+// lane issues (elect_one_sync: deterministic, but not promised to be lane 0), then waits with
+// cp.async.bulk.wait_group.read 0 (internode_ll.cu:905 at 567632d, utils.cuh tma_store_wait), which only says the
+// shared-memory source was read, not that the bytes are in global memory. The NIC reads the put's source over PCIe
+// about a microsecond after the doorbell: a store still in flight would go out stale. So every lane waits for its
+// own bulk groups to complete (wait_group without .read: the writes are performed; nothing to wait for in a lane
+// that issued none) and fences the async proxy against the generic one (fence.proxy.async.global); __syncwarp then
+// orders that before the posting lane's WQE, and the ring's system fence orders it before the doorbell. Also on
+// NVSHMEM's path, where its CPU proxy posts the write that reads the source.
+__device__ __forceinline__ void nvshmem_efa_shim_order_async_writes() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+    __syncwarp();
+}
 
 // Called by a whole warp with the same arguments.
 template <bool kAlwaysDoPostSend = false>
 __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
     uint64_t req_rptr, uint64_t req_lptr, size_t bytes, int dst_pe, int qp_id, int lane_id, int message_idx) {
-    (void)qp_id;
+    (void)qp_id;  // unused without the GDA path
     (void)lane_id;
     (void)message_idx;
+    nvshmem_efa_shim_order_async_writes();
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda) {
-        // The rail: the policy's, with the warp, the expert (qp_id) and the token's slot (message_idx) as channel.
-        const uint32_t rail = efa_gda_rail_of(gda, dst_pe, efa_gda_warp_channel() + static_cast<uint32_t>(qp_id) +
-                                                               static_cast<uint32_t>(message_idx));
+        // The rail of this (expert, rank): its signal takes it too (nvshmem_efa_shim_rail).
+        const uint32_t rail = nvshmem_efa_shim_rail(gda, dst_pe, qp_id);
         // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
         const int err = nvshmem_efa_shim_gda_put(gda, rail, req_rptr, req_lptr, bytes, dst_pe);
         if (err && (threadIdx.x & 31) == 0)
-            nvshmem_efa_shim_gda_put_failed(err, req_rptr, req_lptr, dst_pe, bytes);
+            nvshmem_efa_shim_gda_put_failed(gda, err, req_rptr, req_lptr, dst_pe, bytes);
         return;
     }
 #endif
@@ -328,16 +441,24 @@ __device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda
     return st.signals_over_gda ? st.gda : nullptr;
 }
 
-// The value reaches pe only after every GDA WQE reserved before this call completed, on every rail:
-// efa_gda_quiet waits on each rail's exact retired prefix (EFA completes out of order), whichever rails the
-// tokens took, and the write is posted after it returns. The caller's payload, posted by other warps, is
-// covered because DeepEP orders those posts before the signal (a release/acquire counter or a bar.sync, see
-// below). Failures stop the kernel with the reason.
-__device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe) {
-    nvshmem_efa_shim_gda_quiet_checked(gda, pe);
-    const int err = efa_gda_write_value_nbi(gda, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
+// A signal of (pe, qp_id): the value reaches pe only after every GDA WQE reserved on the rail of (pe, qp_id) before
+// this call completed (efa_gda_quiet_rail: that rail's exact retired prefix; EFA completes out of order), and it
+// is written on that rail, by the NIC that wrote the payload. The payload of this (expert, rank) took that rail
+// (nvshmemi_ibgda_put_nbi_warp with the same pair); posts of other warps are covered because DeepEP orders them
+// before the signal (a release/acquire counter or a bar.sync, see below). Other rails are not waited for: a slow
+// NIC delays only its own experts. Failures stop the kernel with the reason.
+__device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe, int qp_id) {
+    const uint32_t rail = nvshmem_efa_shim_rail(gda, pe, qp_id);
+#ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL
+    nvshmem_efa_shim_gda_quiet_rail_checked(gda, rail, pe);
+#endif
+    uint32_t write_rail = rail;
+#ifdef NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL
+    write_rail = (rail + 1) % efa_gda_ro(&gda->n_rails);
+#endif
+    const int err = efa_gda_write_value_nbi_on(gda, write_rail, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
     if (err)
-        efa_gda_check(err, "signal write", rptr, nullptr, pe, sizeof(int));
+        efa_gda_check(gda, err, "signal write", rptr, nullptr, pe, sizeof(int));
 }
 #endif
 
@@ -380,7 +501,7 @@ __device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_dev
 __device__ __forceinline__ void nvshmem_efa_shim_signal_add_zeroed_single_writer(int* rptr, const int& value, int pe, int qp_id) {
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim_gda_signals()) {
-        nvshmem_efa_shim_gda_signal(gda, rptr, value, pe);
+        nvshmem_efa_shim_gda_signal(gda, rptr, value, pe, qp_id);
         return;
     }
 #endif
@@ -388,15 +509,21 @@ __device__ __forceinline__ void nvshmem_efa_shim_signal_add_zeroed_single_writer
 }
 
 // A put of one int after every earlier operation completed. DeepEP calls it in the shrink barrier
-// (internode_ll.cu:49) for sync_buffer_ptr[rank] on dst_rank, which only this PE writes: over GDA it is the
-// same RDMA write as a signal; otherwise NVSHMEM's put.
+// (internode_ll.cu:49) for sync_buffer_ptr[rank] on dst_rank, which only this PE writes: over GDA an RDMA write
+// after a quiet of every rail, on the rail of (dst_pe, qp_id); otherwise NVSHMEM's put. The barrier announces no
+// payload (what DeepEP reads after it was announced by its own signals, each on its payload's rail), so any rail
+// serves it.
 __device__ __forceinline__ void nvshmemi_ibgda_rma_p(
     int* rptr, const int value, int dst_pe, int qp_id, uint32_t imm = std::numeric_limits<uint32_t>::max()) {
     (void)qp_id;
     (void)imm;
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim_gda_signals()) {
-        nvshmem_efa_shim_gda_signal(gda, rptr, value, dst_pe);
+        nvshmem_efa_shim_gda_quiet_checked(gda, dst_pe);
+        const int err = efa_gda_write_value_nbi_on(gda, nvshmem_efa_shim_rail(gda, dst_pe, qp_id), rptr, static_cast<uint32_t>(value),
+                                                   sizeof(int), dst_pe);
+        if (err)
+            efa_gda_check(gda, err, "barrier write", rptr, nullptr, dst_pe, sizeof(int));
         return;
     }
 #endif

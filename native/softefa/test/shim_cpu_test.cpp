@@ -4,7 +4,11 @@
 // with completion reordering on. NVSHMEM is a counting stand-in: on EFA every NVSHMEM call the shim makes is
 // an operation of NVSHMEM's CPU proxy. Checks which path each switch takes: signals over GDA make no NVSHMEM
 // call at all; NVSHMEM_EFA_SHIM_SIGNALS=proxy sends each signal through NVSHMEM's add after the payload
-// completed; without GDA everything goes through NVSHMEM; normal mode's adds always do.
+// completed; without GDA everything goes through NVSHMEM; normal mode's adds always do. Rails: the tokens and the
+// count of one (expert, rank) take one rail, and the count waits only for that rail.
+// Built once more with each negative control of the shim (NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL,
+// NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL): those builds run the rail and wait checks only, expecting the one
+// behaviour their switch breaks to be broken and the other to hold.
 // Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
 #include "cuda_on_cpu.h"
 
@@ -74,20 +78,37 @@ static void setup(Rig &r, Mode m) {
     g_calls.put = g_calls.add = g_calls.add64 = g_calls.p = g_calls.fence = g_calls.quiet = 0;
 }
 
+// What the shim's behaviour is in this build: the negative controls each break one thing.
+#if defined(NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL)
+static const char *const kControl = "NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL";
+constexpr bool kWaitsForPayload = false, kSignalOnPayloadRail = true;
+#elif defined(NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL)
+static const char *const kControl = "NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL";
+constexpr bool kWaitsForPayload = true, kSignalOnPayloadRail = false;
+#else
+static const char *const kControl = nullptr;
+constexpr bool kWaitsForPayload = true, kSignalOnPayloadRail = true;
+#endif
+
+// dispatch_shaped's layout on PE 1 (gda_rig.h): expert e's token slots at e * 24 * 8 KiB, its count at 11 MiB + 4e.
+static int expert_of_token(const void *dst) { return (int)(((const uint8_t *)dst - g_rig->heap0.data()) / (24 * 8192)); }
+static int expert_of_count(const int *slot) { return (int)(((const uint8_t *)slot - g_rig->heap0.data() - (11 << 20)) / sizeof(int)); }
+
 // The calls of the patched low-latency kernels, PE 0 -> PE 1 (rank 0, dst_rank 1).
 static SignalOps shim_ops() {
     SignalOps o;
     o.put = [](void *dst, const void *src, uint64_t n) {
         const uint64_t d = (uint64_t)dst;
         if (deep_ep::nvshmemi_get_p2p_ptr(d, 0, 1) != 0) return 1;  // the NVLink branch: not this test's
-        // As DeepEP: the expert (derived here from the token's slot area) as qp_id, the token's slot as message_idx.
+        // As DeepEP (internode_ll.cu:267): the destination's local expert as qp_id, the token's slot as message_idx.
         static thread_local int slot = 0;
-        deep_ep::nvshmemi_ibgda_put_nbi_warp(d, (uint64_t)src, n, 1, (int)((d >> 13) % 8), 0, slot++);
+        deep_ep::nvshmemi_ibgda_put_nbi_warp(d, (uint64_t)src, n, 1, expert_of_token(dst), 0, slot++);
         return 0;
     };
     o.signal = [](int *slot, int v) {
         if (deep_ep::nvshmemi_get_p2p_ptr((uint64_t)slot, 0, 1) != 0) return 1;
-        deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer(slot, v, 1, 0);
+        // As DeepEP (internode_ll.cu:337): the same (dst_rank, local expert) as its tokens.
+        deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer(slot, v, 1, expert_of_count(slot));
         return 0;
     };
     o.quiet = [] {
@@ -103,10 +124,166 @@ static void barrier_remote_part(Rig &r, int cnt) {
     deep_ep::nvshmemi_ibgda_rma_p((int *)r.sym((12ull << 20) - 64), cnt, 1, 0);
 }
 
+// Each rail's GDA WQEs reserved so far (PE 0's queues: what the shim posted on each rail).
+static std::vector<uint32_t> per_rail(Rig &r) {
+    std::vector<uint32_t> v;
+    for (uint32_t k = 0; k < r.n_rails; k++) v.push_back(__atomic_load_n(&r.s0.rail[k].qp.sq_reserved, __ATOMIC_SEQ_CST));
+    return v;
+}
+// Bytes of a token put with fill(v) in place on PE 1.
+static bool landed(Rig &r, uint64_t off, uint64_t n, uint8_t v) {
+    const volatile uint8_t *at = r.heap1.data() + off;
+    return at[0] == v && at[n / 2] == v && at[n - 1] == v;
+}
+static void fill(Rig &r, uint64_t off, uint64_t n, uint8_t v) {
+    memset(r.sym(off), v, n);
+    memset(r.heap1.data() + off, 0, n);
+}
+// Waits up to ms for the int at off on PE 1 to read non-zero; returns it (0: never).
+static int poll_count(Rig &r, uint64_t off, int ms) {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); std::chrono::steady_clock::now() < until;) {
+        const int v = __atomic_load_n((const int *)(r.heap1.data() + off), __ATOMIC_ACQUIRE);
+        if (v) return v;
+        std::this_thread::yield();
+    }
+    return 0;
+}
+
+// Tokens of each expert from several warps and slots, then the expert's count, as DeepEP's dispatch: all of one
+// (expert, rank) on one rail, rail (PE + expert) % rails, the count included (the negative control SIGNAL_OTHER_RAIL
+// writes it on the next rail). The shim before spread the tokens by warp + expert + slot and the count by warp.
+static void one_rail_per_expert(uint32_t n_rails) {
+    Rig r("random:11:8", 256, 16, 1 << 20, 64, 64, 2000, true, n_rails);
+    setup(r, Mode::GdaSignals);
+    constexpr int kExperts = 8, kWarps = 3;
+    constexpr uint64_t kTok = 4096, kCounts = 11ull << 20;
+    memset(r.heap1.data() + kCounts, 0, kExperts * sizeof(int));
+    std::string wrong;
+    for (int e = 0; e < kExperts; e++) {
+        const uint32_t rail = (1u + (uint32_t)e) % n_rails, signal_rail = kSignalOnPayloadRail ? rail : (rail + 1) % n_rails;
+        const std::vector<uint32_t> before = per_rail(r);
+        for (int w = 0; w < kWarps; w++) {
+            threadIdx.x = 32u * (unsigned)(w + e);  // different warps post an expert's tokens
+            const uint64_t off = (uint64_t)(e * 24 + w) * 8192;
+            fill(r, off, kTok, (uint8_t)(e * 16 + w + 1));
+            deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(off), (uint64_t)r.sym(off), kTok, 1, e, 0, w + 5 * e);
+        }
+        const std::vector<uint32_t> tokens = per_rail(r);
+        threadIdx.x = 32u * 7u;  // the count's warp is another one (DeepEP: the expert's responsible warp group)
+        deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer((int *)r.sym(kCounts + 4 * e), -kWarps - 1, 1, e);
+        const std::vector<uint32_t> after = per_rail(r);
+        for (uint32_t k = 0; k < n_rails; k++) {
+            const uint32_t t = tokens[k] - before[k], c = after[k] - tokens[k];
+            if (t != (k == rail ? (uint32_t)kWarps : 0u) || c != (k == signal_rail ? 1u : 0u))
+                wrong += " expert " + std::to_string(e) + " rail " + std::to_string(k) + ": " + std::to_string(t) + " tokens, " +
+                         std::to_string(c) + " counts;";
+        }
+    }
+    threadIdx.x = 0;
+    CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+    CHECK(wrong.empty(), "tokens and count of one expert not on rail (1 + expert) % " + std::to_string(n_rails) +
+                             (kSignalOnPayloadRail ? "" : " (count on the next rail)") + ":" + wrong);
+    for (int e = 0; e < kExperts; e++) {
+        CHECK(*(const int *)(r.heap1.data() + kCounts + 4 * e) == -kWarps - 1, "count of expert " + std::to_string(e));
+        for (int w = 0; w < kWarps; w++)
+            CHECK(landed(r, (uint64_t)(e * 24 + w) * 8192, kTok, (uint8_t)(e * 16 + w + 1)), "token landed");
+    }
+    CHECK(r.violations().empty(), r.violations());
+}
+
+// The count of an expert on a running rail while the other rail's NIC is stalled (its thread stopped, the token
+// posted to it not completed): the count waits for its own rail only, so it is posted (within 3 s) and lands. A
+// count that waits on every rail (efa_gda_quiet, the shim before) waits for the stalled NIC: caught, then the NIC
+// resumes so that the run goes on.
+static void stalled_other_rail() {
+    Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+    setup(r, Mode::GdaSignals);
+    constexpr uint64_t kTok = 8192, kCounts = 11ull << 20;
+    const int e_run = 1, e_stall = 0;  // rails (1 + e) % 2: expert 1 on rail 0, expert 0 on rail 1
+    memset(r.heap1.data() + kCounts, 0, 8);
+    r.emus[1]->stop();
+    const uint64_t stalled = 0, running = 24 * 8192;
+    fill(r, stalled, kTok, 0x31);
+    fill(r, running, kTok, 0x32);
+    deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(stalled), (uint64_t)r.sym(stalled), kTok, 1, e_stall, 0, 0);
+    deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(running), (uint64_t)r.sym(running), kTok, 1, e_run, 0, 0);
+    std::atomic<bool> returned{false};
+    std::thread t([&] {
+        deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer((int *)r.sym(kCounts + 4 * e_run), -2, 1, e_run);
+        returned = true;
+    });
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3); !returned && std::chrono::steady_clock::now() < until;)
+        std::this_thread::yield();
+    const bool posted = returned;
+    // Written on its tokens' rail (running), the count lands; the control SIGNAL_OTHER_RAIL writes it on the stalled one.
+    const int seen = posted && kSignalOnPayloadRail ? poll_count(r, kCounts + 4 * e_run, 3000) : 0;
+    const bool stalled_landed_early = landed(r, stalled, kTok, 0x31);
+    r.emus[1]->start();  // the NIC resumes: whatever waited for it returns
+    t.join();
+    CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+    CHECK(!stalled_landed_early, "the stalled rail's token landed while its NIC was stopped: the test proves nothing");
+    CHECK(posted, "the count of the expert on the running rail was not posted within 3 s while the other rail's NIC was stalled "
+                  "(the count waited for every rail)");
+    CHECK(seen == -2 || !kSignalOnPayloadRail, "the count posted on the running rail did not land");
+    CHECK(*(const int *)(r.heap1.data() + kCounts + 4 * e_run) == -2, "the count landed in the end");
+    CHECK(landed(r, running, kTok, 0x32) && landed(r, stalled, kTok, 0x31), "tokens landed");
+}
+
+// A large token held by the NIC (large:4096:16: until 16 later WQEs completed, or 100 ms without a doorbell), then
+// its expert's count: the receiver must never see the count before the token. The shim waits for the token's
+// completion (its rail's quiet) before the count; the negative control NO_QUIET_BEFORE_SIGNAL posts the count at
+// once, which completes first and is seen before the token. softefa places a write's bytes with its completion,
+// so the control SIGNAL_OTHER_RAIL (which waits, then writes on another NIC) passes here: only efaemu's
+// EFAEMU_PLACE_DEFER_US, placement after completion and unordered across NICs, catches it.
+static void count_after_held_token(uint32_t n_rails, bool *count_first) {
+    Rig r("large:4096:16", 256, 16, 1 << 20, 64, 64, 100000, true, n_rails);
+    setup(r, Mode::GdaSignals);
+    constexpr uint64_t kTok = 8192, kCounts = 11ull << 20;
+    const int e = 3;
+    memset(r.heap1.data() + kCounts, 0, 32);
+    const uint64_t off = (uint64_t)e * 24 * 8192;
+    fill(r, off, kTok, 0x5C);
+    deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(off), (uint64_t)r.sym(off), kTok, 1, e, 0, 0);
+    std::thread t([&] { deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer((int *)r.sym(kCounts + 4 * e), -2, 1, e); });
+    const int seen = poll_count(r, kCounts + 4 * e, 3000);
+    const bool in_place = landed(r, off, kTok, 0x5C);
+    t.join();
+    CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+    CHECK(seen == -2, "the count never landed");
+    CHECK(landed(r, off, kTok, 0x5C), "the token landed in the end");
+    *count_first = !in_place;
+}
+
 int main() {
     // Per round: 24 tokens, 8 counts, and 5 sender threads that each quiet at its end.
     constexpr int kRounds = 6, kSignals = 8 * kRounds, kTokens = 24 * kRounds;
     const uint64_t sync_off = (12ull << 20) - 64;
+
+    // The rails and the wait of a signal (every build; a control build expects its one behaviour broken, and names
+    // that check after itself).
+    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
+    for (uint32_t n : {2u, 4u}) {
+        const std::string rails = std::to_string(n) + " rails: ";
+        const std::string name = kSignalOnPayloadRail ? rails + "the tokens and the count of one (expert, rank) go on one rail, (PE + expert) % rails, "
+                                                                "whichever warps and slots post them (random:11:8)"
+                                                      : ctl + rails + "the count goes on the rail after its tokens' rail (random:11:8)";
+        test(name.c_str(), [&] { one_rail_per_expert(n); });
+    }
+    test("2 rails: a count waits only for its tokens' rail: with the other rail's NIC stalled, it is posted at once", [&] { stalled_other_rail(); });
+    for (uint32_t n : {1u, 2u}) {
+        const std::string rails = std::to_string(n) + (n == 1 ? " rail: " : " rails: ");
+        const std::string name = kWaitsForPayload ? rails + "a count is seen only after its token, which the NIC held (large:4096:16)"
+                                                  : ctl + rails + "a count is seen before its token, which the NIC held (large:4096:16)";
+        test(name.c_str(), [&] {
+            bool count_first = false;
+            count_after_held_token(n, &count_first);
+            CHECK(count_first == !kWaitsForPayload, count_first ? "the count was seen before its token" : "the count waited for its token");
+        });
+    }
+    if (kControl) {
+        printf("%d failed\n", failures);
+        return failures ? 1 : 0;
+    }
 
     test("signals over GDA: the low-latency calls (get_p2p_ptr, put_nbi_warp, the patched count signal, quiet, rma_p) "
          "make no NVSHMEM call; every count finds its tokens in place (random:7:8)", [&] {
@@ -127,12 +304,12 @@ int main() {
         CHECK(r.emu->stats().reordered > 0 && r.emu->violations().empty(), r.violations());
     });
 
-    // Orders: both rails random; rail 0 in order while rail 1 holds its large tokens (20 ms, or 16 later WQEs), so a
-    // count that waited for its own rail only would land before the tokens of the other.
+    // Orders: both rails random; rail 0 in order while rail 1 holds its large tokens (20 ms, or 16 later WQEs): every
+    // count waits only for its own rail, which its tokens took.
     const char *const orders[][2] = {{"random:7:8", "random:7:8"}, {"inorder", "large:4096:16"}};
     for (const auto &order : orders) {
-    const std::string name = std::string("2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; "
-                                         "no NVSHMEM call; every count finds its tokens in place (rail 0 ") + order[0] + ", rail 1 " + order[1] + ")";
+    const std::string name = std::string("2 rails, signals over GDA: the experts spread over both rails, every count waits for its "
+                                         "tokens' rail; no NVSHMEM call; every count finds its tokens in place (rail 0 ") + order[0] + ", rail 1 " + order[1] + ")";
     test(name.c_str(), [&] {
         Rig r(order[0], 256, 16, 1 << 20, 64, 64, 20000, true, 2, order[1]);
         setup(r, Mode::GdaSignals);

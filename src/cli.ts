@@ -9,6 +9,7 @@ import { probeCommand } from './commands/probe.ts';
 import { reportCommand } from './commands/report.ts';
 import { runPipelineCommand } from './commands/run-pipeline.ts';
 import { SELFTEST_CHECKS, selftestCommand } from './commands/selftest.ts';
+import { EFAEMU_MODES } from './commands/selftest-modes.ts';
 import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
 import { GDRCOPY_PREFIXES } from './core/environment.ts';
 import { toolVersion } from './core/paths.ts';
@@ -186,6 +187,9 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--deepep-dir <dir>', "DeepEP built in place (default: the work dir's DeepEP build)")
     .option('--results <dir>', 'where logs and efaemu statistics go (default: <work-dir>/selftest)')
     .option('--timeout <seconds>', 'limit for each pair of processes (default 240)')
+    .option('--efaemu-modes <modes>', `the unkind efaemu modes for the GDA and DeepEP checks: all (default), none, each (one run per mode, then one with all), or a comma list of ${EFAEMU_MODES.join(', ')}`, 'all')
+    .option('--pattern-dir <dir>', 'prebuilt deepep_pattern programs (default: built with nvcc against the build)')
+    .option('--dry-run', 'print the builds and checks.sh runs it would make and run nothing')
     .option('--json', 'print the checks as JSON')
     .action(async (raw: Record<string, unknown>) => {
       const str = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
@@ -195,7 +199,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
         workDir: path.resolve(String(raw.workDir)),
         checks: typeof raw.checks === 'string' ? raw.checks.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
         libfabricHome: str('libfabricHome'), efaemuBuild: str('efaemuBuild'), peTest: str('peTest'), deepepDir: str('deepepDir'), results: str('results'),
-        timeoutSec: timeout, json: raw.json === true,
+        timeoutSec: timeout, efaemuModes: String(raw.efaemuModes), patternDir: str('patternDir'), dryRun: raw.dryRun === true, json: raw.json === true,
       }, out, (s) => process.stderr.write(s + '\n'));
     });
 

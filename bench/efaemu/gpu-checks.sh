@@ -10,6 +10,11 @@
 #      test under lazy module loading, small sizes, efaemu state dumps every 8 s: the hang of run 3, made to explain
 #      itself (DIAG_LAZY=0 skips it)
 #   4. the DeepEP checks in order, each bounded by what is left of DEADLINE; what does not fit is reported as not run
+# Issue 21: MODE_RUNS (default "all") runs PE_CHECKS and DEEPEP_CHECKS once per entry under EFAEMU_MODES=<entry>
+# (all, none, a mode, or a comma list: checks.sh --modes), each into results/<entry>/, so "place_order defer duplicate
+# silent wqe128 all" is the acceptance's one run per mode and one with all (split it over several 10-minute calls).
+# PE_CHECKS may name ll_pattern, normal_mode, neg_no_quiet, neg_signal_other_rail, neg_ignore_error, silent_bound
+# (deepep_pattern comes prebuilt in the carry: patterns/); DEEPEP_CHECKS deepep_silent_bound.
 # Knobs: DEADLINE (s, default 290), PE_CHECKS, DEEPEP_CHECKS, DEEPEP_ARGS (sizes for the DeepEP checks; default: the
 # test's own), DUMP_AFTER (efaemu state dumps every N s in every run, default 45), DIAG_LAZY (default 1).
 # NVLink multicast stays off everywhere (a rule of the GPU hosts).
@@ -52,12 +57,15 @@ else
     echo "exit $?" >>"$R/deepep-build.log" ) &
 fi
 build=$!
-export EFAEMU_BUILD=$E/efaemu LIBFABRIC_HOME=$LF NVSHMEM_HOME=$WD/install/nvshmem PE_TEST=$E/pe_test DEEPEP_DIR=$E/DeepEP
+export EFAEMU_BUILD=$E/efaemu LIBFABRIC_HOME=$LF NVSHMEM_HOME=$WD/install/nvshmem PE_TEST=$E/pe_test DEEPEP_DIR=$E/DeepEP PATTERN_DIR=$E/patterns
 export EFAEMU_DUMP_AFTER_S=${DUMP_AFTER:-45}
 CK=$E/g/gpu/checks.sh
-checks() {  # checks RESULTS_DIR TIMEOUT CHECK...: RESULT lines into the table
-  local dir=$1 t=$2; shift 2
-  RESULTS=$dir CHECK_TIMEOUT=$t bash "$CK" "$@" 2>&1 | tee -a "$R/checks.log" | grep -P '^RESULT\t' | cut -f2- | tee -a "$TABLE"
+checks() {  # checks RESULTS_DIR TIMEOUT CHECK...: RESULT lines into the table, once per MODE_RUNS entry
+  local dir=$1 t=$2 m; shift 2
+  for m in ${MODE_RUNS:-all}; do
+    EFAEMU_MODES=$m RESULTS=$dir/$m CHECK_TIMEOUT=$t bash "$CK" "$@" 2>&1 | tee -a "$R/checks.log" | grep -P '^RESULT\t' | cut -f2- |
+      sed "s/\t/ [modes $m]\t/" | tee -a "$TABLE"
+  done
 }
 stamp "PE checks (DeepEP builds meanwhile)"
 checks "$R/pe" 60 ${PE_CHECKS:-nvshmem_perf gda_kernel lazy_loading}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what a 2-GPU host without network or our build needs to run the issue-11 checks into DIR: the NVSHMEM work
-# dir (state + install), libfabric 2.3.0 with its fabtests, efaemu and pe_test prebuilt, the DeepEP tree patched by
+# dir (state + install), libfabric 2.3.0 with its fabtests, efaemu, pe_test and deepep_pattern (3 builds) prebuilt, the DeepEP tree patched by
 # `nvshmem-efa patch`, native/efaemu/gpu/checks.sh with its sysfs-ns.sh, and two run scripts: checks-run.sh
 # (gpu-checks.sh: checks.sh directly, no Node.js) and run.sh (gpu-run.sh: `nvshmem-efa selftest`, which needs
 # WITH_NODE=1 to pack this machine's node and the standalone bundle). Paths inside the tarballs are absolute, as the
@@ -20,10 +20,11 @@ tar cJf "$out/lf.tar.xz" -P "$lf"
 b=$(mktemp -d)
 cmake -S "$root/native/efaemu" -B "$b/efaemu" -G Ninja -DLIBFABRIC_PREFIX="$lf" -DEFAEMU_TESTS=OFF >/dev/null
 cmake --build "$b/efaemu" >/dev/null
-nvcc -O2 -std=c++17 -rdc=true -gencode arch=compute_90,code=sm_90 -DPE_TEST_GDA -I "$wd/install/nvshmem/include" \
-  "$root/native/efaemu/gpu/pe_test.cu" -o "$b/pe_test" -L "$wd/install/nvshmem/lib" -lnvshmem_host -lnvshmem_device -ldl \
-  -Xlinker=-rpath,"$wd/install/nvshmem/lib"
-tar cJf "$out/pre.tar.xz" -C "$b" efaemu/prov efaemu/interpose efaemu/softgdr pe_test
+# pe_test and the deepep_pattern builds (product shim and its negative controls, issue 21), as selftest builds them.
+bash "$root/bench/efaemu/build-gpu-programs.sh" "$wd/install/nvshmem" "$b/patterns"
+mv "$b/patterns/pe_test" "$b/pe_test"
+tar cJf "$out/pre.tar.xz" -C "$b" efaemu/prov efaemu/interpose efaemu/softgdr pe_test \
+  patterns/deepep_pattern patterns/deepep_pattern_no_quiet patterns/deepep_pattern_other_rail
 tar cJf "$out/deepep.tar.xz" -C "$(dirname "$deepep")" --transform "s,^$(basename "$deepep"),DeepEP," "$(basename "$deepep")"
 tar cJf "$out/g.tar.xz" -C "$root/native/efaemu" --transform 's,^,g/,' gpu/checks.sh gpu/warmup scripts/sysfs-ns.sh
 cp "$root/bench/efaemu/gpu-run.sh" "$out/run.sh"

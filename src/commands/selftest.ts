@@ -6,6 +6,8 @@ import { describeHolder, lockHolder } from '../core/lock.ts';
 import { openLog, probe, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
 import { withInterrupts } from './run-pipeline.ts';
+import { shellQuote } from '../core/shell-quote.ts';
+import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
 
 /**
  * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a workstation with 2 GPUs
@@ -26,6 +28,11 @@ export interface SelftestOptions {
   deepepDir?: string;
   results?: string;
   timeoutSec?: number;
+  /** --efaemu-modes (see selftest-modes.ts): all (default), none, each, or a comma list */
+  efaemuModes?: string;
+  /** a directory with prebuilt deepep_pattern, deepep_pattern_no_quiet and deepep_pattern_other_rail */
+  patternDir?: string;
+  dryRun?: boolean;
   json: boolean;
 }
 
@@ -35,25 +42,48 @@ export interface SelftestRow {
   title: string;
   result: CheckResult;
   evidence: string;
+  /** the efaemu modes it ran under: a run's modes ('none' without), a control's own, or '-' (no GDA traffic to be unkind to) */
+  modes: string;
 }
 
-/** Every check, in the order checks.sh runs them, with what it needs from the host. */
-export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: readonly Need[] }[] = [
+/**
+ * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run); a string
+ * names the modes the check sets itself (negative controls run with and without them, normal_mode always defers).
+ */
+export type CheckModes = 'run' | string | undefined;
+
+/** Every check, in the order checks.sh runs them, with what it needs from the host and how it meets the efaemu modes. */
+export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: readonly Need[]; modes?: CheckModes }[] = [
   { id: 'fi_info', title: 'fi_info -p efa lists efa-direct and efa', needs: ['unshare', 'efaemu'] },
   { id: 'fabtests', title: 'fabtests fi_rdm_pingpong, fi_rma_bw over efaemu', needs: ['unshare', 'efaemu', 'fabtests'] },
   { id: 'nvshmem_perf', title: 'NVSHMEM put bandwidth and atomic latency, 2 PEs, GDA off', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
-  { id: 'gda_kernel', title: 'EFA GDA active on both PEs; put, put-imm + rx_poll, get, quiet, warp batch', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
-  { id: 'gda_rails', title: 'EFA GDA on 2 rails per PE (2 emulated NICs per GPU): the kernel test, traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
-  { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
-  { id: 'deepep_rails', title: 'DeepEP test_low_latency.py --disable-nvlink on 2 rails per PE (multi-rail build), traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
-  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'gda_kernel', title: 'EFA GDA active on both PEs; put, put-imm + rx_poll, get, quiet, warp batch', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'run' },
+  { id: 'gda_rails', title: 'EFA GDA on 2 rails per PE (2 emulated NICs per GPU): the kernel test, traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'run' },
+  { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'deepep_rails', title: 'DeepEP test_low_latency.py --disable-nvlink on 2 rails per PE (multi-rail build), traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
   { id: 'deepep_shrink', title: 'DeepEP test_low_latency.py --shrink-test', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
-  { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'll_pattern', title: "DeepEP's low-latency pattern through the shim (deepep_pattern ll): every token byte there when its count signal arrives", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'run' },
+  { id: 'normal_mode', title: 'DeepEP normal mode across requesters (deepep_pattern normal): chunks over GDA, quiet, fence, tail added by the proxy; chunks there when the tail moves', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer' },
   { id: 'neg_fail_injection', title: 'Negative control: injected NIC failures fail loudly, no hang', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
   { id: 'neg_wrong_provider', title: 'Negative control: a wrong FI_PROVIDER fails NVSHMEM init (diagnosed)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
+  { id: 'neg_no_quiet', title: 'Negative control: the shim without its quiet before a signal is caught under the modes, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'place_order,defer vs none' },
+  { id: 'neg_signal_other_rail', title: 'Negative control: a signal on another rail than its payload is caught under the modes (2 rails), passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer vs none' },
+  { id: 'neg_ignore_error', title: 'Negative control: a kernel that ignores a NIC error is caught under failure injection, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'fail gda vs none' },
+  { id: 'silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, GDA kernel test: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'silent + fail gda' },
+  { id: 'deepep_silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
 ];
 
-type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'deepep';
+/** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
+const NO_MODES = '-';
+
+/** Whether a check takes the modes of each --efaemu-modes run (one row per run). */
+export function takesRunModes(id: string): boolean {
+  return SELFTEST_CHECKS.find((c) => c.id === id)?.modes === 'run';
+}
+
+type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep';
 
 /** What the host and the work dir offer: each need is either there (with what) or missing (with why). */
 export interface Survey {
@@ -154,6 +184,18 @@ export async function survey(o: SelftestOptions, host: HostProbe): Promise<Surve
     if (nvcc) s.have.pe_test = `to build with ${nvcc}`;
     else s.missing.pe_test = 'no nvcc (CUDA_HOME, /usr/local/cuda) to build the test program';
   }
+  // deepep_pattern.cu includes the DeepEP shim with the GDA path: it needs the device API, and nvcc unless prebuilt.
+  if (o.patternDir) {
+    const absent = PATTERN_PROGRAMS.filter((p) => !existsSync(path.join(o.patternDir!, p)));
+    if (absent.length) s.missing.pattern = `--pattern-dir ${o.patternDir} lacks ${absent.join(', ')} (build them with bench/efaemu/build-gpu-programs.sh)`;
+    else s.have.pattern = o.patternDir;
+  } else if (!s.have.gda) {
+    s.missing.pattern = s.missing.gda ?? 'needs the GDA device API';
+  } else {
+    const nvcc = await host.nvcc();
+    if (nvcc) s.have.pattern = `to build with ${nvcc}`;
+    else s.missing.pattern = 'no nvcc (CUDA_HOME, /usr/local/cuda) to build deepep_pattern';
+  }
   const deepepDir = o.deepepDir ?? (b.deepepModule ? path.dirname(b.deepepModule) : undefined);
   if (!deepepDir) s.missing.deepep = `no DeepEP build in ${o.workDir} (build with --deepep-src or --deepep-ref, or pass --deepep-dir)`;
   else if (!existsSync(path.join(deepepDir, 'tests', 'test_low_latency.py'))) s.missing.deepep = `${deepepDir} has no tests/test_low_latency.py`;
@@ -201,8 +243,9 @@ function anyPciDevice(): string | undefined {
 
 export function renderTable(rows: readonly SelftestRow[]): string {
   const w = Math.max(5, ...rows.map((r) => r.check.length));
-  const lines = [`${'check'.padEnd(w)}  result  evidence`, `${'-'.repeat(w)}  ------  --------`];
-  for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${r.evidence}`);
+  const m = Math.max(12, ...rows.map((r) => r.modes.length));
+  const lines = [`${'check'.padEnd(w)}  result  ${'efaemu modes'.padEnd(m)}  evidence`, `${'-'.repeat(w)}  ------  ${'-'.repeat(m)}  --------`];
+  for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${r.modes.padEnd(m)}  ${r.evidence}`);
   const n = (k: CheckResult) => rows.filter((r) => r.result === k).length;
   lines.push('', `${n('pass')} passed, ${n('fail')} failed, ${n('skip')} skipped${n('skip') ? ' (each says why; a skipped check proves nothing)' : ''}`);
   return lines.join('\n');
@@ -240,6 +283,52 @@ async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boo
   }
 }
 
+/** The programs built from native/efaemu/gpu/deepep_pattern.cu: the product's shim and one build per negative control. */
+export const PATTERN_PROGRAMS = ['deepep_pattern', 'deepep_pattern_no_quiet', 'deepep_pattern_other_rail'] as const;
+const PATTERN_SWITCH: Record<(typeof PATTERN_PROGRAMS)[number], string[]> = {
+  deepep_pattern: [],
+  deepep_pattern_no_quiet: ['-DNVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL'],
+  deepep_pattern_other_rail: ['-DNVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL'],
+};
+
+/** nvcc arguments for deepep_pattern.cu against an NVSHMEM install (the shim from this package's templates). */
+export function patternNvccArgs(nvshmem: string, arch: string, program: (typeof PATTERN_PROGRAMS)[number], out: string): string[] {
+  const archs = arch.split(/[;,\s]+/).filter(Boolean).flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`]);
+  const gpu = path.join(packageRoot(), 'native', 'efaemu', 'gpu');
+  return ['-O2', '-std=c++17', '-rdc=true', ...archs, ...PATTERN_SWITCH[program], '-I', path.join(nvshmem, 'include'),
+    '-I', path.join(packageRoot(), 'templates', 'deepep_efa'), '-I', path.join(gpu, 'shim_standalone'), path.join(gpu, 'deepep_pattern.cu'), '-o', out,
+    '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device', '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`];
+}
+
+async function buildPatterns(nvcc: string, nvshmem: string, arch: string, dir: string, logPath: string, signal: AbortSignal): Promise<void> {
+  const log = await openLog(logPath);
+  try {
+    await mkdir(dir, { recursive: true });
+    for (const p of PATTERN_PROGRAMS)
+      await run(nvcc, patternNvccArgs(nvshmem, arch, p, path.join(dir, p)), { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
+  } finally {
+    await log.end();
+  }
+}
+
+/**
+ * The passes of checks.sh: the first runs every runnable check under the first mode run; each later one only the
+ * checks that take the run's modes.
+ */
+export function planRuns(runnable: readonly string[], runs: readonly ModeRun[]): { run: ModeRun; checks: string[] }[] {
+  return runs
+    .map((run, i) => ({ run, checks: i === 0 ? [...runnable] : runnable.filter(takesRunModes) }))
+    .filter((p) => p.checks.length);
+}
+
+/** The column of a check's row in a run. */
+export function modesColumn(id: string, run: ModeRun): string {
+  const m = SELFTEST_CHECKS.find((c) => c.id === id)?.modes;
+  if (m === 'run') return run.label;
+  if (m === 'defer') return run.modes.includes('defer') ? run.label : run.modes.length ? `defer,${run.label}` : 'defer';
+  return m ?? NO_MODES;
+}
+
 /**
  * A --work-dir that names no directory (a typo), or one without the build the chosen checks validate, is a
  * mistake on the command line: an error with the fix, not a table of skipped checks that exits 0.
@@ -269,73 +358,111 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
   const wanted = o.checks?.length ? o.checks : known;
   const unknown = wanted.filter((c) => !known.includes(c));
   if (unknown.length) throw new UsageError(`unknown check${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, `choose from: ${known.join(', ')}`);
+  const modeRuns = parseEfaemuModes(o.efaemuModes);
   await checkWorkDir(o.workDir, wanted);
   const results = path.resolve(o.results ?? path.join(o.workDir, 'selftest'));
+  const script = process.env.NVSHMEM_EFA_SELFTEST_SCRIPT ?? path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'checks.sh');
+  const title = (id: string) => SELFTEST_CHECKS.find((c) => c.id === id)!.title;
+  // Rows of checks that take the run's modes are one per run (check@modes); the others one.
+  const key = (id: string, run: ModeRun) => (takesRunModes(id) ? `${id}@${run.label}` : id);
+  // One results dir per pass when there are several: every pass keeps its logs, and deepep_counters reads the
+  // deepep_ll statistics of its own pass.
+  const passDir = (i: number, run: ModeRun) => (modeRuns.length > 1 ? path.join(results, `modes-${i}-${run.label.replace(/,/g, '+')}`) : results);
+  const order = (rows: Map<string, SelftestRow>) =>
+    SELFTEST_CHECKS.flatMap((c) => modeRuns.map((r) => rows.get(key(c.id, r))).filter((r, i, a): r is SelftestRow => !!r && a.indexOf(r) === i));
+  const s = await survey(o, host);
+  const rows = new Map<string, SelftestRow>();
+  const runnable: string[] = [];
+  for (const c of SELFTEST_CHECKS.filter((x) => wanted.includes(x.id))) {
+    const why = skipReason(c.needs, s);
+    if (!why) runnable.push(c.id);
+    else for (const r of modeRuns) rows.set(key(c.id, r), { check: c.id, title: c.title, result: 'skip', evidence: why, modes: modesColumn(c.id, r) });
+  }
+  const passes = planRuns(runnable, modeRuns);
+  const needsBuilt = (n: Need) => runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n));
+  if (o.dryRun) {
+    const plan = {
+      results,
+      builds: [
+        ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${path.join(results, 'efaemu-build')}`] : []),
+        ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
+        ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}`] : []),
+      ],
+      runs: passes.map((p) => ({ modes: p.run.label, checks: p.checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${p.checks.join(' ')}` })),
+      skipped: order(rows),
+    };
+    if (o.json) out(JSON.stringify({ dryRun: true, ...plan }, null, 2));
+    else
+      out([...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run: ${r.command}`),
+        ...plan.skipped.map((r) => `would skip ${r.check}${takesRunModes(r.check) ? ` (modes ${r.modes})` : ''}: ${r.evidence}`)].join('\n') || 'nothing to run');
+    return 0;
+  }
   return withInterrupts(async (signal) => {
-    const s = await survey(o, host);
-    const rows = new Map<string, SelftestRow>();
-    const title = (id: string) => SELFTEST_CHECKS.find((c) => c.id === id)!.title;
-    const runnable: string[] = [];
-    for (const c of SELFTEST_CHECKS.filter((x) => wanted.includes(x.id))) {
-      const why = skipReason(c.needs, s);
-      if (why) rows.set(c.id, { check: c.id, title: c.title, result: 'skip', evidence: why });
-      else runnable.push(c.id);
-    }
     let efaemu = o.efaemuBuild;
     let peTest = o.peTest;
+    let patternDir = o.patternDir;
     if (runnable.length) await mkdir(results, { recursive: true });
     if (runnable.length && !efaemu) {
       efaemu = path.join(results, 'efaemu-build');
       err(`building efaemu against ${s.libfabricHome} in ${efaemu}`);
       await buildEfaemu(s.libfabricHome!, efaemu, path.join(results, 'efaemu-build.log'), signal);
     }
-    if (runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes('pe_test')) && !peTest) {
+    if (needsBuilt('pe_test') && !peTest) {
       peTest = path.join(results, 'pe_test');
       err(`building the test program ${peTest} against ${s.nvshmemHome}`);
       await buildPeTest((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', !!s.have.gda, peTest, path.join(results, 'pe_test-build.log'), signal);
     }
-    if (runnable.length) {
-      err(`running ${runnable.join(', ')} (logs in ${results})`);
+    if (needsBuilt('pattern') && !patternDir) {
+      patternDir = path.join(results, 'patterns');
+      err(`building ${PATTERN_PROGRAMS.join(', ')} in ${patternDir} against ${s.nvshmemHome}`);
+      await buildPatterns((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', patternDir, path.join(results, 'patterns-build.log'), signal);
+    }
+    for (const p of passes) {
+      const dir = passDir(modeRuns.indexOf(p.run), p.run);
+      await mkdir(dir, { recursive: true });
+      err(`running ${p.checks.join(', ')} under efaemu modes ${p.run.label} (logs in ${dir})`);
       const env: Record<string, string> = {
         ...(process.env as Record<string, string>),
         EFAEMU_BUILD: path.resolve(efaemu!),
         LIBFABRIC_HOME: s.libfabricHome!,
-        RESULTS: results,
+        RESULTS: dir,
         PYTHON: s.python,
+        EFAEMU_MODES: modesEnv(p.run),
         ...(s.nvshmemHome ? { NVSHMEM_HOME: s.nvshmemHome } : {}),
         ...(peTest ? { PE_TEST: path.resolve(peTest) } : {}),
+        ...(patternDir ? { PATTERN_DIR: path.resolve(patternDir) } : {}),
         ...(s.deepepDir ? { DEEPEP_DIR: path.resolve(s.deepepDir) } : {}),
         ...(o.timeoutSec ? { CHECK_TIMEOUT: String(o.timeoutSec) } : {}),
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
         ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),
       };
-      const script = process.env.NVSHMEM_EFA_SELFTEST_SCRIPT ?? path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'checks.sh');
-      const log = await openLog(path.join(results, 'checks.log'));
+      const logPath = path.join(dir, 'checks.log');
+      const log = await openLog(logPath);
       try {
-        await run('bash', [script, ...runnable], {
-          env, log, logPath: path.join(results, 'checks.log'), signal, fix: `read ${path.join(results, 'checks.log')}`,
+        await run('bash', [script, ...p.checks], {
+          env, log, logPath, signal, fix: `read ${logPath}`,
           onLine(line) {
             const r = parseResult(line);
-            if (!r) return;
-            rows.set(r.check, { title: known.includes(r.check) ? title(r.check) : r.check, ...r });
-            err(`${r.check}: ${r.result}`);
+            if (!r || !p.checks.includes(r.check)) return;
+            rows.set(key(r.check, p.run), { title: title(r.check), ...r, modes: modesColumn(r.check, p.run) });
+            err(`${r.check} (efaemu modes ${modesColumn(r.check, p.run)}): ${r.result}`);
           },
         });
       } finally {
         await log.end();
       }
-      for (const id of runnable)
-        if (!rows.has(id)) rows.set(id, { check: id, title: title(id), result: 'fail', evidence: `checks.sh reported nothing for it (see ${path.join(results, 'checks.log')})` });
+      for (const id of p.checks)
+        if (!rows.has(key(id, p.run))) rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: `checks.sh reported nothing for it (see ${logPath})`, modes: modesColumn(id, p.run) });
       const neg = rows.get('neg_wrong_provider');
-      if (neg?.result === 'pass') {
-        const logs = ['0', '1'].map((r) => path.join(results, `neg_wrong_provider.pe${r}.log`)).filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n');
+      if (neg?.result === 'pass' && p.checks.includes('neg_wrong_provider')) {
+        const logs = ['0', '1'].map((r) => path.join(dir, `neg_wrong_provider.pe${r}.log`)).filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n');
         const diagnosis = diagnoseInitFailure(logs, { FI_PROVIDER: process.env.WRONG_PROVIDER ?? 'efa_wrong' });
         if (diagnosis && /FI_PROVIDER=/.test(diagnosis)) neg.evidence += `. Diagnosis: ${diagnosis}`;
         else rows.set('neg_wrong_provider', { ...neg, result: 'fail', evidence: `${neg.evidence}; but nvshmem-efa could not diagnose why from the output (${diagnosis ?? 'no known message'})` });
       }
     }
-    const ordered = SELFTEST_CHECKS.filter((c) => rows.has(c.id)).map((c) => rows.get(c.id)!);
-    if (o.json) out(JSON.stringify({ results, checks: ordered }, null, 2));
+    const ordered = order(rows);
+    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), checks: ordered }, null, 2));
     else out(`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)\n\n${renderTable(ordered)}\n\nlogs: ${results}`);
     return ordered.some((r) => r.result === 'fail') ? 1 : 0;
   });

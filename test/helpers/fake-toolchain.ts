@@ -101,8 +101,7 @@ case "$src" in
       mkdir -p "$prefix/lib" "$prefix/include/nvshmem_efa"
       # As NVSHMEM's install rules (and the patch's install(FILES ... OPTIONAL)) do, keeping the files' times.
       [ -d "$dir/src/include" ] && cp -pR "$dir/src/include/." "$prefix/include/"
-      for h in nvshmemx_efa_gda.h nvshmemx_efa_gda_wqe.h nvshmemx_efa_gda_device.cuh efa_io_defs.h; do
-        f="$src/src/modules/transport/libfabric/efa_gda/$h"
+      for f in "$src/src/modules/transport/libfabric/efa_gda/"nvshmemx_efa_gda* "$src/src/modules/transport/libfabric/efa_gda/efa_io_defs.h"; do
         [ -f "$f" ] && cp -p "$f" "$prefix/include/nvshmem_efa/"
       done
       [ -n "$FAKE_HEADER_DRIFT" ] && echo '/* changed by the build */' >> "$prefix/include/nvshmem.h"

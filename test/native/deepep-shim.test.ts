@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +12,9 @@ const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => exi
 function gdaInclude(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gda-inc-'));
   mkdirSync(path.join(dir, 'nvshmem_efa'));
-  for (const f of ['nvshmemx_efa_gda.h', 'nvshmemx_efa_gda_wqe.h', 'nvshmemx_efa_gda_device.cuh'])
+  // Every header the patch installs (the manifest's list), but efa_io_defs.h: the test ABI's copy below.
+  const manifest = JSON.parse(readFileSync(path.join(ROOT, 'templates/transport_efa_gda/manifest.json'), 'utf8')) as { installHeaders: string[] };
+  for (const f of manifest.installHeaders.filter((h) => h !== 'efa_io_defs.h'))
     cpSync(path.join(ROOT, 'templates/transport_efa_gda', f), path.join(dir, 'nvshmem_efa', f));
   cpSync(path.join(ROOT, 'test/efa_abi/efa_io_defs.h'), path.join(dir, 'nvshmem_efa/efa_io_defs.h'));
   return dir;

@@ -180,6 +180,81 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     rdm('delay', ['EFAEMU_DELAY_US=30000-40000 holds the completion at least 30 ms']);
   });
 
+  // Placement modes (native/efaemu/src/placement.h): each catches a deliberately broken client that passes without
+  // it, and does not fool the correct one. B prints "B: result hazards <k> rounds <n>" (payload not there when the
+  // protocol said it was).
+  const place = (scenario: string, client: string, extra: Record<string, string> = {}) => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-place-'));
+    const r = run('efaemu_place_test', [scenario, client], { EFAEMU_STATS: stats, ...extra });
+    passed(r, []);
+    const m = r.lines.map((l) => /^B: result hazards (\d+) rounds (\d+)$/.exec(l)).find(Boolean);
+    expect(m, r.out).toBeTruthy();
+    const faults: Record<string, number> = {};
+    let config: Record<string, unknown> = {};
+    for (const f of readdirSync(stats).filter((n) => n.endsWith('.json'))) {
+      const doc = JSON.parse(readFileSync(path.join(stats, f), 'utf8'));
+      config = doc.config;
+      for (const [k, v] of Object.entries(doc.faults as Record<string, number>)) faults[k] = (faults[k] ?? 0) + v;
+    }
+    return { hazards: Number(m![1]), rounds: Number(m![2]), faults, config };
+  };
+  const ORDER = { EFAEMU_PLACE_ORDER: 'random:7' };
+  const DEFER = { EFAEMU_PLACE_DEFER_US: '100-2000' };
+
+  it('EFAEMU_PLACE_ORDER: a flag posted before its payload completed is caught (RDM and GDA), never without the mode; waiting, or an immediate, is right', () => {
+    for (const s of ['order-rdm', 'order-gda']) {
+      expect(place(s, 'broken').hazards, `${s} broken, no mode`).toBe(0);
+      const caught = place(s, 'broken', ORDER);
+      expect(caught.hazards, `${s} broken under the mode`).toBeGreaterThan(0);
+      expect(caught.faults.placed_out_of_order, 'counted').toBeGreaterThan(0);
+      expect(caught.config.place_order, 'in the statistics\' config').toBe('random:7:8');
+      const right = place(s, 'correct', ORDER);
+      expect([right.hazards, right.rounds], `${s} correct`).toEqual([0, 200]);
+    }
+    // The RX completion of a write with immediate comes after its bytes, under both modes.
+    expect(place('order-gda', 'imm', ORDER).hazards).toBe(0);
+    expect(place('order-gda', 'imm', { ...ORDER, ...DEFER }).hazards).toBe(0);
+  });
+
+  it('EFAEMU_PLACE_DEFER_US: a flag on another NIC than its payload, or a message to the target\'s CPU, overtakes the payload; the same NIC, or a read first, does not', () => {
+    expect(place('defer-rails', 'broken').hazards, 'no mode').toBe(0);
+    const caught = place('defer-rails', 'broken', DEFER);
+    expect(caught.hazards, 'flag on NIC 1, payload on NIC 0').toBeGreaterThan(0);
+    expect(caught.faults.deferred).toBeGreaterThan(0);
+    expect(caught.config.place_defer_us).toEqual([100, 2000]);
+    expect(place('defer-rails', 'correct', DEFER).hazards, 'flag on the payload\'s NIC (FIFO per NIC)').toBe(0);
+    expect(place('defer-cpu', 'send').hazards, 'no mode').toBe(0);
+    expect(place('defer-cpu', 'send', DEFER).hazards, 'a send/recv overtakes a deferred write').toBeGreaterThan(0);
+    expect(place('defer-cpu', 'read', DEFER).hazards, 'a read lands the NIC\'s deferred writes first').toBe(0);
+    // Both modes at once: the correct clients stay right.
+    expect(place('order-rdm', 'correct', { ...ORDER, ...DEFER }).hazards).toBe(0);
+  });
+
+  it('EFAEMU_DUPLICATE: a zeroed flag that lands again fools a "nonzero is new" protocol; a round-carrying value does not', () => {
+    const DUP = { EFAEMU_DUPLICATE: '0.3' };
+    expect(place('dup', 'broken').hazards, 'no mode').toBe(0);
+    const caught = place('dup', 'broken', DUP);
+    expect(caught.hazards).toBeGreaterThan(0);
+    expect(caught.faults.duplicated).toBeGreaterThan(0);
+    expect(caught.config.duplicate).toEqual([0.3, 1000]);
+    expect(place('dup', 'correct', DUP).hazards).toBe(0);
+  });
+
+  it('placement modes: a malformed value is an error naming the variable', () => {
+    for (const [k, v, want] of [
+      ['EFAEMU_PLACE_ORDER', 'sideways', 'EFAEMU_PLACE_ORDER=sideways: expected random:SEED[:WINDOW]'],
+      ['EFAEMU_PLACE_ORDER', 'random:1:0', 'EFAEMU_PLACE_ORDER=random:1:0: expected'],
+      ['EFAEMU_PLACE_DEFER_US', '500', 'EFAEMU_PLACE_DEFER_US=500: expected MIN-MAX'],
+      ['EFAEMU_PLACE_DEFER_US', '9-3', 'EFAEMU_PLACE_DEFER_US=9-3: expected MIN-MAX'],
+      ['EFAEMU_DUPLICATE', '1.5', 'EFAEMU_DUPLICATE=1.5: expected RATE[:MAX_US]'],
+      ['EFAEMU_DUPLICATE', '0.1:x', 'EFAEMU_DUPLICATE=0.1:x: expected RATE[:MAX_US]'],
+    ] as const) {
+      const r = run('efaemu_place_test', ['order-rdm', 'correct'], { [k]: v });
+      expect(r.code, `${k}=${v}`).not.toBe(0);
+      expect(r.out).toContain(want);
+    }
+  });
+
   it('EFAEMU_STATS: per-path and per-peer operations and bytes of both processes, written at exit', () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-stats-'));
     const r = run('efaemu_rdm_test', ['traffic'], { EFAEMU_STATS: stats });
@@ -294,10 +369,11 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(a.faults.gda_cqe_out_of_order, 'completions reordered').toBeGreaterThan(0);
     expect(a.config.gda_order).toBe('random');
     expect(b.paths.gda.remote_write.bytes).toBe(a.paths.gda.write.bytes);
-    // PE 0's reads: the get and credit refreshes served by PE 1, and the two refused posts' fillers (0-byte reads
-    // of its own credit words, served by itself).
-    expect(a.paths.gda.remote_read.ops, 'refused posts filled with 0-byte reads on the own QP').toBe(2);
-    expect(b.paths.gda.remote_read.ops + a.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
+    // PE 0's reads are the get and the credit refreshes, all served by PE 1: the two refused posts' fillers are
+    // 0-byte writes to the peer (as NCCL's EFA GDA code fills a slot), no longer 0-byte reads of PE 0's own words.
+    expect(a.paths.gda.remote_read.ops, 'refused posts filled with 0-byte writes to a peer, not reads on the own QP').toBe(0);
+    expect(b.paths.gda.remote_read.ops).toBe(a.paths.gda.read.ops);
+    expect(b.paths.gda.remote_write.ops, 'every write, the fillers included, reached the peer').toBe(a.paths.gda.write.ops);
     for (const d of docs) for (const k of Object.keys(d.paths.rdm)) expect(d.paths.rdm[k].ops, `rdm ${k}`).toBe(0);
   });
 
@@ -360,6 +436,68 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       'the engine wrote the GPU CQE with CUDA copies on its private non-blocking stream, none on the legacy stream',
     ], { LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, path.join(dir, 'fakecuda')));
 
+  // Strictness (issue 21): each rule is shown passing the correct client (our device code) and catching a broken one.
+  const strict = (scenario: string, extra: Record<string, string> = {}) => runner(dir)('efaemu_strict_test', [scenario], extra);
+
+  it('max_batch is a failure, not a log line: a client holding more WQEs past the doorbell than max_batch errs its QP; max_batch itself is fine', () => {
+    const ok = strict('batch-correct');
+    passed(ok, ['16 WQEs (max_batch) held past the doorbell and rung at once complete OK', 'every WQE of the batch landed byte-exact']);
+    expect(ok.out).not.toContain('GDA protocol violation');
+    const bad = strict('batch-broken');
+    passed(bad, [
+      'a client that holds 32 WQEs past the doorbell (max_batch 16) and rings them at once: the QP errs (LOCAL_ERROR_QP_INTERNAL_ERROR)',
+      'none of the batch past max_batch landed',
+    ]);
+    expect(bad.out).toMatch(/GDA protocol violation on QP \d+ \(0\): more than max_batch 16 WQEs written past doorbell 0/);
+  });
+
+  it('every MR has an lkey and a different rkey: the right keys work, a swapped key fails where a NIC checks it', () => {
+    passed(strict('keys-correct'), [
+      'every MR\'s lkey (get_mr_lkey, 24 bits) differs from its rkey (fi_mr_key)',
+      'a put and a get with each key where it belongs complete OK',
+      'the put landed byte-exact',
+    ]);
+    passed(strict('lkey-as-rkey'), [
+      'a put naming the target\'s lkey as its rkey: REMOTE_ERROR_BAD_ADDRESS (the target checks rkeys)',
+      'the put with a swapped key left the target untouched',
+    ]);
+    passed(strict('rkey-as-lkey'), [
+      'a put naming its local buffer by its rkey: LOCAL_ERROR_INVALID_LKEY (the initiator checks lkeys)',
+      'the put with a swapped key left the target untouched',
+    ]);
+  });
+
+  it('EFAEMU_WQE_SIZE=128: a wide-WQE device; the device code at its stride works (ops, owned), a 64-byte-stride client errs its QP', () => {
+    const wide = { EFAEMU_WQE_SIZE: '128' };
+    passed(strict('wide-correct', wide), [
+      'query_qp_wqs reports 128-byte SQ entries (EFAEMU_WQE_SIZE=128), which the device state takes as its stride',
+      '20 puts at the 128-byte stride complete OK',
+      'every put at the 128-byte stride landed byte-exact',
+    ]);
+    const bad = strict('wide-broken', wide);
+    passed(bad, ['a client writing 64-byte-stride WQEs on a 128-byte device: the QP errs (QP_INTERNAL_ERROR, or a CQE the device code cannot match)']);
+    expect(bad.out).toMatch(/GDA protocol violation on QP \d+ \(\d+\): slot \d+: (byte 64 of a 128-byte RDMA WQE is not zero|meta_desc bit)/);
+    gda('ops', ['quiet returns no error', 'every put landed byte-exact, across region ends and max-RDMA-size pieces'], { ...wide, EFAEMU_REORDER: '8' });
+    gda('owned', ['the owned queues\' puts landed byte-exact'], wide);
+    expect(strict('wide-correct', { EFAEMU_WQE_SIZE: '96' }).out).toContain('EFAEMU_WQE_SIZE=96: expected 64 or 128');
+  });
+
+  // Depends on the device code's bounded waits (state timeout_ns, NVSHMEMX_EFA_GDA_ERR_TIMEOUT; issue 21 section 2).
+  it('EFAEMU_SILENT_AFTER_ERROR=1 with an injected failure: a client waiting for every completion would hang; our device code\'s quiet ends within its bound', () => {
+    const fail = { EFAEMU_FAIL_EVERY: '4', EFAEMU_FAIL_PATH: 'gda' };
+    // Without the mode the failed WQE and the rest complete: the unbounded waiter is fine.
+    passed(strict('silent', fail), [
+      'a client that waits for all 8 completions without a bound gets them',
+      'our device code\'s quiet returns the injected failure (UNRESP_REMOTE) at once',
+    ]);
+    const r = strict('silent', { ...fail, EFAEMU_SILENT_AFTER_ERROR: '1' });
+    const failed = r.lines.filter((l) => l.includes(': FAIL'));
+    expect(failed, r.out).toHaveLength(1);
+    expect(failed[0]).toMatch(/^A: FAIL a client that waits for all 8 completions without a bound gets them: would hang: [0-7] of 8 CQEs after 3 s/);
+    expect(r.lines).toContain('A: ok our device code\'s quiet ends within its bound (timeout_ns): NVSHMEMX_EFA_GDA_ERR_TIMEOUT');
+    expect(strict('silent', { EFAEMU_SILENT_AFTER_ERROR: 'yes' }).out).toContain('EFAEMU_SILENT_AFTER_ERROR=yes: expected an integer in [0, 1]');
+  });
+
   const hostTest = path.join(dir, 'efaemu_gda_host_test');
   const hostRun = (mode: string, stats: string) =>
     runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [mode], {
@@ -377,6 +515,8 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   const hostChecks = (rails: number) => [
     'GDA compiled in (against fi_ext_efa.h)',
     `the host code starts GDA on efaemu: init 0, status active, ${rails} rail(s)`,
+    'GDA signals follow the GPU\'s GPUDirect RDMA write ordering (nvshmemx_efa_gda_signals_ordered, status line)',
+    'GDA signals need writes delivered once (nvshmemx_efa_gda_writes_delivered_once, status line)',
     'a GPU heap region registers on every PE and every rail (FI_HMEM_CUDA, lkey, rkeys exchanged)',
     'device state: per rail its own QP number from query_addr, SQ/CQ geometry from query_qp_wqs/query_cq, keys in the region table',
     ...Array.from({ length: rails }, (_, k) => [
@@ -394,6 +534,18 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
     // One rail: the second NIC of the process carries nothing (what the two-rail check below must not see).
     expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code on a 128-byte-WQE device (EFAEMU_WQE_SIZE=128): the state takes the stride query_qp_wqs reports and its WQE completes', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host128-'));
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      EFAEMU_WQE_SIZE: '128',
+      EFAEMU_STATS: stats,
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 128 B \(max_batch 16\)/);
   });
 
   it.skipIf(!existsSync(hostTest))('the GDA host code on 2 NICs per process (EFAEMU_NICS=2): nvshmemt_efa_gda_init_rails opens both, every rail carries its own write with immediate, efaemu counts each NIC\'s bytes', () => {
@@ -422,6 +574,27 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       ]).flat(),
     ]);
     expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, .*, 3 owned queues per rail\n/);
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code on a GPU that does not order GPUDirect RDMA writes (stand-in driver, FAKECUDA_GDR_ORDERING=0): GDA runs, its signals are off on every PE with the reason', () => {
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      FAKECUDA_GDR_ORDERING: '0',
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/A: status: EFA GDA active on 1 rail .*, GDA signals off: PE 0's GPU reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING = 0, below OWNER = 100, .*: send signals through NVSHMEM, 2 PEs\n/);
+  });
+
+  it.skipIf(!existsSync(hostTest))('the GDA host code on a NIC that may place a write twice (EFAEMU_DUPLICATE: FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused): GDA runs, its signals are off on every PE with the reason', () => {
+    const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
+      NVSHMEM_EFA_GDA_ENABLE: '1',
+      EFAEMU_DUPLICATE: '0.01',
+      LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
+    });
+    passed(r, hostChecks(1));
+    expect(r.out).toMatch(/A: status: EFA GDA active on 1 rail .*, GDA signals off: PE 0's NIC does not promise to deliver an RDMA write once \(FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused; this PE's log says why\), .*: send signals through NVSHMEM, 2 PEs\n/);
+    expect(r.out).toMatch(/EFA GDA on PE 0, rail 0 \(efaemu0\): FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused \(Operation not supported\); GDA signals are off/);
   });
 
   it.skipIf(!existsSync(hostTest))('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', () => {
@@ -483,7 +656,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     const selftest = (checks: string) => spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
       '--efaemu-build', dir, '--checks', checks], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
     const r = selftest('fi_info');
-    expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
+    expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+-\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
     expect(r.status).toBe(0);
     // A GPU check asked of a work dir without a build is a usage mistake (issue 20: a typo must not pass as skips).
     const g = selftest('fi_info,gda_kernel');

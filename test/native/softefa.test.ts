@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,8 @@ const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => exi
 const CUDA_INC = NVCC ? path.join(path.dirname(path.dirname(NVCC)), 'include') : '/usr/local/cuda/include';
 const GDA = path.join(ROOT, 'templates/transport_efa_gda');
 const HARNESS = path.join(ROOT, 'test/native/harness');
+/** The GDA host code: every source the patch adds to NVSHMEM (one file per object), as the manifest lists them. */
+const GDA_SOURCES = (JSON.parse(readFileSync(path.join(GDA, 'manifest.json'), 'utf8')).sources as string[]).map((s) => path.join(GDA, s));
 
 function build(cuda: boolean, target?: string): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'softefa-'));
@@ -44,6 +46,7 @@ describe('software EFA (CPU)', () => {
       'a doorbell covering an unwritten slot is a violation',
       'a slot overwritten before its completion is a violation',
       'more than max_batch WQEs staged past the doorbell is a violation',
+      'a max_batch rule broken puts the QP in error: the first WQE fails QP_INTERNAL_ERROR, the rest FLUSHED, nothing moves',
       'NIC errors complete with the EFA status and move no data',
       'the encoder writes the fields at the upstream positions',
       // ...and what a real NIC does that the first model did not.
@@ -120,17 +123,49 @@ describe('software EFA (CPU)', () => {
   it('runs the DeepEP shim as the patched low-latency kernels call it: which path each switch takes, counted NVSHMEM calls', () => {
     const ok = runChecks(path.join(dir, 'shim_cpu_test'));
     expect(ok).toEqual([
+      // Rails: the tokens and the count of one (expert, rank) on one rail; the count waits for that rail only (a
+      // stalled other NIC does not hold it), and never lands before its token (1 and 2 rails). The first three
+      // failed on the shim before (tokens by warp + expert + slot, the count by warp, the count's quiet on every rail).
+      '2 rails: the tokens and the count of one (expert, rank) go on one rail, (PE + expert) % rails, whichever warps and slots post them (random:11:8)',
+      '4 rails: the tokens and the count of one (expert, rank) go on one rail, (PE + expert) % rails, whichever warps and slots post them (random:11:8)',
+      "2 rails: a count waits only for its tokens' rail: with the other rail's NIC stalled, it is posted at once",
+      '1 rail: a count is seen only after its token, which the NIC held (large:4096:16)',
+      '2 rails: a count is seen only after its token, which the NIC held (large:4096:16)',
       // No NVSHMEM (CPU proxy) operation in the low-latency calls when signals go over GDA...
       'signals over GDA: the low-latency calls (get_p2p_ptr, put_nbi_warp, the patched count signal, quiet, rma_p) make no NVSHMEM call; every count finds its tokens in place (random:7:8)',
-      // ...on two rails too: the tokens take both, each count waits for both (a count waiting for its own rail only
-      // is caught with rail 1 holding its large tokens), with NVSHMEM_EFA_SHIM_SIGNALS=proxy as well.
-      '2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; no NVSHMEM call; every count finds its tokens in place (rail 0 random:7:8, rail 1 random:7:8)',
-      '2 rails, signals over GDA: the tokens spread over both rails, every count waits for both; no NVSHMEM call; every count finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)',
+      // ...on two rails too: the experts take both, each count waits for its tokens' rail, with
+      // NVSHMEM_EFA_SHIM_SIGNALS=proxy as well.
+      "2 rails, signals over GDA: the experts spread over both rails, every count waits for its tokens' rail; no NVSHMEM call; every count finds its tokens in place (rail 0 random:7:8, rail 1 random:7:8)",
+      "2 rails, signals over GDA: the experts spread over both rails, every count waits for its tokens' rail; no NVSHMEM call; every count finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)",
       '2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed on both rails (random:7:8)',
       // ...the run-time switch to the proxy baseline, GDA off, and normal mode's adds, which stay on NVSHMEM.
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
       "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
+    ]);
+  });
+
+  // The shim's negative controls, each built with one test switch: exactly the behaviour it breaks is broken (the
+  // checks of the control's own behaviour carry its name), the other holds.
+  it("negative control NO_QUIET_BEFORE_SIGNAL: a count is seen before its held token; its rail is still its tokens'", () => {
+    const ctl = 'negative control NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL: ';
+    expect(runChecks(path.join(dir, 'shim_cpu_test_no_quiet_before_signal'))).toEqual([
+      '2 rails: the tokens and the count of one (expert, rank) go on one rail, (PE + expert) % rails, whichever warps and slots post them (random:11:8)',
+      '4 rails: the tokens and the count of one (expert, rank) go on one rail, (PE + expert) % rails, whichever warps and slots post them (random:11:8)',
+      "2 rails: a count waits only for its tokens' rail: with the other rail's NIC stalled, it is posted at once",
+      `${ctl}1 rail: a count is seen before its token, which the NIC held (large:4096:16)`,
+      `${ctl}2 rails: a count is seen before its token, which the NIC held (large:4096:16)`,
+    ]);
+  });
+
+  it('negative control SIGNAL_OTHER_RAIL: the count goes on another rail than its tokens; softefa places bytes with the completion, so the count still follows its token here (efaemu EFAEMU_PLACE_DEFER_US catches it)', () => {
+    const ctl = 'negative control NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL: ';
+    expect(runChecks(path.join(dir, 'shim_cpu_test_signal_other_rail'))).toEqual([
+      `${ctl}2 rails: the count goes on the rail after its tokens' rail (random:11:8)`,
+      `${ctl}4 rails: the count goes on the rail after its tokens' rail (random:11:8)`,
+      "2 rails: a count waits only for its tokens' rail: with the other rail's NIC stalled, it is posted at once",
+      '1 rail: a count is seen only after its token, which the NIC held (large:4096:16)',
+      '2 rails: a count is seen only after its token, which the NIC held (large:4096:16)',
     ]);
   });
 
@@ -151,7 +186,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('EFA GDA host code against the in
   const harness = (name: string, extra: string[]) => {
     const exe = path.join(tmp, name);
     execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', ...extra, '-I', GDA, '-I', CUDA_INC,
-      path.join(GDA, 'transport_efa_gda.cpp'), path.join(HARNESS, 'gda_host_harness.cpp'), '-lfabric', '-ldl', '-o', exe], { stdio: 'pipe' });
+      ...GDA_SOURCES, path.join(HARNESS, 'gda_host_harness.cpp'), '-lfabric', '-ldl', '-o', exe], { stdio: 'pipe' });
     return execFileSync(exe, { encoding: 'utf8', env: { ...process.env, NVSHMEM_EFA_GDA_ENABLE: '1' } });
   };
 
@@ -174,7 +209,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
   execFileSync('g++', ['-std=c++11', '-shared', '-fPIC', '-Wall', '-Wextra', '-Werror', '-I', CUDA_INC,
     path.join(HARNESS, 'fake_libcuda.cpp'), '-o', path.join(tmp, 'libcuda.so.1')], { stdio: 'pipe' });
   execFileSync('g++', ['-std=c++11', '-Wall', '-Wextra', '-Werror', '-I', GDA, '-I', CUDA_INC, '-I', path.join(ROOT, 'test/efa_abi/include'),
-    path.join(GDA, 'transport_efa_gda.cpp'), path.join(HARNESS, 'fake_fabric.cpp'), path.join(HARNESS, 'gda_host_fake_harness.cpp'),
+    ...GDA_SOURCES, path.join(HARNESS, 'fake_fabric.cpp'), path.join(HARNESS, 'gda_host_fake_harness.cpp'),
     '-ldl', '-o', path.join(tmp, 'harness')], { stdio: 'pipe' });
   const run = (scenario: string) => {
     const r = spawnSync(path.join(tmp, 'harness'), [scenario], {
@@ -186,17 +221,23 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     return { all: r.stdout, pe0: pe(0), pe1: pe(1) };
   };
 
-  it('starts on every PE: own QP number in the state, per-slot marks, credits, 2 collectives (addresses, then the AV barrier)', () => {
+  it('starts on every PE: own QP number in the state, per-slot marks, credits, 3 collectives (addresses, the AV barrier, the vote after the last step that can fail)', () => {
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
-      expect(out).toContain('init=0 active=1 gathers=2');
-      expect(out).toContain(`state: abi=6 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
+      expect(out).toContain('init=0 active=1 gathers=3');
+      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
       // The signal scratch (ABI 4, per rail in ABI 5): one zeroed word per SQ slot in GDA's registered block, read by lkey.
       expect(out).toContain('signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
       expect(out).toContain('slot_done: first=-256 last=-1');
+      // Each slot's peer (ABI 7), for errors that name it: no PE yet, next to the slot marks.
+      expect(out).toContain('slot_pe: set=1 all_unset=1 after_slot_done=1');
       expect(out).toContain('tx cq zeroed=1');
+      // NVSHMEM_EFA_GDA_TIMEOUT_MS unset: every GPU wait bounded at 5 s, named in the status line.
+      expect(out).toMatch(/state: .* timeout_ns=5000000000\n/);
+      expect(out).toContain('GPU waits bounded at 5000 ms (NVSHMEM_EFA_GDA_TIMEOUT_MS)');
+      expect(out).toContain('signals_ordered=1 why: every PE\'s GPU orders GPUDirect RDMA writes (ordering 100, at least OWNER = 100)');
       // Peers at fixed offsets in the state (fast entries) match the peer table; past n_pes they are zero.
       expect(out).toContain('peer 1: ah=501 qpn=101 qkey=0x11110001 credits key=0x1000 valid=1 base_set=1 fast=1');
       expect(out).toContain('fast past n_pes zero=1');
@@ -211,7 +252,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toContain('cuStreamCreate flags=1');
       expect(out).not.toContain('legacy default stream');
     }
-    expect(all).toContain('all-gathers: 5'); // 2 at start, one per region registered (3)
+    expect(all).toContain('all-gathers: 6'); // 3 at start, one per region registered (3)
   });
 
   it('regions: GPU memory as FI_HMEM_CUDA, host memory as FI_HMEM_SYSTEM, each publish a new table, the old one intact', () => {
@@ -293,9 +334,9 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
   it('two rails: an endpoint, queues, credits and scratch per NIC, every PE\'s address and every region\'s keys per rail, the state says 2 rails', () => {
     const { pe0, pe1, all } = run('rails2');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
-      expect(out).toContain('init=0 active=1 gathers=2 rails=2');
+      expect(out).toContain('init=0 active=1 gathers=3 rails=2');
       expect(out).toContain(`status: EFA GDA active on 2 rails (rdmap0s0-rdm, rdmap1s0-rdm): efa-direct, QPs ${100 + me}/${110 + me}, SQ 256 x 64 B`);
-      expect(out).toContain(`state: abi=6 my_pe=${me} n_pes=2 n_rails=2`);
+      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=2`);
       // Each NIC opened as its own domain (the domain names NVSHMEM handed over), each rail with its own QP.
       expect(out).toContain('getinfo domains: rdmap0s0-rdm rdmap1s0-rdm');
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
@@ -311,28 +352,28 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toMatch(/table after the GPU region: count=1 n_pes=2 n_rails=2 at=\S+\n {2}region 0: local valid=1 key=(0x[0-9a-f]+) .*\n {2}region 0 rail 1: local valid=1 key=(?!\1)0x[0-9a-f]+ /);
       expect(out).toMatch(/table after the GPU region: (.*\n){3} {2}hot 0: present=1 len=4194304 .*\n(.*\n){2} {2}hot 0 rail 1: present=1 len=4194304 /);
     }
-    expect(all).toContain('all-gathers: 5'); // still one collective per registration, whatever the rails
+    expect(all).toContain('all-gathers: 6'); // still one collective per registration, whatever the rails
   });
 
   it('a rail one PE cannot open: GDA runs on the rails every PE has, each PE says which rail was left out and why (status and stderr)', () => {
     const { pe0, pe1, all } = run('rail1-fails-pe1');
-    for (const out of [pe0, pe1]) expect(out).toContain('init=0 active=1 gathers=2 rails=1');
+    for (const out of [pe0, pe1]) expect(out).toContain('init=0 active=1 gathers=3 rails=1');
     expect(pe0).toContain('status: EFA GDA active on 1 of 2 rails (rdmap0s0-rdm); rail 1 (rdmap1s0-rdm) left out: PE 1 has only 1 usable rail (its log says why), and every PE runs GDA on as many rails: efa-direct, QP 100,');
     expect(pe1).toMatch(/status: EFA GDA active on 1 of 2 rails \(rdmap0s0-rdm\); rail 1 \(rdmap1s0-rdm\) left out: no efa-direct fabric for rdmap1s0-rdm \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0: efa-direct, QP 101,/);
     expect(pe0).toContain('nvshmem-efa: EFA GDA on PE 0: rail 1 (rdmap1s0-rdm) left out: PE 1 has only 1 usable rail');
     expect(pe1).toContain('nvshmem-efa: EFA GDA on PE 1: rail 1 (rdmap1s0-rdm) left out: no efa-direct fabric for rdmap1s0-rdm');
     // The rail left out is closed: one rail's AV inserts, one rail in the table.
     expect(pe0).toContain('fabric: av_inserts=2 ');
-    expect(pe0).toContain('state: abi=6 my_pe=0 n_pes=2 n_rails=1');
+    expect(pe0).toContain('state: abi=7 my_pe=0 n_pes=2 n_rails=1');
     expect(pe0).toContain('table after the GPU region: count=1 n_pes=2 n_rails=1');
-    expect(all).toContain('all-gathers: 5');
+    expect(all).toContain('all-gathers: 6');
   });
 
   // Owned queues (NVSHMEM_EFA_GDA_OWNED_QUEUES): extra endpoints per rail, one per queue a device thread may own.
   it('owned queues: an endpoint, GPU TX CQ, SQ mapping and slot marks each, their addresses inserted on every PE, in the state; none by default', () => {
     const { pe0, pe1 } = run('owned3');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
-      expect(out).toContain('init=0 active=1 gathers=2 rails=1');
+      expect(out).toContain('init=0 active=1 gathers=3 rails=1');
       expect(out).toMatch(/status: EFA GDA active on 1 rail .*, 2 PEs, 3 owned queues per rail\n/);
       // Their own QP numbers (from query_addr of their inserted addresses), queues apart from the rail's and each other's.
       const q = (n: number) => `qp_num=${n * 1000 + 100 + me} sq=256x64 cq=256x32 slot_done=-256..-1 counters=0/0/0 cq_zeroed=1 owner=0 apart=1`;
@@ -350,7 +391,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
 
   it('owned queues on two rails: each rail its own, with that rail\'s QP numbers', () => {
     const { pe0 } = run('owned-rails2');
-    expect(pe0).toContain('init=0 active=1 gathers=2 rails=2');
+    expect(pe0).toContain('init=0 active=1 gathers=3 rails=2');
     expect(pe0).toMatch(/\nowned: n=2 \| qp_num=1100 .* \| qp_num=2100 /);
     expect(pe0).toMatch(/\nrail 1 owned: n=2 \| qp_num=1110 .* \| qp_num=2110 /);
     expect(pe0).toContain('fabric: av_inserts=12 ');
@@ -402,5 +443,65 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toMatch(/table after the GPU region: (.*\n){3} {2}hot 0: present=0 /);
     }
     expect(pe1).toMatch(/region 0 rail 1: local valid=0 /);
+  });
+
+  // Start-up agrees after its last step that can fail: nothing a PE does after the vote can fail.
+  it('start-up failing on one PE after the last address exchange (finish_start): off on every PE with the same reason, no hang', () => {
+    const { pe0, pe1, all } = run('finish-fail-pe1');
+    const status = 'status: EFA GDA off on every PE: PE 1 could not finish start-up: allocating the device state failed (CUDA_ERROR_2)\n';
+    for (const out of [pe0, pe1]) {
+      expect(out).toContain('init=-1 active=0 gathers=3 rails=0');
+      expect(out).toContain(status);
+      expect(out).toContain('after fini: active=0 state=(nil)');
+    }
+    // PE 0 finished its part and closed it again.
+    expect(pe0).toContain('endpoints after fini: opened=1 closed=1');
+    expect(all).toContain('all-gathers: 3');
+  });
+
+  it('GPUDirect RDMA write ordering: GDA signals only where every PE\'s GPU orders RDMA writes (>= OWNER), the same answer and reason on every PE', () => {
+    const below = run('gdr-unordered-pe1');
+    const why = 'PE 1\'s GPU reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING = 0, below OWNER = 100, so it may see a signal before the payload an earlier RDMA write placed: send signals through NVSHMEM';
+    for (const out of [below.pe0, below.pe1]) {
+      expect(out).toContain('init=0 active=1'); // puts still run over GDA
+      expect(out).toContain(`signals_ordered=0 why: ${why}\n`);
+      expect(out).toContain(`GDA signals off: ${why}, 2 PEs\n`);
+    }
+    const unknown = run('gdr-unknown-pe0');
+    for (const out of [unknown.pe0, unknown.pe1])
+      expect(out).toContain('signals_ordered=0 why: PE 0 could not read its GPU\'s GPUDirect RDMA write ordering (its log says why)');
+    expect(unknown.pe0).toContain('nvshmem-efa: EFA GDA on PE 0: cuDeviceGetAttribute(GPU_DIRECT_RDMA_WRITES_ORDERING) failed (CUDA_ERROR_801); GDA signals are off');
+    const all = run('gdr-all-devices');
+    for (const out of [all.pe0, all.pe1]) expect(out).toContain('signals_ordered=1 ');
+  });
+
+  it('writes delivered once: GDA signals only where every PE\'s every rail was granted FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, the same answer and reason on every PE', () => {
+    const refused = run('once-refused-pe1');
+    const why = 'PE 1\'s NIC does not promise to deliver an RDMA write once (FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused';
+    for (const out of [refused.pe0, refused.pe1]) {
+      expect(out).toContain('init=0 active=1'); // puts still run over GDA
+      expect(out).toMatch(/delivered_once=0 asked=1 why: /);
+      expect(out).toContain(why);
+      expect(out).toMatch(/GDA signals off: PE 1's NIC does not promise to deliver an RDMA write once .*: send signals through NVSHMEM, 2 PEs\n/);
+    }
+    expect(refused.pe1).toMatch(/EFA GDA on PE 1, rail 0 \(.*\): FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused/);
+    const granted = run('gdr-all-devices');
+    for (const out of [granted.pe0, granted.pe1]) {
+      expect(out).toMatch(/delivered_once=1 asked=1 why: every PE's NICs deliver an RDMA write once/);
+      expect(out).toContain('GDA signals on (every PE\'s GPU orders GPUDirect RDMA writes and every NIC delivers a write once)');
+    }
+  });
+
+  it('NVSHMEM_EFA_GDA_TIMEOUT_MS: the bound in nanoseconds in the state and in the status line; malformed or 0 keeps GDA off with the variable named', () => {
+    for (const out of Object.values(run('timeout-250')).slice(1)) {
+      expect(out).toMatch(/state: .* timeout_ns=250000000\n/);
+      expect(out).toContain('GPU waits bounded at 250 ms (NVSHMEM_EFA_GDA_TIMEOUT_MS)');
+    }
+    const bad = run('timeout-bad');
+    expect(bad.pe0).toContain('init=-1 active=0 gathers=1');
+    expect(bad.pe0).toContain('status: EFA GDA off: NVSHMEM_EFA_GDA_TIMEOUT_MS=5s is not a whole number of milliseconds in [1, 3600000] (the bound on every GPU wait; unset: 5000)');
+    expect(bad.pe1).toContain('status: EFA GDA off: PE 0 could not start GDA (its log says why)');
+    for (const out of Object.values(run('timeout-zero')).slice(1))
+      expect(out).toContain('status: EFA GDA off: NVSHMEM_EFA_GDA_TIMEOUT_MS=0 is not a whole number of milliseconds in [1, 3600000]');
   });
 });

@@ -1,13 +1,16 @@
 // `nvshmem-efa selftest` on the CPU: what it finds (GPUs, unshare, the work dir's build, torch, DeepEP), the
 // reasons it gives for every check it skips, the table, --json and the exit status; the checks themselves come
 // from a stand-in checks.sh (NVSHMEM_EFA_SELFTEST_SCRIPT). The real checks need 2 GPUs (bench/results).
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   diagnoseInitFailure,
   parseResult,
+  PATTERN_PROGRAMS,
   renderTable,
   SELFTEST_CHECKS,
   selftestCommand,
@@ -16,7 +19,10 @@ import {
   type HostProbe,
   type SelftestOptions,
 } from '../../src/commands/selftest.ts';
+import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
 import { cli } from '../helpers/cli.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'selftest-'));
 
@@ -48,11 +54,14 @@ function workDir(opts: { deepep?: boolean; deviceApi?: boolean } = {}) {
   writeFileSync(path.join(efaemu, 'prov', 'libefa-fi.so'), '');
   const peTest = path.join(wd, 'pe_test');
   writeFileSync(peTest, '');
-  return { wd, prefix, lf, deepep, efaemu, peTest };
+  const patterns = path.join(wd, 'patterns');
+  mkdirSync(patterns);
+  for (const p of PATTERN_PROGRAMS) writeFileSync(path.join(patterns, p), '');
+  return { wd, prefix, lf, deepep, efaemu, peTest, patterns };
 }
 
 const opts = (w: ReturnType<typeof workDir>, extra: Partial<SelftestOptions> = {}): SelftestOptions => ({
-  workDir: w.wd, efaemuBuild: w.efaemu, peTest: w.peTest, json: false, ...extra,
+  workDir: w.wd, efaemuBuild: w.efaemu, peTest: w.peTest, patternDir: w.patterns, json: false, ...extra,
 });
 
 /** A stand-in checks.sh that prints the given RESULT lines and records its arguments and environment. */
@@ -81,7 +90,7 @@ describe('selftest: what the host and the work dir offer', () => {
     const w = workDir();
     const s = await survey(opts(w), host({ gpus: 1 }));
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(10);
+    expect(gpuChecks.length).toBe(17);
     for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
     expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
   });
@@ -126,11 +135,11 @@ describe('selftest: table, exit status, JSON', () => {
       'RESULT\tgda_kernel\tfail\tquiet returned 13',
     ]);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/^gda_kernel\s+FAIL\s+quiet returned 13$/m);
-    expect(r.out).toMatch(/^fi_info\s+PASS\s+fi_info -p efa: efa-direct efaemu0-rdm$/m);
-    expect(r.out).toMatch(/^fabtests\s+SKIP\s+libfabric's fabtests/m);
+    expect(r.out).toMatch(/^gda_kernel\s+FAIL\s+all\s+quiet returned 13$/m);
+    expect(r.out).toMatch(/^fi_info\s+PASS\s+-\s+fi_info -p efa: efa-direct efaemu0-rdm$/m);
+    expect(r.out).toMatch(/^fabtests\s+SKIP\s+-\s+libfabric's fabtests/m);
     // Checks the script was asked for but did not report are failures, never passes.
-    expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+checks\.sh reported nothing for it/m);
+    expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+all\s+checks\.sh reported nothing for it/m);
     expect(r.out).toMatch(/2 passed, \d+ failed, 1 skipped \(each says why; a skipped check proves nothing\)/);
     const { readFileSync } = await import('node:fs');
     const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
@@ -165,7 +174,7 @@ describe('selftest: table, exit status, JSON', () => {
     writeFileSync(path.join(results, 'neg_wrong_provider.pe0.log'), 'something else entirely\n');
     r = await runSelftest(opts(w, { checks: ['neg_wrong_provider'], results }), host(), ['RESULT\tneg_wrong_provider\tpass\tinit failed on both PEs']);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/neg_wrong_provider\s+FAIL\s+init failed on both PEs; but nvshmem-efa could not diagnose why/);
+    expect(r.out).toMatch(/neg_wrong_provider\s+FAIL\s+-\s+init failed on both PEs; but nvshmem-efa could not diagnose why/);
   });
 
   it('nothing can run: every check skipped with its reason, no results dir written, exit 0 (nothing failed)', async () => {
@@ -173,7 +182,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(w.wd, 'never');
     const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 12 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 19 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });
@@ -190,7 +199,8 @@ describe('selftest: table, exit status, JSON', () => {
     const r = cli(['selftest', '--help']);
     expect(r.code).toBe(0);
     for (const c of SELFTEST_CHECKS) expect(r.stdout).toContain(c.id);
-    for (const o of ['--work-dir', '--checks', '--libfabric-home', '--efaemu-build', '--pe-test', '--deepep-dir', '--results', '--timeout', '--json'])
+    for (const o of ['--work-dir', '--checks', '--libfabric-home', '--efaemu-build', '--pe-test', '--deepep-dir', '--results', '--timeout', '--json',
+      '--efaemu-modes', '--pattern-dir', '--dry-run'])
       expect(r.stdout).toContain(o);
   });
 });
@@ -210,11 +220,150 @@ describe('selftest: pieces', () => {
 
   it('renders a table with a summary that counts skips as proving nothing', () => {
     const t = renderTable([
-      { check: 'fi_info', title: '', result: 'pass', evidence: 'e1' },
-      { check: 'deepep_ll', title: '', result: 'skip', evidence: 'no torch' },
+      { check: 'fi_info', title: '', result: 'pass', evidence: 'e1', modes: '-' },
+      { check: 'deepep_ll', title: '', result: 'skip', evidence: 'no torch', modes: 'all' },
     ]);
-    expect(t.split('\n')[0]).toMatch(/^check\s+result\s+evidence$/);
-    expect(t).toMatch(/^deepep_ll\s+SKIP\s+no torch$/m);
+    expect(t.split('\n')[0]).toMatch(/^check\s+result\s+efaemu modes\s+evidence$/);
+    expect(t).toMatch(/^deepep_ll\s+SKIP\s+all\s+no torch$/m);
     expect(t).toContain('1 passed, 0 failed, 1 skipped (each says why; a skipped check proves nothing)');
+  });
+});
+
+// Issue 21: the unkind efaemu modes for the GDA and DeepEP checks, one pass of checks.sh per mode run.
+describe('selftest: efaemu modes', () => {
+  /** A stand-in checks.sh that appends "EFAEMU_MODES|RESULTS|args" per call and passes every check it is given. */
+  function passingScript() {
+    const dir = tmp();
+    const f = path.join(dir, 'checks.sh');
+    writeFileSync(f, `#!/usr/bin/env bash\necho "$EFAEMU_MODES|$RESULTS|$*" >> "${dir}/calls"\nfor c in "$@"; do printf 'RESULT\\t%s\\tpass\\tok under %s\\n' "$c" "$EFAEMU_MODES"; done\n`);
+    chmodSync(f, 0o755);
+    return { f, dir };
+  }
+  async function runWith(o: SelftestOptions) {
+    const s = passingScript();
+    process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = s.f;
+    const out: string[] = [];
+    try {
+      const code = await selftestCommand(o, (x) => out.push(x), () => {}, host());
+      const { existsSync, readFileSync } = await import('node:fs');
+      const calls = existsSync(path.join(s.dir, 'calls')) ? readFileSync(path.join(s.dir, 'calls'), 'utf8').trim().split('\n') : [];
+      return { code, out: out.join('\n'), calls };
+    } finally {
+      delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
+    }
+  }
+
+  it('parses all, none, each and comma lists; an unknown mode is a usage error naming the valid ones', () => {
+    expect(parseEfaemuModes(undefined)).toEqual([{ label: 'all', modes: [...EFAEMU_MODES] }]);
+    expect(parseEfaemuModes('none')).toEqual([{ label: 'none', modes: [] }]);
+    expect(parseEfaemuModes('defer, place_order')).toEqual([{ label: 'place_order,defer', modes: ['place_order', 'defer'] }]);
+    const each = parseEfaemuModes('each');
+    expect(each.map((r) => r.label)).toEqual([...EFAEMU_MODES, 'all']);
+    expect(() => parseEfaemuModes('defer,reorder')).toThrow(/--efaemu-modes: unknown mode reorder/);
+    expect(modesEnv({ label: 'none', modes: [] })).toBe('none');
+  });
+
+  it('checks.sh knows the same modes, each with its environment, and refuses an unknown one', () => {
+    const sh = path.join(ROOT, 'native', 'efaemu', 'gpu', 'checks.sh');
+    const listed = execFileSync('bash', [sh, '--modes'], { encoding: 'utf8' }).trim().split('\n').map((l) => l.split('\t')[0]);
+    expect(listed).toEqual([...EFAEMU_MODES]);
+    const env = execFileSync('bash', [sh, '--modes-env', 'all'], { encoding: 'utf8' }).trim().split(' ');
+    expect(env.map((w) => w.split('=')[0]).sort()).toEqual(['EFAEMU_DUPLICATE', 'EFAEMU_PLACE_DEFER_US', 'EFAEMU_PLACE_ORDER', 'EFAEMU_SILENT_AFTER_ERROR', 'EFAEMU_WQE_SIZE']);
+    expect(execFileSync('bash', [sh, '--modes-env', 'none'], { encoding: 'utf8' }).trim()).toBe('');
+    expect(execFileSync('bash', [sh, '--modes-env', 'wqe128'], { encoding: 'utf8' }).trim()).toBe('EFAEMU_WQE_SIZE=128');
+    let e: { status?: number; stderr?: string } = {};
+    try {
+      execFileSync('bash', [sh, '--modes-env', 'defer,warp'], { encoding: 'utf8', stdio: 'pipe' });
+    } catch (x) {
+      e = x as typeof e;
+    }
+    expect(e.status).toBe(2);
+    expect(String(e.stderr)).toMatch(/EFAEMU_MODES: unknown mode 'warp'.*place_order, defer, duplicate, silent, wqe128/);
+  });
+
+  it('checks.sh runs the same checks, in the same order, as the table', () => {
+    const sh = path.join(ROOT, 'native', 'efaemu', 'gpu', 'checks.sh');
+    expect(execFileSync('bash', [sh, '--list'], { encoding: 'utf8' }).trim().split('\n')).toEqual(SELFTEST_CHECKS.map((c) => c.id));
+  });
+
+  it('default: one pass under every mode; the table says which modes each check ran under', async () => {
+    const w = workDir();
+    const r = await runWith(opts(w, { checks: ['nvshmem_perf', 'gda_kernel', 'deepep_ll', 'neg_no_quiet', 'normal_mode'] }));
+    expect(r.code).toBe(0);
+    expect(r.calls).toHaveLength(1);
+    expect(r.calls[0]).toMatch(/^place_order,defer,duplicate,silent,wqe128\|/);
+    expect(r.out).toMatch(/^gda_kernel\s+PASS\s+all\s+ok under place_order,defer,duplicate,silent,wqe128$/m);
+    expect(r.out).toMatch(/^nvshmem_perf\s+PASS\s+-\s+ok/m);
+    expect(r.out).toMatch(/^neg_no_quiet\s+PASS\s+place_order,defer vs none\s+ok/m);
+    expect(r.out).toMatch(/^normal_mode\s+PASS\s+all\s+ok/m);
+  });
+
+  it('each: one pass per mode and one with all; only the mode-taking checks run again; a row per check and run; own results dir per pass', async () => {
+    const w = workDir();
+    const r = await runWith(opts(w, { checks: ['nvshmem_perf', 'gda_kernel', 'deepep_ll', 'deepep_counters'], efaemuModes: 'each', json: true }));
+    expect(r.code).toBe(0);
+    expect(r.calls.map((c) => c.split('|')[0])).toEqual([...EFAEMU_MODES, 'place_order,defer,duplicate,silent,wqe128']);
+    expect(r.calls[0]!.split('|')[2]).toBe('nvshmem_perf gda_kernel deepep_ll deepep_counters');
+    for (const c of r.calls.slice(1)) expect(c.split('|')[2]).toBe('gda_kernel deepep_ll deepep_counters');
+    expect(new Set(r.calls.map((c) => c.split('|')[1])).size).toBe(6);
+    const doc = JSON.parse(r.out);
+    expect(doc.efaemuModes).toEqual([...EFAEMU_MODES, 'all']);
+    const gda = doc.checks.filter((c: { check: string }) => c.check === 'gda_kernel');
+    expect(gda.map((c: { modes: string }) => c.modes)).toEqual([...EFAEMU_MODES, 'all']);
+    expect(gda[1].evidence).toBe('ok under defer');
+    expect(doc.checks.filter((c: { check: string }) => c.check === 'nvshmem_perf')).toHaveLength(1);
+  });
+
+  it('a mode-taking check that fails in one run fails the selftest and says under which modes', async () => {
+    const w = workDir();
+    const dir = tmp();
+    const f = path.join(dir, 'checks.sh');
+    writeFileSync(f, `#!/usr/bin/env bash\nfor c in "$@"; do r=pass; [ "$EFAEMU_MODES" = duplicate ] && r=fail; printf 'RESULT\\t%s\\t%s\\tx\\n' "$c" "$r"; done\n`);
+    chmodSync(f, 0o755);
+    process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = f;
+    const out: string[] = [];
+    try {
+      const code = await selftestCommand(opts(w, { checks: ['gda_kernel'], efaemuModes: 'each' }), (x) => out.push(x), () => {}, host());
+      expect(code).toBe(1);
+    } finally {
+      delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
+    }
+    expect(out.join('\n')).toMatch(/^gda_kernel\s+FAIL\s+duplicate\s+x$/m);
+    expect(out.join('\n')).toMatch(/^gda_kernel\s+PASS\s+defer\s+x$/m);
+  });
+
+  it('--dry-run says what it would build and run per mode run, runs nothing, writes nothing', async () => {
+    const w = workDir();
+    const results = path.join(w.wd, 'dry');
+    const r = await runWith(opts(w, { checks: ['gda_kernel', 'll_pattern', 'deepep_shrink'], efaemuModes: 'defer,silent', results, dryRun: true, patternDir: undefined }));
+    expect(r.code).toBe(0);
+    expect(r.calls).toHaveLength(0);
+    const { existsSync } = await import('node:fs');
+    expect(existsSync(results)).toBe(false);
+    expect(r.out).toMatch(/^would build deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail against .* into .*\/dry\/patterns$/m);
+    expect(r.out).toMatch(/^would run: EFAEMU_MODES=defer,silent RESULTS=\S+\/dry bash \S+ gda_kernel deepep_shrink ll_pattern$/m);
+    const j = await runWith(opts(w, { checks: ['gda_kernel'], efaemuModes: 'each', results, dryRun: true, json: true }));
+    const doc = JSON.parse(j.out);
+    expect(doc.dryRun).toBe(true);
+    expect(doc.runs.map((x: { modes: string }) => x.modes)).toEqual([...EFAEMU_MODES, 'all']);
+    expect(existsSync(results)).toBe(false);
+  });
+
+  it('CLI: an unknown mode exits 2 with the valid ones; the dry run goes through the CLI', () => {
+    const r = cli(['selftest', '--efaemu-modes', 'sideways', '--work-dir', tmp()]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown mode sideways/);
+    expect(r.stderr).toMatch(/pass all, none, each, or a comma list of: place_order, defer, duplicate, silent, wqe128/);
+    const d = cli(['selftest', '--checks', 'fi_info', '--efaemu-modes', 'none', '--dry-run', '--work-dir', tmp()]);
+    expect(d.code).toBe(0);
+    expect(d.stdout).toMatch(/would (run|skip)/);
+  });
+
+  it('without the GDA device API the pattern checks are skipped with that reason; a --pattern-dir without the programs names them', async () => {
+    const noGda = await survey(opts(workDir({ deviceApi: false }), { patternDir: undefined }), host());
+    expect(noGda.missing.pattern).toMatch(/has no GDA device API/);
+    const empty = tmp();
+    const s = await survey(opts(workDir(), { patternDir: empty }), host());
+    expect(s.missing.pattern).toBe(`--pattern-dir ${empty} lacks deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail (build them with bench/efaemu/build-gpu-programs.sh)`);
   });
 });

@@ -4,6 +4,13 @@
 #
 #   checks.sh CHECK...            run the named checks (all: every check, in order)
 #   checks.sh --list              the checks, one a line
+#   checks.sh --modes             the unkind efaemu modes (issue 21): name<TAB>environment<TAB>what it models
+#   checks.sh --modes-env LIST    the environment words of LIST (all, none, or a comma list of mode names)
+#
+# EFAEMU_MODES (all, none = default, or a comma list of --modes' names) turns those modes on for the checks that
+# take them: gda_kernel, gda_rails, deepep_ll, deepep_rails, deepep_counters, deepep_pressure, ll_pattern, and
+# normal_mode (which always adds defer). The negative controls and the bound checks set their own modes. Each
+# mode's value can be changed: PLACE_ORDER, PLACE_DEFER_US, DUPLICATE.
 #
 # Every process sees only its own GPU (CUDA_VISIBLE_DEVICES), so NVLink cannot carry anything; NVLink
 # multicast stays off (NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1, a rule of
@@ -16,6 +23,9 @@
 #   LIBFABRIC_HOME  libfabric >= 2.3.0 (lib/, bin/fi_info, bin/fi_rdm_pingpong, bin/fi_rma_bw)
 #   NVSHMEM_HOME    the NVSHMEM install of the build under test
 #   PE_TEST         gpu/pe_test.cu built against NVSHMEM_HOME (with the GDA device API)
+#   PATTERN_DIR     gpu/deepep_pattern.cu built against NVSHMEM_HOME: deepep_pattern, and the negative controls
+#                   deepep_pattern_no_quiet, deepep_pattern_other_rail (bench/efaemu/build-gpu-programs.sh)
+#   GDA_TIMEOUT_MS  NVSHMEM_EFA_GDA_TIMEOUT_MS of the bound checks (default 3000)
 #   DEEPEP_DIR      DeepEP built in place by nvshmem-efa (deep_ep_cpp*.so, tests/); optional
 #   RESULTS         where logs and efaemu statistics go
 #   CHECK_TIMEOUT   seconds a pair of processes may take (default 240); PRESSURE_SECONDS bounds --pressure-test
@@ -25,9 +35,53 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_rails deepep_counters deepep_shrink deepep_pressure
-  neg_fail_injection neg_wrong_provider)
+  ll_pattern normal_mode neg_fail_injection neg_wrong_provider neg_no_quiet neg_signal_other_rail neg_ignore_error silent_bound
+  deepep_silent_bound)
+
+# The unkind modes of efaemu (native/efaemu/README.md says what each models; issue 21). The defaults keep a DeepEP run
+# inside a check's bound: a window of 16 held writes, 20-400 us between the completion and the bytes, 1% of writes
+# placed again within 200 us.
+MODE_NAMES=(place_order defer duplicate silent wqe128)
+mode_env() {
+  case $1 in
+    place_order) echo "EFAEMU_PLACE_ORDER=${PLACE_ORDER:-random:7:16}" ;;
+    defer) echo "EFAEMU_PLACE_DEFER_US=${PLACE_DEFER_US:-20-400}" ;;
+    duplicate) echo "EFAEMU_DUPLICATE=${DUPLICATE:-0.01:200}" ;;
+    silent) echo "EFAEMU_SILENT_AFTER_ERROR=1" ;;
+    wqe128) echo "EFAEMU_WQE_SIZE=128" ;;
+    *) return 1 ;;
+  esac
+}
+mode_models() {
+  case $1 in
+    place_order) echo "writes of one initiator to one target placed in a random order within a window (SRD is unordered)" ;;
+    defer) echo "the completion comes when the target NIC has the data; the bytes land later, FIFO per target NIC" ;;
+    duplicate) echo "a write's bytes placed once more after its completion (delivered-once is not promised)" ;;
+    silent) echo "after a QP error the queue completes nothing more until destroyed" ;;
+    wqe128) echo "an efa-direct device with 128-byte WQEs" ;;
+  esac
+}
+# modes_env LIST: the environment words of LIST (all, none or empty, or a comma list); exit 2 naming a bad mode.
+modes_env() {
+  local list=$1 m words=()
+  [ "$list" = all ] && list=$(IFS=,; echo "${MODE_NAMES[*]}")
+  [ "$list" = none ] && list=
+  for m in ${list//,/ }; do
+    if ! mode_env "$m" >/dev/null; then
+      echo "checks.sh: EFAEMU_MODES: unknown mode '$m'; use all, none, or a comma list of: $(IFS=,; echo "${MODE_NAMES[*]}" | sed 's/,/, /g')" >&2
+      exit 2
+    fi
+    words+=("$(mode_env "$m")")
+  done
+  echo "${words[*]}"
+}
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
+if [ "${1:-}" = --modes ]; then for m in "${MODE_NAMES[@]}"; do printf '%s\t%s\t%s\n' "$m" "$(mode_env "$m")" "$(mode_models "$m")"; done; exit 0; fi
+if [ "${1:-}" = --modes-env ]; then modes_env "${2:-}"; exit 0; fi
+# Validated before anything starts: a typo in EFAEMU_MODES is an error, never a run without the modes.
+MODES_ENV=$(modes_env "${EFAEMU_MODES:-none}") || exit 2
+MODES_LABEL=${EFAEMU_MODES:-none}
 [ $# -gt 0 ] || { echo "usage: checks.sh CHECK...|all|--list" >&2; exit 2; }
 
 if [ -z "${EFAEMU_SYSFS_NS:-}" ]; then
@@ -44,6 +98,8 @@ T=${CHECK_TIMEOUT:-240}
 PY=${PYTHON:-python3}
 
 result() { printf 'RESULT\t%s\t%s\t%s\n' "$1" "$2" "$3"; }
+# The end of a mode-taking check's evidence: which modes it ran under.
+modes_note() { [ -n "$MODES_ENV" ] && echo "; efaemu modes $MODES_LABEL: $MODES_ENV"; }
 need() {  # need CHECK VAR...: skip the check when an input is missing
   local c=$1; shift
   for v in "$@"; do
@@ -186,7 +242,7 @@ check_gda_kernel() {
   need gda_kernel PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   rm -f "$RESULTS/uid-gda"
   local owned=${GDA_OWNED:-8}
-  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8}" -- \
+  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" --owned "$owned" gda
   local logs="$RESULTS/gda_kernel.pe0.log $RESULTS/gda_kernel.pe1.log"
   local active fails ooo gb
@@ -194,9 +250,9 @@ check_gda_kernel() {
   fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
   ooo=$(estat gda_kernel faults.gda_cqe_out_of_order); gb=$(estat gda_kernel paths.gda.write.bytes)
   if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ]; then
-    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
+    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s$(modes_note)"
   else
-    result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} (gda_kernel.pe*.log)"
+    result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} (gda_kernel.pe*.log)$(modes_note)"
   fi
 }
 
@@ -239,7 +295,7 @@ check_gda_rails() {
   need gda_rails PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   two_nics_per_pe gda_rails || return
   rm -f "$RESULTS/uid-rails"
-  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8}" -- \
+  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" -- \
     "${RAILS_WRAP[@]}" "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
   local logs="$RESULTS/gda_rails.pe0.log $RESULTS/gda_rails.pe1.log"
   local on2 rails fails ooo n0 n1 wqes
@@ -253,11 +309,11 @@ check_gda_rails() {
   n0=$(estat gda_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat gda_rails per_nic.efaemu1.gda.write.bytes)
   wqes=$(grep -h 'RESULT gda_rail_wqes' "$RESULTS/gda_rails.pe0.log" | awk '{print $NF}')
   if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$on2" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ] && [ "$n0" -gt 0 ] && [ "$n1" -gt 0 ]; then
-    result gda_rails pass "GDA active on 2 rails on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_rails.pe0.log" | sed 's/.*gda_status //' | cut -c1-70)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; WQEs per rail on PE 0 ${wqes:-?}; GDA bytes written per NIC: efaemu0 $n0, efaemu1 $n1; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s"
+    result gda_rails pass "GDA active on 2 rails on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_rails.pe0.log" | sed 's/.*gda_status //' | cut -c1-70)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; WQEs per rail on PE 0 ${wqes:-?}; GDA bytes written per NIC: efaemu0 $n0, efaemu1 $n1; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s$(modes_note)"
   elif [ -n "$rails" ] && ! echo "$rails" | grep -q 2 && grep -qh 'gda_status EFA GDA active on 1 rail (' $logs; then
     result gda_rails skip "NVSHMEM handed GDA one NIC per PE (rails $rails): a single-rail libfabric transport (NVSHMEM 3.3 .. 3.5) always does; gda_rails needs the multi-rail build (3.6+); with it, NVSHMEM_DEBUG=INFO shows which NICs it chose"
   else
-    result gda_rails fail "rc $RC0/$RC1, rails $rails, 2 rails on $on2 PE(s), GDA bytes per NIC efaemu0 $n0 efaemu1 $n1 (both must carry traffic), out-of-order CQEs $ooo; ${fails:-} (gda_rails.pe*.log)"
+    result gda_rails fail "rc $RC0/$RC1, rails $rails, 2 rails on $on2 PE(s), GDA bytes per NIC efaemu0 $n0 efaemu1 $n1 (both must carry traffic), out-of-order CQEs $ooo; ${fails:-} (gda_rails.pe*.log)$(modes_note)"
   fi
 }
 
@@ -281,16 +337,16 @@ deepep_tail() { grep -hE "$FAILURE_RE|Error|failed|FAIL" "$RESULTS/$1.pe0.log" "
 
 check_deepep_ll() {
   need deepep_ll DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
-  deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   local gda rdm_gpu ooo bw
   gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
   local sig rdm_ops
   sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
   if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
-    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw"
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw$(modes_note)"
   else
-    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)"
+    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)$(modes_note)"
   fi
 }
 
@@ -301,7 +357,7 @@ check_deepep_rails() {
   need deepep_rails DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   two_nics_per_pe deepep_rails || return
   DEEPEP_WRAP=("${RAILS_WRAP[@]}")
-  deepep_pair deepep_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  deepep_pair deepep_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   DEEPEP_WRAP=()
   # The shim says which path it takes on PE 0 only; that every PE used both rails is read from each process's own
   # statistics (per_nic: the local NIC that carried each write).
@@ -317,16 +373,16 @@ print(sum(1 for f in files if all(nic(json.load(open(f)), n) > 0 for n in ('efae
 PYEOF
 )
   if deepep_ok deepep_rails && [ "$said" -ge 1 ] && [ "$both" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
-    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s"
+    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s$(modes_note)"
   else
-    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)"
+    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)$(modes_note)"
   fi
 }
 
 check_deepep_counters() {  # the same test with GDA off: the RDM path must carry the same payload bytes
   need deepep_counters DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
-  deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8}" ${DEEPEP_ARGS:-}
+  deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   # Payload = writes of more than 8 bytes: with GDA on the shim's signals (and credit returns) are GDA writes of
   # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable.
   local on on_small off off_small gda_off
@@ -335,9 +391,9 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   gda_off=$(estat deepep_counters paths.gda.write.ops)
   local on_payload=$((on - on_small)) off_payload=$((off - off_small))
   if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
-    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops"
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(modes_note)"
   else
-    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)"
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)$(modes_note)"
   fi
 }
 
@@ -364,15 +420,15 @@ check_deepep_shrink() {
 check_deepep_pressure() {  # endless by design: bounded in time; passes when repeats of a seed matched its hash
   need deepep_pressure DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   local bound=${PRESSURE_SECONDS:-45}
-  CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_pressure "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8}" --pressure-test \
+  CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_pressure "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" --pressure-test \
     ${PRESSURE_ARGS:---num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 8}
   local log="$RESULTS/deepep_pressure.pe0.log" runs seeds
   runs=$(grep -c 'Dispatch + combine bandwidth' "$log"); seeds=$(grep -c 'Testing with seed' "$log")
   # test_main runs once, then per seed once for the reference hash and 20 times against it.
   if ! grep -qE "$FAILURE_RE" "$RESULTS/deepep_pressure.pe0.log" "$RESULTS/deepep_pressure.pe1.log" && [ "$runs" -ge 3 ] && [ "$seeds" -ge 1 ]; then
-    result deepep_pressure pass "--pressure-test bounded to ${bound}s: $runs test_main runs, $((runs - 1 - seeds)) repeats matched their seed's reference hash, $seeds seed(s) started, no error; stopped by the bound (rc $RC0/$RC1)"
+    result deepep_pressure pass "--pressure-test bounded to ${bound}s: $runs test_main runs, $((runs - 1 - seeds)) repeats matched their seed's reference hash, $seeds seed(s) started, no error; stopped by the bound (rc $RC0/$RC1)$(modes_note)"
   else
-    result deepep_pressure fail "$runs test_main runs, $seeds seeds in ${bound}s; rc $RC0/$RC1; $(deepep_tail deepep_pressure)"
+    result deepep_pressure fail "$runs test_main runs, $seeds seeds in ${bound}s; rc $RC0/$RC1; $(deepep_tail deepep_pressure)$(modes_note)"
   fi
 }
 
@@ -422,6 +478,140 @@ check_neg_wrong_provider() {
     result neg_wrong_provider pass "FI_PROVIDER=${WRONG_PROVIDER:-efa_wrong}: NVSHMEM init failed on both PEs in ${ELAPSED}s (rc $RC0/$RC1); NVSHMEM said: ${why:-(nothing matched)}"
   else
     result neg_wrong_provider fail "FI_PROVIDER=${WRONG_PROVIDER:-efa_wrong}: rc $RC0/$RC1 after ${ELAPSED}s; ${why:-}"
+  fi
+}
+
+# ---- issue 21: the shim's protocols under the modes, negative controls, bounded waits ----------------------------
+# pattern_pair NAME EXTRA_ENV PROGRAM MODE [ARGS...]: deepep_pattern (PATTERN_DIR/PROGRAM) on both PEs, GDA on; the
+# "${PATTERN_WRAP[@]}" array (RAILS_WRAP for 2 rails) goes before it.
+PATTERN_WRAP=()
+pattern_pair() {
+  local name=$1 extra=$2 prog=$3; shift 3
+  rm -f "$RESULTS/uid-$name"
+  run_pair "$name" "NVSHMEM_EFA_GDA_ENABLE=1 $extra" -- "${PATTERN_WRAP[@]}" "$PATTERN_DIR/$prog" --rank @R@ --uid-file "$RESULTS/uid-$name" \
+    --wait-s "${PATTERN_WAIT_S:-20}" "$@"
+}
+pattern_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qh ' FAIL ' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
+pattern_why() { grep -h ' FAIL \|nvshmem-efa: EFA GDA' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -2 | cut -c1-220 | paste -sd';' -; }
+signals_path() { grep -h -m1 -o 'low-latency signals [^;]*' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" 2>/dev/null | head -1 | cut -c1-120; }
+
+check_ll_pattern() {  # the product's shim under the run's modes: every token there when its count arrives
+  need ll_pattern PATTERN_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  pattern_pair ll_pattern "$MODES_ENV" deepep_pattern ll
+  if pattern_ok ll_pattern && grep -q 'shim_build product' "$RESULTS/ll_pattern.pe0.log"; then
+    result ll_pattern pass "$(grep -h -m1 'ok ll_pattern' "$RESULTS/ll_pattern.pe1.log" | sed 's/.*ok //'); $(signals_path ll_pattern); ${ELAPSED}s$(modes_note)"
+  else
+    result ll_pattern fail "rc $RC0/$RC1; $(pattern_why ll_pattern)$(modes_note)"
+  fi
+}
+
+check_normal_mode() {  # DeepEP normal mode: GDA chunks, then the tail by NVSHMEM's proxy atomic, under deferred placement
+  need normal_mode PATTERN_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local env=$MODES_ENV label=$MODES_LABEL
+  case " $env " in *EFAEMU_PLACE_DEFER_US=*) ;; *) env="$env $(mode_env defer)"; label="defer${MODES_ENV:+,$MODES_LABEL}" ;; esac
+  pattern_pair normal_mode "$env" deepep_pattern normal
+  if pattern_ok normal_mode; then
+    result normal_mode pass "$(grep -h -m1 'ok normal_mode: every' "$RESULTS"/normal_mode.pe*.log | sed 's/.*ok //'); ${ELAPSED}s; efaemu modes $label: $env"
+  else
+    result normal_mode fail "rc $RC0/$RC1; $(pattern_why normal_mode); efaemu modes $label: $env (a tail that overtakes its chunks: the proxy's add is another requester than the NIC that placed them)"
+  fi
+}
+
+# neg_control NAME PROGRAM MODES_LIST BASE_ENV [ARGS...]: the switched build once under the modes (must fail: caught)
+# and once without them (must pass: the failure is the modes' doing), both with BASE_ENV. The program must say it is
+# the switched build (its shim_build line), or the control proves nothing.
+neg_control() {
+  local name=$1 prog=$2 list=$3 base=$4; shift 4
+  local under; under=$(modes_env "$list")
+  pattern_pair "$name.modes" "$base $under" "$prog" ll "$@"
+  local rc_m="$RC0/$RC1" why_m caught=0 switched plain=0
+  why_m=$(pattern_why "$name.modes")
+  pattern_ok "$name.modes" || caught=1
+  switched=$(grep -h -m1 'RESULT shim_build' "$RESULTS/$name.modes.pe0.log" | sed 's/.*shim_build //' | cut -c1-60)
+  pattern_pair "$name.plain" "$base" "$prog" ll "$@"
+  pattern_ok "$name.plain" && plain=1
+  if [ "$switched" = product ] || [ -z "$switched" ]; then
+    result "$name" fail "$PATTERN_DIR/$prog is not the negative-control build (shim_build: ${switched:-none}); rebuild it with its switch"
+  elif [ "$caught" = 1 ] && [ "$plain" = 1 ]; then
+    result "$name" pass "caught under modes $list (rc $rc_m: ${why_m:-failed}); passes without ($(signals_path "$name.plain")); build: $switched"
+  elif [ "$caught" = 0 ]; then
+    result "$name" fail "not caught under modes $list ($under): the modes prove nothing against this broken client; without them it $([ $plain = 1 ] && echo passes || echo fails)"
+  else
+    result "$name" fail "caught under modes $list, but fails without them too (rc $RC0/$RC1: $(pattern_why "$name.plain")): the failure is not the modes' doing"
+  fi
+}
+
+check_neg_no_quiet() {
+  need neg_no_quiet PATTERN_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  neg_control neg_no_quiet deepep_pattern_no_quiet "${NEG_NO_QUIET_MODES:-place_order,defer}" ""
+}
+
+check_neg_signal_other_rail() {  # needs 2 rails per PE: the gda_rails namespaces
+  need neg_signal_other_rail PATTERN_DIR NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  two_nics_per_pe neg_signal_other_rail || return
+  PATTERN_WRAP=("${RAILS_WRAP[@]}")
+  neg_control neg_signal_other_rail deepep_pattern_other_rail "${NEG_OTHER_RAIL_MODES:-defer}" "$RAILS_ENV" --rails 2
+  PATTERN_WRAP=()
+}
+
+check_neg_ignore_error() {  # pe_test ignore_error: a kernel that ignores a failed completion and reports success
+  need neg_ignore_error PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local inject="EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda"
+  rm -f "$RESULTS/uid-ign-m" "$RESULTS/uid-ign-p"
+  CHECK_TIMEOUT=120 T=120 run_pair neg_ignore_error.modes "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=${GDA_TIMEOUT_MS:-3000} $inject" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-ign-m" ignore_error
+  local rc_m="$RC0/$RC1" caught=0 why
+  why=$(grep -h ' FAIL ignore_error' "$RESULTS"/neg_ignore_error.modes.pe1.log | head -1 | cut -c1-180)
+  [ "$RC1" != 0 ] && [ -n "$why" ] && caught=1
+  CHECK_TIMEOUT=120 T=120 run_pair neg_ignore_error.plain "NVSHMEM_EFA_GDA_ENABLE=1" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-ign-p" ignore_error
+  if [ "$caught" = 1 ] && [ "$RC0" = 0 ] && [ "$RC1" = 0 ]; then
+    result neg_ignore_error pass "caught under $inject (rc $rc_m; PE 0's kernel reported success, PE 1: $why); passes without"
+  else
+    result neg_ignore_error fail "under $inject: rc $rc_m, PE 1 ${why:-found nothing wrong}; without: rc $RC0/$RC1 (caught needs PE 1 to fail under injection and both to pass without)"
+  fi
+}
+
+TRAP_RE='nvshmem-efa: EFA GDA '
+# silent_bound: the GDA kernel test with failures injected and the queue silent after its error: every process must
+# end by itself (not killed by the harness) within NVSHMEM_EFA_GDA_TIMEOUT_MS of its kernels starting (plus SLACK_S for
+# reporting and exit), with the product's trap message or its error report.
+check_silent_bound() {
+  need silent_bound PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  local ms=${GDA_TIMEOUT_MS:-3000} slack=${SLACK_S:-10}
+  rm -f "$RESULTS/uid-silent"
+  local before; before=$(date +%s)
+  CHECK_TIMEOUT=120 T=120 run_pair silent_bound "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" -- \
+    "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-silent" gda
+  local end=$((before + ELAPSED)) start trap0 trap1 took
+  start=$(grep -h -m1 'RESULT kernel_start_unix' "$RESULTS/silent_bound.pe0.log" | awk '{print int($NF)}')
+  took=$(( end - ${start:-$before} ))
+  trap0=$(grep -h -m1 "$TRAP_RE" "$RESULTS/silent_bound.pe0.log" | cut -c1-160)
+  trap1=$(grep -h -m1 "$TRAP_RE\| FAIL " "$RESULTS/silent_bound.pe1.log" | cut -c1-160)
+  if [ -n "$start" ] && [ "$RC0" != 0 ] && [ "$RC1" != 0 ] && [ "${RC0#killed}" = "$RC0" ] && [ "${RC1#killed}" = "$RC1" ] &&
+     [ "$took" -le $(( ms / 1000 + slack )) ] && [ -n "$trap0" ]; then
+    result silent_bound pass "both PEs ended by themselves ${took}s after the kernels started (bound ${ms} ms + ${slack}s; rc $RC0/$RC1); PE 0: $trap0; PE 1: ${trap1:-exit $RC1}"
+  else
+    result silent_bound fail "rc $RC0/$RC1, ${took}s after the kernels started (bound ${ms} ms + ${slack}s); PE 0 trap: ${trap0:-none}; PE 1: ${trap1:-nothing}"
+  fi
+}
+
+# deepep_silent_bound: DeepEP's low-latency test, GDA on, failures injected on the GDA path of both PEs, queues silent
+# after their error: every process ends by itself within DEEPEP_START_S (torch, NVSHMEM init) + the bound, with the
+# shim's trap message.
+check_deepep_silent_bound() {
+  need deepep_silent_bound DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
+  local ms=${GDA_TIMEOUT_MS:-3000} start_s=${DEEPEP_START_S:-60}
+  CHECK_TIMEOUT=$((start_s + ms / 1000 + 60)) T=$((start_s + ms / 1000 + 60)) deepep_pair deepep_silent_bound \
+    "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${DEEPEP_FAIL_EVERY:-5000} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" \
+    ${DEEPEP_ARGS:-}
+  local t0 t1
+  t0=$(grep -h -m1 "$TRAP_RE" "$RESULTS/deepep_silent_bound.pe0.log" | cut -c1-160)
+  t1=$(grep -h -m1 "$TRAP_RE" "$RESULTS/deepep_silent_bound.pe1.log" | cut -c1-160)
+  if [ "$RC0" != 0 ] && [ "$RC1" != 0 ] && [ "${RC0#killed}" = "$RC0" ] && [ "${RC1#killed}" = "$RC1" ] && [ "$RC0" != 124 ] && [ "$RC1" != 124 ] &&
+     [ "$ELAPSED" -le $((start_s + ms / 1000 + 10)) ] && [ -n "$t0" ] && [ -n "$t1" ]; then
+    result deepep_silent_bound pass "both PEs ended by themselves in ${ELAPSED}s (start-up allowance ${start_s}s + bound ${ms} ms; rc $RC0/$RC1), each with the trap message: PE 0: $t0; PE 1: $t1"
+  else
+    result deepep_silent_bound fail "rc $RC0/$RC1 in ${ELAPSED}s (allowance ${start_s}s + ${ms} ms); trap message on PE 0: ${t0:-none}; PE 1: ${t1:-none}; $(deepep_tail deepep_silent_bound)"
   fi
 }
 

@@ -16,7 +16,12 @@
 //   MODE lazy   PE 0 launches a kernel for the first time while another kernel waits for PE 1's atomic add (which
 //               over efaemu needs CUDA calls of the emulator and softgdr in PE 0's process): how long the launch took
 //               and whether the add arrived meanwhile (it cannot under lazy module loading; CUDA_MODULE_LOADING=EAGER)
+//   MODE ignore_error  the negative control of a kernel that ignores NIC errors: PE 0 puts 1024 x 4 KiB to PE 1 and
+//               quiets, ignoring every return value, then announces the data with an NVSHMEM atomic and reports
+//               success; PE 1 checks every byte. Passes without injected failures; EFAEMU_FAIL_EVERY must make PE 1 fail
 //   MODE init   init, print the GDA status, finalize (negative controls)
+// The target's waits in gda and ignore_error are bounded by NVSHMEM_EFA_GDA_TIMEOUT_MS when it is set (the product's
+// own bound, so that under EFAEMU_SILENT_AFTER_ERROR every process ends within it), else 60 s.
 // Lines: "PE<r> ok <check> [: evidence]" / "PE<r> FAIL <check>: why" / "PE<r> RESULT <name> <value>". Exit 0 when
 // every check of this PE passed.
 #include <cuda_runtime.h>
@@ -83,6 +88,20 @@ double now_s() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double wall_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// How long the test's own waits for a peer last: the product's bound when it is set, so that a check of that
+// bound sees every process end within it (the target's waits are this test's, not the product's).
+uint64_t wait_bound_ns() {
+    const char *v = getenv("NVSHMEM_EFA_GDA_TIMEOUT_MS");
+    const long long ms = v ? atoll(v) : 0;
+    return ms > 0 ? (uint64_t)ms * 1000000ull : 60ull * 1000000000ull;
 }
 
 // PE 0 writes the unique id (temp file + rename), PE 1 waits for it.
@@ -425,7 +444,7 @@ __global__ void gda_owned(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, Res
 }
 #endif
 
-__global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r) {
+__global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag, Result *r, uint64_t wait_ns) {
     if (threadIdx.x != 0) return;
     // Immediates: take all, in order of arrival; each carries its index.
     int got = 0, err = 0;
@@ -441,14 +460,20 @@ __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, in
             seen_sum += imm - 0x5000;
             got++;
         }
-        if (efa_gda_now_ns() - start > 60ull * 1000000000ull) err = 0x7002;  // fail loudly, never hang
+        if (efa_gda_now_ns() - start > wait_ns) err = 0x7002;  // fail loudly, never hang
     }
     if (!err && seen_sum != (unsigned)(kImms * (kImms - 1) / 2)) err = 0x7003;
     r->imm = err;
     // Quiet rounds: as soon as the flag says round i landed, its data must be there.
     unsigned long long bad = 0;
     for (int i = 0; i < kQuietRounds; i++) {
-        nvshmem_int_wait_until(flag, NVSHMEM_CMP_GE, i + 1);
+        const uint64_t t0 = efa_gda_now_ns();
+        while (*(volatile int *)flag < i + 1 && efa_gda_now_ns() - t0 < wait_ns) {
+        }
+        if (*(volatile int *)flag < i + 1) {  // the flag never came: counted as every sampled byte missing
+            bad += kQuietRounds - i;
+            break;
+        }
         const uint8_t *p = base + kQuiet + (i % 2) * kQuietLen;
         for (uint64_t k = 0; k < kQuietLen; k += 1021) bad += p[k] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + k);
         bad += p[kQuietLen - 1] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + kQuietLen - 1);
@@ -530,8 +555,9 @@ int gda() {
     CUDA_OK(cudaDeviceSynchronize());
     nvshmem_barrier_all();
     const double t0 = now_s();
+    line("RESULT", fmt("kernel_start_unix %.3f", wall_s()));
     if (g_rank == 0) gda_initiator<<<1, 32 * kWarpCount>>>(s, base, flag, r);
-    else gda_target<<<1, 32>>>(s, base, flag, r);
+    else gda_target<<<1, 32>>>(s, base, flag, r, wait_bound_ns());
     cudaError_t ke = cudaDeviceSynchronize();
 #if NVSHMEMX_EFA_GDA_ABI_VERSION >= 6
     if (g_owned && g_rank == 0 && ke == cudaSuccess) {
@@ -642,6 +668,60 @@ int gda() {
     nvshmem_free(base);
     return 0;
 }
+
+// ---- ignore_error: a kernel that ignores NIC errors (a negative control) ---------------------------------------
+constexpr int kIgnorePuts = 1024;
+__global__ void ignore_error_kernel(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *flag) {
+    if (threadIdx.x != 0) return;
+    // The bug under test: every return value is dropped, so a failed completion goes unnoticed.
+    for (int i = 0; i < kIgnorePuts; i++) {
+        (void)efa_gda_put_nbi(s, base + kQuiet + (uint64_t)i * 4096, base + kSrc + (uint64_t)i * 4096, 4096, 1);
+        if (i % 64 == 63) (void)efa_gda_quiet(s);
+    }
+    (void)efa_gda_quiet(s);
+    nvshmem_fence();
+    nvshmem_int_atomic_add(flag, 1, 1);
+    nvshmem_quiet();
+}
+
+int ignore_error() {
+    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
+    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
+    if (!s) {
+        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL: " + gda_status());
+        _exit(1);
+    }
+    auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
+    auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
+    CUDA_OK(cudaMemset(base + 8 * M, 0, kSpan - 8 * M));
+    fill<<<132, 256>>>(base, 8 * M, g_rank);
+    CUDA_OK(cudaDeviceSynchronize());
+    nvshmem_barrier_all();
+    if (g_rank == 0) {
+        ignore_error_kernel<<<1, 32>>>(s, base, flag);
+        const cudaError_t ke = cudaDeviceSynchronize();
+        expect(ke == cudaSuccess, fmt("ignore_error: the kernel put %d x 4 KiB, ignored every return value and reported success", kIgnorePuts),
+               cudaGetErrorString(ke));
+    } else {
+        int *seen;
+        unsigned long long *waited;
+        CUDA_OK(cudaMalloc(&seen, sizeof(int)));
+        CUDA_OK(cudaMalloc(&waited, sizeof *waited));
+        wait_flag<<<1, 1>>>(flag, 1, wait_bound_ns() / 1e9, seen, waited);
+        int h_seen = 0;
+        CUDA_OK(cudaMemcpy(&h_seen, seen, sizeof h_seen, cudaMemcpyDeviceToHost));
+        const uint64_t bad = h_seen ? bad_bytes(base + kQuiet, (uint64_t)kIgnorePuts * 4096, 0, kSrc) : 0;
+        expect(h_seen && bad == 0, "ignore_error: every byte PE 0's kernel said it sent landed",
+               h_seen ? fmt("%llu of %d bytes missing: the kernel reported success over a NIC error", (unsigned long long)bad, kIgnorePuts * 4096)
+                      : std::string("PE 0's announcement never came"));
+    }
+    if (g_failures) {
+        line("RESULT", fmt("failures %d", g_failures));
+        _exit(1);
+    }
+    return 0;
+}
 #endif
 
 }  // namespace
@@ -656,7 +736,7 @@ int main(int argc, char **argv) {
         else mode = argv[i];
     }
     if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
-        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] [--owned N] perf|lazy|gda|init\n");
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] [--owned N] perf|lazy|gda|ignore_error|init\n");
         return 2;
     }
     int dev = -1;
@@ -672,6 +752,7 @@ int main(int argc, char **argv) {
     else if (m == "lazy") lazy();
 #ifdef PE_TEST_GDA
     else if (m == "gda") gda();
+    else if (m == "ignore_error") ignore_error();
 #endif
     else if (m == "init") line("RESULT", "gda_status " + gda_status());
     else fail("mode", m + " is not built into this pe_test");

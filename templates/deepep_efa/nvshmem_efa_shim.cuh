@@ -314,6 +314,13 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
 // Out of line (one copy per translation unit, internal linkage under -rdc): the quiet waits anyway and the
 // failure report only runs on failure. Inlined into every DeepEP kernel instantiation, the GDA code took
 // internode_ll.cu from 21 s to 73 s to compile on a 2-core host (47 s with these two out of line).
+// What NVSHMEM (its CPU proxy, another requester than the NIC) sends after GDA payload to pe must not overtake it at
+// pe: the quiet says the payload is queued towards pe's PCIe, a read through each rail's NIC says it landed
+// (efa_gda_flush). Found by efaemu's EFAEMU_PLACE_DEFER_US: without it the proxy's count or tail add overtook the
+// tokens and chunks it announced (ll_pattern with signals through NVSHMEM, normal_mode).
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_flush_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
+    efa_gda_check_quiet(gda, efa_gda_quiet_flush(gda, pe), "quiet and flush", pe);
+}
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
     efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
 }
@@ -397,7 +404,7 @@ __device__ __forceinline__ void nvshmem_efa_shim_order_before_signal(int pe) {
     nvshmem_efa_shim::mark_proxy_used();
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda)
-        nvshmem_efa_shim_gda_quiet_checked(gda, pe);
+        nvshmem_efa_shim_gda_quiet_flush_checked(gda, pe);
 #endif
     (void)pe;
     nvshmem_fence();

@@ -60,6 +60,40 @@ EFA_GDA_DEV int efa_gda_quiet_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t 
 }
 
 
+/* Before data GDA placed at pe is announced by another requester than its NIC (an NVSHMEM proxy operation, which
+ * the target's CPU applies; normal mode's tail add; a low-latency signal sent through NVSHMEM): a completion says
+ * only that the write is queued towards the target's PCIe (NCCL gin_efa_gda.h, putImplMode), so the CPU's store
+ * could overtake it. An RDMA read through the same NIC cannot: a read does not pass the NIC's earlier posted
+ * writes. So, after a quiet, read 8 bytes of pe's credit word on every rail (each rail is another NIC at pe) and
+ * wait for each read. The credit lock keeps this read from racing a credit refresh for the landing word; a
+ * refresh already running may have been issued before our quiet, so we wait for it and read anew. Bounded by
+ * timeout_ns like every wait. Returns the first error. */
+EFA_GDA_DEV int efa_gda_flush(nvshmemx_efa_gda_device_state_t *s, int pe) {
+    if (pe < 0 || pe >= s->n_pes) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
+    const uint32_t n = efa_gda_ro(&s->n_rails);
+    efa_gda_bound b = efa_gda_bound_of(efa_gda_ro(&s->timeout_ns));
+    for (uint32_t r = 0; r < n && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++) {
+        nvshmemx_efa_gda_rail_t *rl = &s->rail[r];
+        nvshmemx_efa_gda_credits_t *c = rl->credits;
+        if (!c) return NVSHMEMX_EFA_GDA_ERR_NO_CREDITS;
+        while (atomicCAS(&c->lock[pe], 0u, 1u) != 0u) {
+            if (efa_gda_expired(b)) return NVSHMEMX_EFA_GDA_ERR_TIMEOUT;
+            EFA_GDA_SPIN_PAUSE();
+        }
+        const int err = efa_gda_refresh_credits(s, rl, pe);
+        __threadfence();
+        atomicExch(&c->lock[pe], 0u);
+        if (err) return err;
+    }
+    return NVSHMEMX_EFA_GDA_OK;
+}
+
+/* A quiet, then efa_gda_flush to pe: what must precede announcing GDA data at pe through NVSHMEM. */
+EFA_GDA_DEV int efa_gda_quiet_flush(nvshmemx_efa_gda_device_state_t *s, int pe) {
+    const int err = efa_gda_quiet(s);
+    return err ? err : efa_gda_flush(s, pe);
+}
+
 /* The signal of a payload: waits until every WQE reserved before the call completed on every rail (the
  * caller's payload, whichever rails it took, and any other thread's posts reserved earlier: never fewer than
  * the payload), then posts the write of value on the policy's rail. Payload posted by other threads is

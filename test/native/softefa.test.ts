@@ -137,7 +137,7 @@ describe('software EFA (CPU)', () => {
       // NVSHMEM_EFA_SHIM_SIGNALS=proxy as well.
       "2 rails, signals over GDA: the experts spread over both rails, every count waits for its tokens' rail; no NVSHMEM call; every count finds its tokens in place (rail 0 random:7:8, rail 1 random:7:8)",
       "2 rails, signals over GDA: the experts spread over both rails, every count waits for its tokens' rail; no NVSHMEM call; every count finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)",
-      '2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed on both rails (random:7:8)',
+      '2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed and was flushed on both rails (random:7:8)',
       // ...the run-time switch to the proxy baseline, GDA off, and normal mode's adds, which stay on NVSHMEM.
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',

@@ -411,12 +411,14 @@ __global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base,
         int ge = efa_gda_get_nbi(s, base + kGetDst, base + kSrc + 4 * M, M, 1);
         if (!ge) ge = efa_gda_quiet(s);
         r->get = ge;
-        // quiet orders data before an announcement that takes another path (NVSHMEM's atomic via its proxy), as
-        // DeepEP does: the target checks the data as soon as it sees the flag.
+        // quiet and flush order data before an announcement that takes another path (NVSHMEM's atomic via its
+        // proxy, applied by the target's CPU), as the DeepEP shim does: the target checks the data as soon as it sees
+        // the flag. A quiet alone is not enough (the completion means "queued towards the target's PCIe"): under
+        // EFAEMU_PLACE_DEFER_US the flag overtook 12384 sampled bytes (bench/results/unkind-efaemu-h200x2.md).
         int qe = 0;
         for (int i = 0; i < kQuietRounds && !qe; i++) {
             qe = efa_gda_put_nbi(s, base + kQuiet + (i % 2) * kQuietLen, base + kSrc + 5 * M + (uint64_t)i * 4096, kQuietLen, 1);
-            if (!qe) qe = efa_gda_quiet(s);
+            if (!qe) qe = efa_gda_quiet_flush(s, 1);
             nvshmem_fence();
             nvshmem_int_atomic_add(flag, 1, 1);
         }

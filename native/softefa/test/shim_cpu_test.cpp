@@ -332,7 +332,7 @@ int main() {
     });
     }
 
-    test("2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed on both rails "
+    test("2 rails, NVSHMEM_EFA_SHIM_SIGNALS=proxy: the counts go through NVSHMEM after the payload completed and was flushed on both rails "
          "(random:7:8)", [&] {
         Rig r("random:7:8", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
         setup(r, Mode::ProxySignals);
@@ -342,8 +342,9 @@ int main() {
               std::to_string(run.stale) + " tokens not in place");
         CHECK(g_calls.put == 0 && g_calls.add == kSignals && g_calls.p == 1, "NVSHMEM adds " + std::to_string(g_calls.add));
         CHECK(r.s0.rail[0].qp.sq_reserved > 0 && r.s0.rail[1].qp.sq_reserved > 0 &&
-                  r.s0.rail[0].qp.sq_reserved + r.s0.rail[1].qp.sq_reserved == (uint32_t)kTokens,
-              "only the payload on GDA, on both rails");
+                  r.s0.rail[0].qp.sq_reserved + r.s0.rail[1].qp.sq_reserved == (uint32_t)(kTokens + 2 * (kSignals + 1)),
+              "the payload on GDA, on both rails, and before each of the kSignals + 1 NVSHMEM announcements one flush read "
+              "per rail (efa_gda_flush: NVSHMEM's proxy is another requester than the NIC)");
     });
 
     test("NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the "
@@ -359,7 +360,8 @@ int main() {
                   std::to_string(g_calls.p) + " fence " + std::to_string(g_calls.fence));
         // The barrier's quiet comes after the signals: NVSHMEM's quiet is part of it.
         CHECK(g_calls.quiet >= 1, "NVSHMEM quiets: " + std::to_string(g_calls.quiet));
-        CHECK(r.qp.sq_reserved == (uint32_t)kTokens, "only the payload on GDA: " + std::to_string(r.qp.sq_reserved));
+        CHECK(r.qp.sq_reserved == (uint32_t)(kTokens + kSignals + 1),
+              "the payload on GDA and one flush read before each NVSHMEM announcement: " + std::to_string(r.qp.sq_reserved));
     });
 
     test("GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM", [&] {

@@ -5,7 +5,7 @@
 #   node.xz, bundle.tar.xz (scripts/bundle.mjs --standalone), nvshmem-v3.4.5.tar.gz, nvshmem-aws-357.tar.gz,
 #   deepep-567632d.tar.gz, lf.tar.xz (libfabric v2.3.0 --disable-efa with fabtests, absolute paths), gdrcopy/include,
 #   efa_io_defs.h.
-#   PHASE=build   unpack; build 3.4.5 + DeepEP (and, with RAILS=1, AWS's multi-rail 3.5.7 + DeepEP) with the tool,
+#   PHASE=build   unpack; build 3.4.5 + DeepEP (NO_DEEPEP=1: without; with RAILS=1 also AWS's multi-rail 3.5.7 + DeepEP) with the tool,
 #                 efaemu and the GPU test programs; everything under /tmp/u21 (kept while the machine stays warm)
 #   PHASE=checks  MODE_RUNS (e.g. "place_order defer duplicate silent wqe128 all") x CHECKS against BUILD (v345|aws357)
 # Output under $OUT: the tool's build logs and reports, checks.txt (one RESULT line per check and mode run), logs.tgz.
@@ -27,7 +27,9 @@ if [ "$PHASE" = build ]; then
   tar xJf "$C/lf.tar.xz" -P
   cp -r deepep-567632d deepep-357
   tool() {  # tool NAME NVSHMEM_SRC DEEPEP_SRC JOBS
-    CI=true PYTHON=$PY ./node bundle/nvshmem-efa.mjs build --nvshmem-src "$W/$2" --deepep-src "$W/$3" --work-dir "$W/$1" \
+    local dsrc=(--deepep-src "$W/$3")
+    [ "${NO_DEEPEP:-0}" = 1 ] && dsrc=()  # the PE checks alone: NVSHMEM without DeepEP builds faster
+    CI=true PYTHON=$PY ./node bundle/nvshmem-efa.mjs build --nvshmem-src "$W/$2" "${dsrc[@]}" --work-dir "$W/$1" \
       --libfabric-home "$LF" --gdrcopy-home "$C/gdrcopy" --efa-io-defs "$C/efa_io_defs.h" --cuda-arch 90 --jobs "$4" \
       >"$OUT/build-$1.log" 2>&1
     echo "tool build $1 exit $?" | tee -a "$OUT/build-$1.log"

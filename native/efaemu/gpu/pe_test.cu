@@ -415,9 +415,15 @@ __global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base,
         // proxy, applied by the target's CPU), as the DeepEP shim does: the target checks the data as soon as it sees
         // the flag. A quiet alone is not enough (the completion means "queued towards the target's PCIe"): under
         // EFAEMU_PLACE_DEFER_US the flag overtook 12384 sampled bytes (bench/results/unkind-efaemu-h200x2.md).
+        // Two buffers, alternating: round i reuses round i - 2's buffer only once PE 1 acknowledged checking it
+        // (flag[1], its NVSHMEM add), else PE 1 could find round i + 2's bytes where it checks round i's.
         int qe = 0;
         for (int i = 0; i < kQuietRounds && !qe; i++) {
-            qe = efa_gda_put_nbi(s, base + kQuiet + (i % 2) * kQuietLen, base + kSrc + 5 * M + (uint64_t)i * 4096, kQuietLen, 1);
+            const uint64_t t0 = efa_gda_now_ns();
+            while (i >= 2 && *(volatile int *)(flag + 1) < i - 1 && efa_gda_now_ns() - t0 < 60000000000ull) {
+            }
+            if (i >= 2 && *(volatile int *)(flag + 1) < i - 1) qe = NVSHMEMX_EFA_GDA_ERR_TIMEOUT;
+            if (!qe) qe = efa_gda_put_nbi(s, base + kQuiet + (i % 2) * kQuietLen, base + kSrc + 5 * M + (uint64_t)i * 4096, kQuietLen, 1);
             if (!qe) qe = efa_gda_quiet_flush(s, 1);
             nvshmem_fence();
             nvshmem_int_atomic_add(flag, 1, 1);
@@ -479,6 +485,7 @@ __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, in
         const uint8_t *p = base + kQuiet + (i % 2) * kQuietLen;
         for (uint64_t k = 0; k < kQuietLen; k += 1021) bad += p[k] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + k);
         bad += p[kQuietLen - 1] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + kQuietLen - 1);
+        nvshmem_int_atomic_add(flag + 1, 1, 0);  // round i checked: PE 0 may reuse its buffer
     }
     r->flag_wait_bad = bad;
 }
@@ -547,8 +554,8 @@ int gda() {
         return 1;
     }
     auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
-    auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
-    CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
+    auto *flag = static_cast<int *>(nvshmem_malloc(2 * sizeof(int)));  // [0] the round flag, [1] PE 1's acknowledgements
+    CUDA_OK(cudaMemset(flag, 0, 2 * sizeof(int)));
     CUDA_OK(cudaMemset(base + 8 * M, 0, kSpan - 8 * M));
     fill<<<132, 256>>>(base, 8 * M, g_rank);
     Result *r;

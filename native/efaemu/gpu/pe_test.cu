@@ -482,7 +482,10 @@ __global__ void gda_target(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, in
             bad += kQuietRounds - i;
             break;
         }
-        const uint8_t *p = base + kQuiet + (i % 2) * kQuietLen;
+        // Acquire: the flag was read with volatile loads, the data must not come from what this thread's earlier
+        // reads of the same buffer (round i - 2) left in L1 (nvshmem_int_wait_until did both; a plain spin does not).
+        __threadfence_system();
+        const volatile uint8_t *p = base + kQuiet + (i % 2) * kQuietLen;
         for (uint64_t k = 0; k < kQuietLen; k += 1021) bad += p[k] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + k);
         bad += p[kQuietLen - 1] != pattern(0, kSrc + 5 * M + (uint64_t)i * 4096 + kQuietLen - 1);
         nvshmem_int_atomic_add(flag + 1, 1, 0);  // round i checked: PE 0 may reuse its buffer

@@ -414,7 +414,7 @@ __global__ void gda_initiator(nvshmemx_efa_gda_device_state_t *s, uint8_t *base,
         // quiet and flush order data before an announcement that takes another path (NVSHMEM's atomic via its
         // proxy, applied by the target's CPU), as the DeepEP shim does: the target checks the data as soon as it sees
         // the flag. A quiet alone is not enough (the completion means "queued towards the target's PCIe"): under
-        // EFAEMU_PLACE_DEFER_US the flag overtook 12384 sampled bytes (bench/results/unkind-efaemu-h200x2.md).
+        // EFAEMU_PLACE_DEFER_US the flag overtook 12384 sampled bytes (bench/results/unkind-efaemu-gpu.md).
         // Two buffers, alternating: round i reuses round i - 2's buffer only once PE 1 acknowledged checking it
         // (flag[1], its NVSHMEM add), else PE 1 could find round i + 2's bytes where it checks round i's.
         int qe = 0;

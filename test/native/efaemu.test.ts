@@ -226,6 +226,11 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(place('defer-cpu', 'send').hazards, 'no mode').toBe(0);
     expect(place('defer-cpu', 'send', DEFER).hazards, 'a send/recv overtakes a deferred write').toBeGreaterThan(0);
     expect(place('defer-cpu', 'read', DEFER).hazards, 'a read lands the NIC\'s deferred writes first').toBe(0);
+    // The product's answer, through the GDA device code: before an announcement the target's CPU takes (NVSHMEM's
+    // proxy), efa_gda_quiet_flush reads through the payload's NIC; a quiet alone lets the announcement overtake.
+    expect(place('flush-gda', 'quiet').hazards, 'no mode').toBe(0);
+    expect(place('flush-gda', 'quiet', DEFER).hazards, 'GDA payload, quiet, CPU announcement: overtaken').toBeGreaterThan(0);
+    expect(place('flush-gda', 'flush', DEFER).hazards, 'efa_gda_quiet_flush: never overtaken').toBe(0);
     // Both modes at once: the correct clients stay right.
     expect(place('order-rdm', 'correct', { ...ORDER, ...DEFER }).hazards).toBe(0);
   });

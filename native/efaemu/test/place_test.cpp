@@ -11,6 +11,8 @@
 //   defer-cpu send|read           payload written and waited for, then a message the target's CPU receives before it
 //                                 reads the payload (send: overtakes a deferred write); read: an RDMA read through the
 //                                 payload's NIC first (a read does not pass that NIC's posted writes)
+//   flush-gda quiet|flush         GDA payload, then an announcement the target's CPU takes: after a quiet alone (caught
+//                                 by EFAEMU_PLACE_DEFER_US) or after efa_gda_quiet_flush (a read through each NIC)
 //   dup broken|correct            a flag the target zeroes after use; broken takes any nonzero flag as new (caught
 //                                 by EFAEMU_DUPLICATE), correct waits for the round number
 //
@@ -342,6 +344,46 @@ int order_gda(const std::string &client) {
     return finish(pair);
 }
 
+// flush-gda: the payload through the GDA device code, then an announcement the target's CPU takes (the harness's
+// pipe, as NVSHMEM's proxy applies an add with the target's CPU): quiet alone (the completion says only "queued
+// towards the target's PCIe"; caught by EFAEMU_PLACE_DEFER_US) or efa_gda_quiet_flush (a read through the payload's
+// NIC after the quiet: what the DeepEP shim does before anything NVSHMEM announces).
+int flush_gda(const std::string &client) {
+    const int rounds = 200;
+    Pair pair = fork_pair();
+    Pe p;
+    setup(pair, p);
+    memset(p.heap, 0, kGdaSlots + (uint64_t)rounds * kSlot);
+    sync(pair);
+    if (pair.a) {
+        threadIdx.x = 0;
+        uint8_t *src = p.heap + kGdaSrc;
+        for (int i = 0; i < rounds; i++) {
+            fill_payload(src, i);
+            int e = efa_gda_put_nbi(&p.s, p.heap + kGdaSlots + (uint64_t)i * kSlot, src, kSlot, 1);
+            if (!e) e = client == "flush" ? efa_gda_quiet_flush(&p.s, 1) : efa_gda_quiet(&p.s);
+            if (e) die(fmt("round %d: %s", i, efa_gda_strerror(e)));
+            put(pair, i);  // the announcement, by this PE's CPU to the target's CPU
+            if (get<int>(pair) < 0) break;
+        }
+    } else {
+        int hazards = 0, i = 0;
+        for (; i < rounds; i++) {
+            if (get<int>(pair) != i) {
+                fail("the announcement arrives", fmt("round %d", i));
+                put(pair, -1);
+                break;
+            }
+            hazards += !payload_ok(p.heap + kGdaSlots + (uint64_t)i * kSlot, i);
+            put(pair, 1);
+        }
+        report(hazards, i);
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -353,8 +395,9 @@ int main(int argc, char **argv) {
     if (s == "order-gda" && (two || c == "imm")) return order_gda(c);
     if (s == "defer-cpu" && (c == "send" || c == "read")) return defer_cpu(c);
     if (s == "dup" && two) return dup(c);
+    if (s == "flush-gda" && (c == "quiet" || c == "flush")) return flush_gda(c);
     fprintf(stderr,
             "usage: efaemu_place_test order-rdm|defer-rails|dup broken|correct, order-gda broken|correct|imm, "
-            "defer-cpu send|read\n");
+            "defer-cpu send|read, flush-gda quiet|flush\n");
     return 2;
 }

@@ -296,7 +296,7 @@ export function patternNvccArgs(nvshmem: string, arch: string, program: (typeof 
   const archs = arch.split(/[;,\s]+/).filter(Boolean).flatMap((a) => ['-gencode', `arch=compute_${a},code=sm_${a}`]);
   const gpu = path.join(packageRoot(), 'native', 'efaemu', 'gpu');
   return ['-O2', '-std=c++17', '-rdc=true', ...archs, ...PATTERN_SWITCH[program], '-I', path.join(nvshmem, 'include'),
-    '-I', path.join(packageRoot(), 'templates', 'deepep_efa'), '-I', path.join(gpu, 'shim_standalone'), path.join(gpu, 'deepep_pattern.cu'), '-o', out,
+    '-I', path.join(packageRoot(), 'templates', 'deepep_efa'), path.join(gpu, 'deepep_pattern.cu'), '-o', out,
     '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device', '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`];
 }
 

@@ -39,68 +39,7 @@ __device__ __forceinline__ int g_rank_d() { return g_rank_dev; }
 
 namespace {
 
-int g_rank = -1, g_failures = 0;
-
-void line(const char *kind, const std::string &what) {
-    printf("PE%d %s %s\n", g_rank, kind, what.c_str());
-    fflush(stdout);
-}
-std::string fmt(const char *f, ...) {
-    char b[1024];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(b, sizeof b, f, ap);
-    va_end(ap);
-    return b;
-}
-void expect(bool cond, const std::string &c, const std::string &why) {
-    if (cond) line("ok", c);
-    else {
-        g_failures++;
-        line("FAIL", c + ": " + why);
-    }
-}
-#define CUDA_OK(call)                                                              \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess) {                                                   \
-            line("FAIL", std::string(#call) + ": " + cudaGetErrorString(e_));     \
-            exit(2);                                                               \
-        }                                                                          \
-    } while (0)
-
-double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// pe_test's bootstrap: PE 0 writes the unique id (temp file + rename), PE 1 waits for it.
-void bootstrap(const char *uid_file) {
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (g_rank == 0) {
-        std::string tmp = std::string(uid_file) + ".tmp";
-        FILE *f = nvshmemx_get_uniqueid(&id) == 0 ? fopen(tmp.c_str(), "wb") : nullptr;
-        if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp.c_str(), uid_file) != 0) {
-            line("FAIL", std::string("writing the unique id to ") + uid_file);
-            exit(2);
-        }
-    } else {
-        for (const double end = now_s() + 60;; usleep(20000)) {
-            FILE *f = fopen(uid_file, "rb");
-            const bool got = f && fread(&id, sizeof id, 1, f) == 1;
-            if (f) fclose(f);
-            if (got) break;
-            if (now_s() > end) {
-                line("FAIL", std::string(uid_file) + " did not appear within 60 s");
-                exit(2);
-            }
-        }
-    }
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(g_rank, 2, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
-}
+#include "pe_common.cuh"
 
 __device__ uint64_t globaltimer_ns() {
     uint64_t t;

@@ -117,16 +117,20 @@ int finish(Pair &p) {
     return failures ? 1 : 0;
 }
 
-Fab open_fab(uint64_t caps, enum fi_cq_format format, uint64_t cntr_flags) {
+Fab open_fab(uint64_t caps, enum fi_cq_format format, uint64_t cntr_flags, int nic) {
     Fab f;
     struct fi_info *hints = fi_allocinfo();
     hints->caps = caps;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL | FI_MR_HMEM;
     hints->fabric_attr->prov_name = strdup("efa");
+    if (nic >= 0) {
+        hints->fabric_attr->name = strdup("efa");
+        hints->domain_attr->name = strdup(fmt("efaemu%d-rdm", nic).c_str());
+    }
     int ret = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &f.info);
     fi_freeinfo(hints);
-    if (ret) die(fmt("fi_getinfo: %s", fi_strerror(-ret)));
+    if (ret) die(nic >= 0 ? fmt("fi_getinfo(efaemu%d-rdm): %s", nic, fi_strerror(-ret)) : fmt("fi_getinfo: %s", fi_strerror(-ret)));
     if ((ret = fi_fabric(f.info->fabric_attr, &f.fabric, nullptr))) die(fmt("fi_fabric: %d", ret));
     if ((ret = fi_domain(f.fabric, f.info, &f.domain, nullptr))) die(fmt("fi_domain: %d", ret));
     struct fi_av_attr av_attr = {};

@@ -67,7 +67,8 @@ struct Fab {
 };
 // fi_getinfo with RDM + caps, fabric, domain, AV (table), CQ (format), counter bound to `cntr_flags`, endpoint,
 // enable; dies on failure (a setup failure is not what these tests examine).
-Fab open_fab(uint64_t caps, enum fi_cq_format format, uint64_t cntr_flags);
+// nic >= 0: the RDM domain of that NIC (efaemu<nic>-rdm) rather than the first that matches.
+Fab open_fab(uint64_t caps, enum fi_cq_format format, uint64_t cntr_flags, int nic = -1);
 void close_fab(Fab &f);
 fi_addr_t insert(Fab &f, const std::vector<uint8_t> &addr);
 struct fid_mr *reg(Fab &f, void *buf, size_t len, uint64_t access);

@@ -58,6 +58,25 @@ void fill_payload(uint8_t *p, int round) {
 
 void report(int hazards, int rounds) { printf("%s: result hazards %d rounds %d\n", who, hazards, rounds); }
 
+// B's side of every scenario that announces each round once: wait for round i's announcement (`arrived` returns ""
+// or what went wrong, reported under `what`), check round i's payload at slot(i), let A go on (-1 stops it); then the
+// result line.
+template <typename Arrived, typename Slot>
+void check_rounds(Pair &p, int rounds, const char *what, Arrived arrived, Slot slot) {
+    int hazards = 0, i = 0;
+    for (; i < rounds; i++) {
+        const std::string why = arrived(i);
+        if (!why.empty()) {
+            fail(what, why);
+            put(p, -1);
+            break;
+        }
+        hazards += !payload_ok(slot(i), i);
+        put(p, 1);
+    }
+    report(hazards, i);
+}
+
 // Polls *flag until pred holds or 5 s pass.
 template <typename P>
 bool poll(volatile uint64_t *flag, P pred) {
@@ -69,39 +88,6 @@ bool poll(volatile uint64_t *flag, P pred) {
 
 // ---- RDM ---------------------------------------------------------------------------------------------------------
 
-// open_fab on NIC `nic` (efaemu<nic>-rdm).
-Fab open_nic(int nic) {
-    Fab f;
-    struct fi_info *hints = fi_allocinfo();
-    hints->caps = FI_MSG | FI_RMA;
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
-    hints->fabric_attr->prov_name = strdup("efa");
-    hints->fabric_attr->name = strdup("efa");
-    hints->domain_attr->name = strdup(fmt("efaemu%d-rdm", nic).c_str());
-    int ret = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &f.info);
-    fi_freeinfo(hints);
-    if (ret) die(fmt("fi_getinfo(efaemu%d-rdm): %s", nic, fi_strerror(-ret)));
-    if ((ret = fi_fabric(f.info->fabric_attr, &f.fabric, nullptr))) die(fmt("fi_fabric: %d", ret));
-    if ((ret = fi_domain(f.fabric, f.info, &f.domain, nullptr))) die(fmt("fi_domain: %d", ret));
-    struct fi_av_attr av_attr = {};
-    av_attr.type = FI_AV_TABLE;
-    if ((ret = fi_av_open(f.domain, &av_attr, &f.av, nullptr))) die(fmt("fi_av_open: %d", ret));
-    struct fi_cq_attr cq_attr = {};
-    cq_attr.format = FI_CQ_FORMAT_DATA;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    if ((ret = fi_cq_open(f.domain, &cq_attr, &f.cq, nullptr))) die(fmt("fi_cq_open: %d", ret));
-    if ((ret = fi_endpoint(f.domain, f.info, &f.ep, nullptr))) die(fmt("fi_endpoint: %d", ret));
-    if ((ret = fi_ep_bind(f.ep, &f.av->fid, 0))) die(fmt("bind av: %d", ret));
-    if ((ret = fi_ep_bind(f.ep, &f.cq->fid, FI_TRANSMIT | FI_RECV))) die(fmt("bind cq: %d", ret));
-    if ((ret = fi_enable(f.ep))) die(fmt("fi_enable: %d", ret));
-    size_t len = 128;
-    f.name.resize(len);
-    if ((ret = fi_getname(&f.ep->fid, f.name.data(), &len))) die(fmt("fi_getname: %d", ret));
-    f.name.resize(len);
-    return f;
-}
-
 // One NIC of both sides: endpoints that know each other and B's target memory registered on it.
 struct Rail {
     Fab f;
@@ -112,7 +98,7 @@ struct Rail {
 
 Rail connect_rail(Pair &p, int nic, void *mem, size_t len, void *src, size_t src_len) {
     Rail r;
-    r.f = open_nic(nic);
+    r.f = open_fab(FI_MSG | FI_RMA, FI_CQ_FORMAT_DATA, 0, nic);
     put(p, r.f.name.data(), 32);
     std::vector<uint8_t> other(32);
     get(p, other.data(), 32);
@@ -176,17 +162,14 @@ int payload_flag(const std::string &client, bool two_nics) {
             if (get<int>(p) < 0) break;
         }
     } else {
-        int hazards = 0, i = 0;
-        for (; i < rounds; i++) {
-            if (!poll(flag_word, [&](uint64_t v) { return v == (uint64_t)i + 1; })) {
-                fail("the flag arrives", fmt("round %d: flag %llu", i, (unsigned long long)*flag_word));
-                put(p, -1);
-                break;
-            }
-            hazards += !payload_ok(slot_of(mem, i), i);
-            put(p, 1);
-        }
-        report(hazards, i);
+        check_rounds(
+            p, rounds, "the flag arrives",
+            [&](int i) {
+                return poll(flag_word, [&](uint64_t v) { return v == (uint64_t)i + 1; })
+                           ? std::string()
+                           : fmt("round %d: flag %llu", i, (unsigned long long)*flag_word);
+            },
+            [&](int i) { return slot_of(mem, i); });
     }
     sync(p);
     if (two_nics) close_rail(r1);
@@ -217,21 +200,16 @@ int defer_cpu(const std::string &client) {
             if (get<int>(p) < 0) break;
         }
     } else {
-        int hazards = 0, i = 0;
-        for (; i < rounds; i++) {
-            int32_t got = -1;
-            if (fi_recv(r.f.ep, &got, 4, nullptr, FI_ADDR_UNSPEC, nullptr)) die("fi_recv");
-            struct fi_cq_data_entry e;
-            struct fi_cq_err_entry err;
-            if (wait_cq(r.f.cq, &e, &err, 5000) != 1 || got != i) {
-                fail("the message arrives", fmt("round %d: got %d", i, got));
-                put(p, -1);
-                break;
-            }
-            hazards += !payload_ok(slot_of(mem, i), i);
-            put(p, 1);
-        }
-        report(hazards, i);
+        check_rounds(
+            p, rounds, "the message arrives",
+            [&](int i) {
+                int32_t got = -1;
+                if (fi_recv(r.f.ep, &got, 4, nullptr, FI_ADDR_UNSPEC, nullptr)) die("fi_recv");
+                struct fi_cq_data_entry e;
+                struct fi_cq_err_entry err;
+                return wait_cq(r.f.cq, &e, &err, 5000) == 1 && got == i ? std::string() : fmt("round %d: got %d", i, got);
+            },
+            [&](int i) { return slot_of(mem, i); });
     }
     sync(p);
     close_rail(r);
@@ -317,27 +295,22 @@ int order_gda(const std::string &client) {
         }
     } else {
         volatile uint64_t *flag = reinterpret_cast<volatile uint64_t *>(p.heap + kGdaFlag);
-        int hazards = 0, i = 0;
-        for (; i < rounds; i++) {
-            bool arrived;
-            if (client == "imm") {
-                uint32_t imm = 0, bytes = 0;
-                int src = -1, rc = 0;
-                const uint64_t end = now_ms() + 5000;
-                while ((rc = efa_gda_rx_poll(&p.s, &imm, &bytes, &src)) == 0 && now_ms() < end) {}
-                arrived = rc == 1 && imm == (uint32_t)i;
-            } else {
-                arrived = poll(flag, [&](uint64_t v) { return v == (uint64_t)i + 1; });
-            }
-            if (!arrived) {
-                fail("the signal arrives", fmt("round %d", i));
-                put(pair, -1);
-                break;
-            }
-            hazards += !payload_ok(p.heap + kGdaSlots + (uint64_t)i * kSlot, i);
-            put(pair, 1);
-        }
-        report(hazards, i);
+        check_rounds(
+            pair, rounds, "the signal arrives",
+            [&](int i) {
+                bool arrived;
+                if (client == "imm") {
+                    uint32_t imm = 0, bytes = 0;
+                    int src = -1, rc = 0;
+                    const uint64_t end = now_ms() + 5000;
+                    while ((rc = efa_gda_rx_poll(&p.s, &imm, &bytes, &src)) == 0 && now_ms() < end) {}
+                    arrived = rc == 1 && imm == (uint32_t)i;
+                } else {
+                    arrived = poll(flag, [&](uint64_t v) { return v == (uint64_t)i + 1; });
+                }
+                return arrived ? std::string() : fmt("round %d", i);
+            },
+            [&](int i) { return p.heap + kGdaSlots + (uint64_t)i * kSlot; });
     }
     sync(pair);
     close_pe(p);
@@ -367,17 +340,10 @@ int flush_gda(const std::string &client) {
             if (get<int>(pair) < 0) break;
         }
     } else {
-        int hazards = 0, i = 0;
-        for (; i < rounds; i++) {
-            if (get<int>(pair) != i) {
-                fail("the announcement arrives", fmt("round %d", i));
-                put(pair, -1);
-                break;
-            }
-            hazards += !payload_ok(p.heap + kGdaSlots + (uint64_t)i * kSlot, i);
-            put(pair, 1);
-        }
-        report(hazards, i);
+        check_rounds(
+            pair, rounds, "the announcement arrives",
+            [&](int i) { return get<int>(pair) == i ? std::string() : fmt("round %d", i); },
+            [&](int i) { return p.heap + kGdaSlots + (uint64_t)i * kSlot; });
     }
     sync(pair);
     close_pe(p);

@@ -72,7 +72,7 @@ export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: reado
   { id: 'neg_signal_other_rail', title: 'Negative control: a signal on another rail than its payload is caught under the modes (2 rails), passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer vs none' },
   { id: 'neg_ignore_error', title: 'Negative control: a kernel that ignores a NIC error is caught under failure injection, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'fail gda vs none' },
   { id: 'silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, GDA kernel test: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'silent + fail gda' },
-  { id: 'deepep_silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
+  { id: 'deepep_silent_bound', title: "SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within the bound (NVSHMEM_EFA_GDA_TIMEOUT_MS, and NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS for DeepEP's receive waits) with a trap message", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
 ];
 
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */

@@ -40,8 +40,9 @@
 // Rails: with GDA on several NICs of the PE (nvshmemx_efa_gda_rails() > 1) the payload and the signal of one
 // (expert, rank) take one rail, rail = (destination PE + qp_id) % rails (the GDA device API's policy with
 // DeepEP's qp_id, the expert, as channel): different experts and destinations take different rails, and a
-// signal is written by the NIC that wrote its payload. A signal waits only for that rail (its exact retired
-// prefix), so a slow NIC delays only the experts it carries. DeepEP's quiet (nvshmemi_ibgda_quiet) and every
+// signal is written by the NIC that wrote its payload. A signal waits only for that rail's WQEs to its own
+// destination (efa_gda_quiet_rail_pe: the slots of the rail's queue addressed to that PE), so a slow NIC delays
+// only the experts it carries, and a slow peer only its own signals. DeepEP's quiet (nvshmemi_ibgda_quiet) and every
 // add through NVSHMEM wait on every rail.
 //
 // Signals: with GDA active, the low-latency kernels' count and flag (the call sites the DeepEP patcher
@@ -53,6 +54,15 @@
 // through NVSHMEM (its CPU proxy) after the GDA data completed. NVSHMEM_EFA_SHIM_SIGNALS=proxy (read at init)
 // sends the low-latency signals through NVSHMEM too, from the same build: the baseline `nvshmem-efa bench`
 // compares against.
+//
+// Receive waits: DeepEP's kernels wait for a peer's data with their own bound, NUM_TIMEOUT_CYCLES (EPv2 legacy:
+// LEGACY_NUM_TIMEOUT_CYCLES; 100 s of SM clock), then print "DeepEP timeout for ... receive" naming the source
+// rank and trap (or mask the rank). A signal write that failed is seen by its sender's next quiet, never by the
+// receiver, which waits that long. NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS (read at init, validated) replaces that bound
+// in the translation units that include the shim (dispatch, combine, normal mode's waits), so a job whose peer
+// stopped ends within it: cycles = ms x the device's peak clock in kHz (a slower SM clock waits longer). Unset:
+// DeepEP's own. Not the GDA bound (NVSHMEM_EFA_GDA_TIMEOUT_MS): a peer may be late for its own reasons (its
+// compute, a checkpoint), which no NIC timeout should judge.
 #pragma once
 
 #include <nvshmem.h>
@@ -100,7 +110,24 @@ struct State {
     nvshmemx_efa_gda_device_state_t* gda;  // non-null when the EFA GDA path is active
     int signals_over_gda;                  // 1: low-latency signals are GDA writes; 0: through NVSHMEM (proxy)
 #endif
+    unsigned long long recv_timeout_cycles;  // DeepEP's receive-wait bound (NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS); 0: DeepEP's own
 };
+
+// The value of NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS (nullptr: unset): *ms = 0 for unset or empty, else a whole number
+// of milliseconds in 1 .. 86400000 (a day). Returns -1 for anything else (a sign, a unit, 0, past a day).
+inline int parse_recv_timeout_ms(const char* v, unsigned long long* ms) {
+    *ms = 0;
+    if (v == nullptr || *v == 0) return 0;
+    unsigned long long n = 0;
+    for (const char* c = v; *c; c++) {
+        if (*c < '0' || *c > '9') return -1;
+        n = n * 10 + static_cast<unsigned long long>(*c - '0');
+        if (n > 86400000ull) return -1;
+    }
+    if (n == 0) return -1;
+    *ms = n;
+    return 0;
+}
 
 // Per-peer NVLink mapping cache for nvshmemi_get_p2p_ptr (0 = not looked up yet).
 constexpr int kMaxCachedPeers = 1024;
@@ -141,6 +168,27 @@ inline int signals_over_gda_from_env() {
     if (strcmp(v, "proxy") == 0) return 0;
     fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_SIGNALS=%s is not gda or proxy\n", v);
     return -1;
+}
+
+// NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS: DeepEP's receive-wait bound in ms (1 .. 86400000), as SM cycles at the
+// device's peak clock; unset or empty: 0 (DeepEP's own). Returns -1, with the reason on stderr, for a value it
+// refuses.
+inline int recv_timeout_cycles_from_env(int device, unsigned long long* cycles) {
+    *cycles = 0;
+    const char* v = getenv("NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS");
+    unsigned long long ms = 0;
+    if (parse_recv_timeout_ms(v, &ms) != 0) {
+        fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS=%s is not a whole number of ms in 1..86400000\n", v);
+        return -1;
+    }
+    if (ms == 0) return 0;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess || khz <= 0) {
+        fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS is set but the device's clock rate is unknown\n");
+        return -1;
+    }
+    *cycles = ms * static_cast<unsigned long long>(khz);  // kHz = cycles per ms
+    return 0;
 }
 
 #ifdef NVSHMEM_EFA_SHIM_GDA
@@ -205,6 +253,7 @@ inline int init_state() {
     s.num_devices_initialized = 1;
     const int over_gda = signals_over_gda_from_env();
     if (over_gda < 0) return -1;
+    if (recv_timeout_cycles_from_env(device, &s.recv_timeout_cycles) != 0) return -1;
     // One line from PE 0 says which path remote operations take (nothing is switched off silently).
     const bool say = nvshmem_my_pe() == 0;
     if (say && test_switch())
@@ -251,6 +300,9 @@ inline int init_state() {
         fprintf(stderr, "nvshmem-efa shim: built without the EFA GDA path (NVSHMEM_EFA_SHIM_GDA undefined); every remote "
                         "operation goes through NVSHMEM\n");
 #endif
+    if (say && s.recv_timeout_cycles)
+        fprintf(stderr, "nvshmem-efa shim: DeepEP's receive waits end after %s ms (NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS; %llu cycles at the peak clock)\n",
+                getenv("NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS"), s.recv_timeout_cycles);
     // A new NVSHMEM instance may map peers elsewhere: forget what the previous one cached.
     static const int no_kinds[kMaxCachedPeers] = {};
     if (cudaMemcpyToSymbol(peer_kind_d, no_kinds, sizeof no_kinds) != cudaSuccess) return -1;
@@ -271,7 +323,36 @@ __device__ __forceinline__ void mark_proxy_used() {
         *reinterpret_cast<volatile int*>(&proxy_used_d) = 1;
 }
 
+// DeepEP's receive-wait bound in SM cycles: NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS's when set, else deepep_default (its
+// NUM_TIMEOUT_CYCLES). Device code reads the state (one L1 hit per spin of a wait); host code, which has no state,
+// keeps DeepEP's value.
+__host__ __device__ __forceinline__ unsigned long long recv_timeout_cycles(unsigned long long deepep_default) {
+#if defined(__CUDA_ARCH__) || !defined(__CUDACC__)
+    const unsigned long long set = state_d.recv_timeout_cycles;
+    return set ? set : deepep_default;
+#else
+    return deepep_default;
+#endif
+}
+
 }  // namespace nvshmem_efa_shim
+
+// DeepEP's bound, replaced in the translation units that include the shim (see "Receive waits" above). utils.cuh's
+// barrier expanded its macro before this point and keeps DeepEP's value (it waits for NVLink peers only).
+#ifdef NUM_TIMEOUT_CYCLES
+namespace nvshmem_efa_shim {
+constexpr unsigned long long kDeepEpTimeoutCycles = NUM_TIMEOUT_CYCLES;
+}
+#undef NUM_TIMEOUT_CYCLES
+#define NUM_TIMEOUT_CYCLES (::nvshmem_efa_shim::recv_timeout_cycles(::nvshmem_efa_shim::kDeepEpTimeoutCycles))
+#endif
+#ifdef LEGACY_NUM_TIMEOUT_CYCLES
+namespace nvshmem_efa_shim {
+constexpr unsigned long long kDeepEpLegacyTimeoutCycles = LEGACY_NUM_TIMEOUT_CYCLES;
+}
+#undef LEGACY_NUM_TIMEOUT_CYCLES
+#define LEGACY_NUM_TIMEOUT_CYCLES (::nvshmem_efa_shim::recv_timeout_cycles(::nvshmem_efa_shim::kDeepEpLegacyTimeoutCycles))
+#endif
 
 #ifndef NVSHMEM_EFA_SHIM_STATE_ONLY
 #ifdef NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE
@@ -326,9 +407,10 @@ static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_chec
 }
 #ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL
 // One rail's queue only: what a signal waits for (its payload took that rail).
+// What a signal to pe waits for: the WQEs to pe on its rail (efa_gda_quiet_rail_pe), not those to other PEs.
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_rail_checked(nvshmemx_efa_gda_device_state_t* gda,
                                                                                          uint32_t rail, int pe) {
-    efa_gda_check_quiet(gda, efa_gda_quiet_rail(gda, rail), "quiet of the signal's rail", pe);
+    efa_gda_check_quiet(gda, efa_gda_quiet_rail_pe(gda, rail, pe), "quiet of the signal's rail and peer", pe);
 }
 #endif
 // The rail of everything the shim sends for one (destination PE, qp_id): DeepEP's qp_id is the expert, and the
@@ -448,12 +530,12 @@ __device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda
     return st.signals_over_gda ? st.gda : nullptr;
 }
 
-// A signal of (pe, qp_id): the value reaches pe only after every GDA WQE reserved on the rail of (pe, qp_id) before
-// this call completed (efa_gda_quiet_rail: that rail's exact retired prefix; EFA completes out of order), and it
-// is written on that rail, by the NIC that wrote the payload. The payload of this (expert, rank) took that rail
-// (nvshmemi_ibgda_put_nbi_warp with the same pair); posts of other warps are covered because DeepEP orders them
-// before the signal (a release/acquire counter or a bar.sync, see below). Other rails are not waited for: a slow
-// NIC delays only its own experts. Failures stop the kernel with the reason.
+// A signal of (pe, qp_id): the value reaches pe only after every GDA WQE to pe reserved on the rail of (pe, qp_id)
+// before this call completed (efa_gda_quiet_rail_pe: each such slot's own completion; EFA completes out of order),
+// and it is written on that rail, by the NIC that wrote the payload. The payload of this (expert, rank) took that
+// rail and went to pe (nvshmemi_ibgda_put_nbi_warp with the same pair); posts of other warps are covered because
+// DeepEP orders them before the signal (a release/acquire counter or a bar.sync, see below). Other rails and other
+// peers are not waited for: a slow NIC or peer delays only its own signals. Failures stop the kernel with the reason.
 __device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe, int qp_id) {
     const uint32_t rail = nvshmem_efa_shim_rail(gda, pe, qp_id);
 #ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL

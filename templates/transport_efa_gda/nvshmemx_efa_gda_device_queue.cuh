@@ -2,8 +2,9 @@
  *
  * Part of the GDA device API (nvshmemx_efa_gda_device.cuh): one send queue. Its completions (efa_gda_poll_cq:
  * the retired prefix, errors with the request and peer they name), slot reservation and claim, the doorbell
- * in slot order, and the waits on it. Every wait is bounded (efa_gda_sq.timeout_ns, or the efa_gda_bound it is
- * given): past the bound it marks the queue timed out (efa_gda_time_out) and returns
+ * in slot order, and the waits on it: for a prefix of its slots (efa_gda_wait_slots), or for the slots of a
+ * prefix addressed to one PE (efa_gda_wait_pe_slots). Every wait is bounded (efa_gda_sq.timeout_ns, or the
+ * efa_gda_bound it is given): past the bound it marks the queue timed out (efa_gda_time_out) and returns
  * NVSHMEMX_EFA_GDA_ERR_TIMEOUT; a marked queue (qp.fatal) fails every later wait at once. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
@@ -44,14 +45,17 @@ EFA_GDA_DEV void efa_gda_set_fatal(nvshmemx_efa_gda_qp_t *qp, uint32_t req_id) {
     atomicAdd(&qp->error_count, 1u);
     efa_gda_set_fatal_why(qp, NVSHMEMX_EFA_GDA_ERR_BAD_CQE);
 }
-/* A wait on qp passed its bound: the oldest slot not completed (the retired prefix) is what the NIC never
- * completed; its request id and PE become the queue's first error unless it has one. Returns what the wait
- * returns. */
+/* A wait on qp passed its bound while slot had not completed: the NIC never completed it; its request id and
+ * PE (when in_flight: else nothing was, and no PE is named) become the queue's first error unless it has one.
+ * Returns what the wait returns. */
+EFA_GDA_DEV int efa_gda_time_out_at(nvshmemx_efa_gda_qp_t *qp, uint32_t slot, bool in_flight) {
+    efa_gda_record_first(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, (uint16_t)slot, in_flight ? efa_gda_slot_pe(qp, slot) : ~0u);
+    return efa_gda_set_fatal_why(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+}
+/* For a wait on the whole queue: the oldest slot not completed (the retired prefix) is the one named. */
 EFA_GDA_DEV int efa_gda_time_out(nvshmemx_efa_gda_qp_t *qp) {
     const uint32_t oldest = efa_gda_load(&qp->sq_retired);
-    const bool in_flight = efa_gda_load(&qp->sq_reserved) != oldest;
-    efa_gda_record_first(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, (uint16_t)oldest, in_flight ? efa_gda_slot_pe(qp, oldest) : ~0u);
-    return efa_gda_set_fatal_why(qp, NVSHMEMX_EFA_GDA_ERR_TIMEOUT);
+    return efa_gda_time_out_at(qp, oldest, efa_gda_load(&qp->sq_reserved) != oldest);
 }
 
 /* Consumes the TX completions that have arrived, marks their slots done and advances the retired prefix;
@@ -201,6 +205,56 @@ EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, uint
 }
 /* Without a bound: the low-level form (tests, benchmarks). */
 EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end) { return efa_gda_wait_slots(qp, end, (uint64_t)0); }
+
+/* Whether a wait for pe's slots may pass slot (in flight, in [retired, end)): it completed, or its WQE is
+ * addressed to another PE. No PE noted (0xffff: a low-level post that names none, or an entry not used yet)
+ * may be pe's: it is waited for. */
+EFA_GDA_DEV bool efa_gda_slot_passes(const uint32_t *done, const uint16_t *pes, uint32_t mask, uint32_t slot, uint16_t pe) {
+    const uint16_t to = *(const volatile uint16_t *)&pes[slot & mask];
+    if (to != pe && to != 0xffffu) return true;
+    return efa_gda_load(&done[slot & mask]) == slot;
+}
+
+/* Waits until every slot below end that is addressed to pe completed (slot_done), within the bound b; slots
+ * addressed to other PEs are not waited for. What a signal to pe on this queue needs when its payload went to
+ * pe alone. Returns as efa_gda_wait_slots does: 0, qp.fatal, or NVSHMEMX_EFA_GDA_ERR_TIMEOUT with the queue
+ * marked, its error naming the slot of pe that did not complete (the oldest one may be another PE's). Waits
+ * for the whole prefix (efa_gda_wait_slots) where the queue notes no PEs (slot_pe NULL) or pe cannot be noted
+ * (not in [0, 0xffff)).
+ *
+ * Why skipping is safe: a slot in [retired, end) is in flight, so its ring entry in slot_pe is its own once its
+ * poster noted it, and stays so until it completes (the entry's next slot is claimed only after this one
+ * retired). Every poster notes before it writes the WQE (efa_gda_note_pe). The payload the caller covers was
+ * posted, and so noted, before the call (DeepEP orders its posts before the signal: the posters' release, the
+ * signaller's acquire); a slot whose note is not written yet (its poster between reserve and note; the entry
+ * may still hold an older slot's PE) belongs to a post concurrent with this call, not to that payload, so
+ * skipping it and waiting for it are both safe. An entry that names another PE is therefore either another
+ * PE's WQE or a covered WQE that already completed. Every post of this API notes its PE (the low-level
+ * efa_gda_post_one forms note none: 0xffff, waited for); code that stores WQEs itself without efa_gda_note_pe
+ * (benchmarks, tests) leaves a stale entry and must wait with efa_gda_wait_slots.
+ *
+ * lo only moves forward: past the retired prefix, and past slots that completed or are another PE's (decided
+ * once: whatever their entry says later is a newer slot's). Each spin rechecks from lo, so a wait costs the
+ * slots in flight once, plus one check per spin. */
+EFA_GDA_DEV int efa_gda_wait_pe_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, int pe, efa_gda_bound &b) {
+    const uint16_t *pes = efa_gda_ro(&qp->slot_pe);
+    if (!pes || (uint32_t)pe >= 0xffffu) return efa_gda_wait_slots(qp, end, b);
+    const uint32_t *done = efa_gda_ro(&qp->slot_done);
+    const uint32_t mask = efa_gda_ro(&qp->sq_entries) - 1;
+    uint32_t lo = efa_gda_load(&qp->sq_retired);
+    for (;;) {
+        const efa_gda_counters c = efa_gda_load_counters(qp);
+        if ((int32_t)(c.retired - lo) > 0) lo = c.retired;
+        while ((int32_t)(end - lo) > 0 && efa_gda_slot_passes(done, pes, mask, lo, (uint16_t)pe)) lo++;
+        if ((int32_t)(end - lo) <= 0) break;
+        if (c.fatal) return (int)c.fatal;
+        efa_gda_poll_cq(qp);
+        if (efa_gda_expired(b)) return efa_gda_time_out_at(qp, lo, true);
+        EFA_GDA_SPIN_PAUSE();
+    }
+    __threadfence_system();
+    return NVSHMEMX_EFA_GDA_OK;
+}
 
 /* Posts one WQE addressed to pe: reserve, write, fence, ring. Returns 0 or why not; *end = the slot after it. */
 EFA_GDA_DEV int efa_gda_post_one(const efa_gda_sq &q, const struct efa_gda_rdma_desc &d, uint32_t *end, int pe) {

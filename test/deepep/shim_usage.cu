@@ -32,3 +32,16 @@ __global__ void uses(uint64_t *tail, int *count, uint64_t dst, uint64_t src, int
 #ifdef DEFINE_STATE
 int host_init() { return nvshmem_efa_shim::init_state(); }
 #endif
+
+// DeepEP's receive wait (internode_ll.cu's shape) with the bound the shim put in NUM_TIMEOUT_CYCLES's place, on the
+// device; host code keeps DeepEP's value. (The EPv2 variant's test headers define no bound.)
+#ifdef NUM_TIMEOUT_CYCLES
+__global__ void receive_wait(const int *flag, int *timed_out) {
+    const auto start_time = clock64();
+    unsigned long long wait_recv_cost = 0;
+    while (*(const volatile int *)flag == 0 && (wait_recv_cost = clock64() - start_time) <= NUM_TIMEOUT_CYCLES)
+        ;
+    *timed_out = wait_recv_cost > NUM_TIMEOUT_CYCLES;
+}
+unsigned long long host_bound() { return NUM_TIMEOUT_CYCLES; }
+#endif

@@ -115,6 +115,17 @@ describe('software EFA (CPU)', () => {
       '2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal waits for every rail, every count seen finds its tokens in place (rail 0 reverse, rail 1 reverse)',
       '2 rails, signal protocol (dispatch-shaped, token warps on both rails): efa_gda_signal waits for every rail, every count seen finds its tokens in place (rail 0 inorder, rail 1 large:4096:16)',
       '2 rails: a prepared handle binds its rail; a rail GDA does not run on is refused before anything is reserved',
+      // A rail wait bounded to one peer (efa_gda_quiet_rail_pe): the slots addressed to that PE, by slot_pe. Another
+      // PE's slot never holds it (the rail-wide wait is caught); a pending slot of the PE does, in any completion order
+      // (a wait that skips every slot is caught); no slot_pe, or no PE noted, waits for everything.
+      "peer wait: a slot addressed to another PE that never completes does not hold the wait for pe (returns 0 at once), nor do other PEs' slots across the 32-bit slot wrap",
+      'peer wait: a slot addressed to pe that has not completed holds the wait: ERR_TIMEOUT within the bound, the queue marked with that slot and PE; the same slot completed from another thread releases it, not before',
+      "peer wait: completions out of order: pe's later slots done, an earlier one not: the wait still holds",
+      "peer wait: a queue without slot_pe, or a PE slot_pe cannot name, waits for every slot (the rail's retired prefix); a slot with no PE noted (0xffff) is waited for",
+      "peer wait: a queue already unusable fails the wait for a pending slot of pe at once with its reason; with none of pe's slots pending the wait returns 0",
+      "efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; the queue's first error is returned whichever PE it named",
+      "peer wait through the NIC (large:64K:32): PE 0's own put held does not hold the rail wait for PE 1, whose puts completed; the wait for PE 0 returns only once it landed",
+      "peer wait through the NIC (large:64K:32): PE 1's put held does not hold the rail wait for PE 0, whose puts completed; the wait for PE 1 returns only once it landed",
     ]) {
       expect(ok).toContain(rule);
     }
@@ -142,6 +153,9 @@ describe('software EFA (CPU)', () => {
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
       "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
+      // DeepEP's own receive waits end at NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS when it is set (a failed signal write is
+      // seen by its sender only; the receiver would wait DeepEP's 100 s).
+      "DeepEP's receive-wait bound (NUM_TIMEOUT_CYCLES in the kernels that include the shim) is DeepEP's own until NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS sets it; the value is validated",
     ]);
   });
 

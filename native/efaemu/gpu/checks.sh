@@ -600,17 +600,20 @@ check_silent_bound() {
 }
 
 # deepep_silent_bound: DeepEP's low-latency test, GDA on, failures injected on the GDA path of both PEs, queues silent
-# after their error: every process ends by itself within DEEPEP_START_S (torch, NVSHMEM init) + the bound, with the
-# shim's trap message.
+# after their error: every process ends by itself within DEEPEP_START_S (torch, NVSHMEM init) + the bound, with a
+# trap message: the shim's (a GDA wait gave up, or saw the NIC's error) or DeepEP's receive timeout naming the source
+# rank, whose bound the shim sets from NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS (a failed signal write is seen by its sender
+# only: the receiver learns of it by waiting).
+DEEPEP_TRAP_RE="$TRAP_RE|DeepEP timeout for (dispatch|combine) receive"
 check_deepep_silent_bound() {
   need deepep_silent_bound DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   local ms=${GDA_TIMEOUT_MS:-3000} start_s=${DEEPEP_START_S:-60}
   CHECK_TIMEOUT=$((start_s + ms / 1000 + 60)) T=$((start_s + ms / 1000 + 60)) deepep_pair deepep_silent_bound \
-    "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${DEEPEP_FAIL_EVERY:-5000} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" \
+    "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${DEEPEP_FAIL_EVERY:-5000} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" \
     ${DEEPEP_ARGS:-}
   local t0 t1
-  t0=$(grep -h -m1 "$TRAP_RE" "$RESULTS/deepep_silent_bound.pe0.log" | cut -c1-160)
-  t1=$(grep -h -m1 "$TRAP_RE" "$RESULTS/deepep_silent_bound.pe1.log" | cut -c1-160)
+  t0=$(grep -hE -m1 "$DEEPEP_TRAP_RE" "$RESULTS/deepep_silent_bound.pe0.log" | cut -c1-160)
+  t1=$(grep -hE -m1 "$DEEPEP_TRAP_RE" "$RESULTS/deepep_silent_bound.pe1.log" | cut -c1-160)
   if [ "$RC0" != 0 ] && [ "$RC1" != 0 ] && [ "${RC0#killed}" = "$RC0" ] && [ "${RC1#killed}" = "$RC1" ] && [ "$RC0" != 124 ] && [ "$RC1" != 124 ] &&
      [ "$ELAPSED" -le $((start_s + ms / 1000 + 10)) ] && [ -n "$t0" ] && [ -n "$t1" ]; then
     result deepep_silent_bound pass "both PEs ended by themselves in ${ELAPSED}s (start-up allowance ${start_s}s + bound ${ms} ms; rc $RC0/$RC1), each with the trap message: PE 0: $t0; PE 1: $t1"

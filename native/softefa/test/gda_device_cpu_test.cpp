@@ -6,6 +6,7 @@
 // (a value written after its payload completed, from a per-slot scratch entry). And (issue 21) a NIC that goes
 // silent: every wait gives up with ERR_TIMEOUT within the state's bound and the trap message names the queue; a
 // failed completion names its peer; an owned queue in error refuses posts; the filler is a 0-byte write to a peer.
+// And a rail wait bounded to one peer (efa_gda_quiet_rail_pe): only the slots addressed to that PE hold it.
 // GDA_TEST_ONLY=text runs only the tests whose name contains text.
 // Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
 #include "cuda_on_cpu.h"
@@ -312,6 +313,208 @@ static void bounded_wait_tests() {
             CHECK(st.wqes == 1 && st.errors == 0 && st.bytes == 0 && r.emu->violations().empty(), r.violations());
         }
     });
+}
+
+// ---- a wait bounded to one peer (efa_gda_wait_pe_slots, efa_gda_quiet_rail_pe) --------------------------------
+// A signal to PE p waits for the WQEs of its rail addressed to p, not for those to other PEs. Most cases use a
+// queue filled in by hand with no NIC behind it (its CQ stays empty): a slot completes only when the test marks
+// it (slot_done), so which slots hold the wait is exact. Two cases run the rig's NIC model (large:64K:32), which
+// holds one PE's large put while the other PE's small ones complete.
+struct PeQueue {
+    static constexpr uint32_t kEntries = 16;
+    static constexpr uint16_t kNone = 0xffff;
+    std::vector<uint8_t> sq = std::vector<uint8_t>(kEntries * 64, 0), cq = std::vector<uint8_t>(kEntries * 32, 0);
+    std::vector<uint32_t> done = std::vector<uint32_t>(kEntries);
+    std::vector<uint16_t> pes = std::vector<uint16_t>(kEntries, kNone);
+    nvshmemx_efa_gda_qp_t qp{};
+    // Slots below first completed (the retired prefix); slots first, first + 1, ... are in flight, addressed to
+    // to[0], to[1], ... (kNone: no PE noted). keeps_pes = false: the queue keeps no slot_pe.
+    PeQueue(uint32_t first, const std::vector<uint16_t> &to, bool keeps_pes = true) {
+        for (uint32_t s = first - kEntries; s != first; s++) done[s & (kEntries - 1)] = s;
+        for (uint32_t k = 0; k < to.size(); k++) pes[(first + k) & (kEntries - 1)] = to[k];
+        qp.sq_buf = sq.data();
+        qp.sq_entries = kEntries;
+        qp.sq_log2 = 4;
+        qp.max_batch = kEntries;
+        qp.wqe_size = 64;
+        qp.cq_buf = cq.data();
+        qp.cq_entries = kEntries;
+        qp.cq_log2 = 4;
+        qp.cq_entry_size = 32;
+        qp.qp_num = 99;
+        qp.max_rdma_size = 1 << 20;
+        qp.slot_done = done.data();
+        qp.slot_pe = keeps_pes ? pes.data() : nullptr;
+        qp.sq_reserved = qp.sq_rung = first + (uint32_t)to.size();
+        qp.sq_retired = first;
+    }
+    void complete(uint32_t slot) { __atomic_store_n(&done[slot & (kEntries - 1)], slot, __ATOMIC_SEQ_CST); }
+    int wait(int pe, uint64_t bound_ns) {
+        efa_gda_bound b = efa_gda_bound_of(bound_ns);
+        return efa_gda_wait_pe_slots(&qp, efa_gda_load(&qp.sq_reserved), pe, b);
+    }
+};
+
+// The wait for pe returns 0 at once (no spin towards the bound) and leaves the queue usable.
+static void returns_at_once(PeQueue &q, int pe, const char *what) {
+    const uint64_t t0 = now_ns();
+    const int rc = q.wait(pe, kBoundNs);
+    const uint64_t took = now_ns() - t0;
+    CHECK(rc == 0, std::string(what) + ": returned " + std::to_string(rc));
+    CHECK(took < kAtOnceNs, std::string(what) + ": took " + std::to_string(took / 1000000) + " ms");
+    CHECK(q.qp.fatal == 0, std::string(what) + ": the queue was marked");
+}
+// The wait for pe returns 0 only once another thread marks slot complete, 30 ms in (bounded, so that a wait that
+// misses the mark fails instead of hanging the run).
+static void released_by(PeQueue &q, int pe, uint32_t slot, const char *what) {
+    std::atomic<bool> marked{false};
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        marked = true;
+        q.complete(slot);
+    });
+    const int rc = q.wait(pe, kMarginNs);
+    const bool after = marked.load();
+    t.join();
+    CHECK(rc == 0, std::string(what) + ": returned " + std::to_string(rc));
+    CHECK(after, std::string(what) + ": returned before slot " + std::to_string(slot) + " completed");
+}
+
+// Whether every 4 KiB of [base + off, + len) and its last byte hold pattern (landed() for either PE's heap).
+static bool landed_in(const std::vector<uint8_t> &heap, uint64_t off, uint64_t len, uint8_t pattern) {
+    const volatile uint8_t *t = heap.data() + off;
+    if (t[len - 1] != pattern) return false;
+    for (uint64_t i = 0; i < len; i += 4096)
+        if (t[i] != pattern) return false;
+    return true;
+}
+
+// Through the NIC model: a large put to held_pe (PE 0 is this PE itself, which the rig's NIC reaches), which the
+// NIC holds until 32 later WQEs completed, then small puts to the other PE, which complete at once. The other PE's
+// rail wait returns with the large put still held; held_pe's returns only once it landed (32 more small puts,
+// posted from another thread 30 ms in, release it).
+static void peer_wait_through_nic(int held_pe) {
+    const int other = 1 - held_pe;
+    Rig r("large:65536:32", 256, 16, 1 << 20, 64, 64, kHoldIdleUs);
+    std::vector<uint8_t> &held_heap = held_pe ? r.heap1 : r.heap0, &other_heap = other ? r.heap1 : r.heap0;
+    const uint64_t large = 256 << 10, src = 0, dst = 6ull << 20, small_src = 9ull << 20, small_dst = 10ull << 20;
+    memset(r.heap0.data() + src, 0x7A, large);
+    memset(r.heap0.data() + small_src, 0x7B, 64);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(dst), r.heap0.data() + src, large, held_pe) == 0, "the large put");
+    for (int i = 0; i < 4; i++)
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(small_dst + i * 64), r.heap0.data() + small_src, 64, other) == 0, "small put");
+    CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, other) == 0, "the other PE's rail wait");
+    CHECK(landed_in(other_heap, small_dst, 4 * 64, 0x7B), "the other PE's small puts had not landed when its wait returned");
+    CHECK(!landed_in(held_heap, dst, large, 0x7A),
+          "PE " + std::to_string(held_pe) + "'s held put had landed when PE " + std::to_string(other) +
+              "'s rail wait returned: the wait waited for it (or the NIC did not hold it)");
+    std::atomic<bool> releasing{false};
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        releasing = true;
+        for (int i = 0; i < 32; i++) efa_gda_put_nbi_on(&r.s0, 0, r.sym(small_dst + i * 64), r.heap0.data() + small_src, 64, other);
+    });
+    const int rc = efa_gda_quiet_rail_pe(&r.s0, 0, held_pe);
+    const bool waited = releasing.load(), in_place = landed_in(held_heap, dst, large, 0x7A);
+    t.join();
+    CHECK(rc == 0, "the held PE's rail wait returned " + std::to_string(rc));
+    CHECK(waited && in_place, "PE " + std::to_string(held_pe) + "'s rail wait returned before its held put landed");
+    CHECK(efa_gda_quiet(&r.s0) == 0 && r.emu->stats().reordered > 0 && r.violations().empty(), r.violations());
+}
+
+static void peer_wait_tests() {
+    test("peer wait: a slot addressed to another PE that never completes does not hold the wait for pe (returns 0 at once), "
+         "nor do other PEs' slots across the 32-bit slot wrap",
+         [] {
+        PeQueue q(0, {1, 0, 1, 2});
+        q.complete(1);
+        returns_at_once(q, 0, "the wait for PE 0");
+        PeQueue w(0xfffffffau, {1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0});  // slots 2^32 - 6 .. 5
+        for (uint32_t s = 0xfffffffbu; s != 7u; s += 2) w.complete(s);
+        returns_at_once(w, 0, "the wait for PE 0 across the wrap");
+    });
+
+    test("peer wait: a slot addressed to pe that has not completed holds the wait: ERR_TIMEOUT within the bound, the queue "
+         "marked with that slot and PE; the same slot completed from another thread releases it, not before",
+         [] {
+        PeQueue q(0, {0, 1, 0});
+        q.complete(0);
+        timed_out_within_bound("the wait for PE 1", [&] { return q.wait(1, kBoundNs); });
+        CHECK(q.qp.fatal == NVSHMEMX_EFA_GDA_ERR_TIMEOUT && q.qp.error == NVSHMEMX_EFA_GDA_ERR_TIMEOUT && q.qp.error_req_id == 1 &&
+                  q.qp.error_pe == 1,
+              "the queue is marked timed out on request 1, addressed to PE 1 (not the oldest, PE 0's)");
+        PeQueue r(0, {2, 1, 0});
+        released_by(r, 1, 1, "the wait for PE 1");
+    });
+
+    test("peer wait: completions out of order: pe's later slots done, an earlier one not: the wait still holds", [] {
+        PeQueue q(0, {1, 0, 1, 1});
+        q.complete(2);
+        q.complete(3);
+        timed_out_within_bound("the wait for PE 1", [&] { return q.wait(1, kBoundNs); });
+        PeQueue r(0, {0, 1, 0, 1, 1});
+        r.complete(0);
+        r.complete(3);
+        r.complete(4);
+        released_by(r, 1, 1, "the wait for PE 1");
+    });
+
+    test("peer wait: a queue without slot_pe, or a PE slot_pe cannot name, waits for every slot (the rail's retired prefix); "
+         "a slot with no PE noted (0xffff) is waited for",
+         [] {
+        PeQueue q(0, {1, 0}, false);
+        q.complete(1);
+        timed_out_within_bound("no slot_pe: the wait for PE 0", [&] { return q.wait(0, kBoundNs); });
+        PeQueue r(0, {1, 0}, false);
+        r.complete(0);
+        r.complete(1);
+        std::thread t([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            __atomic_store_n(&r.qp.sq_retired, 2u, __ATOMIC_SEQ_CST);  // what the CQ poller would do
+        });
+        const int rc = r.wait(0, kMarginNs);
+        t.join();
+        CHECK(rc == 0 && r.qp.sq_retired == 2, "no slot_pe: the wait returned once the retired prefix reached its end");
+        PeQueue big(0, {1, 0});
+        big.complete(1);
+        timed_out_within_bound("PE 0xffff", [&] { return big.wait(0xffff, kBoundNs); });
+        PeQueue none(0, {PeQueue::kNone, 0});
+        none.complete(1);
+        timed_out_within_bound("a slot without a PE: the wait for PE 0", [&] { return none.wait(0, kBoundNs); });
+    });
+
+    test("peer wait: a queue already unusable fails the wait for a pending slot of pe at once with its reason; with none of "
+         "pe's slots pending the wait returns 0",
+         [] {
+        PeQueue q(0, {0, 1});
+        q.qp.fatal = NVSHMEMX_EFA_GDA_ERR_BAD_CQE;
+        fails_at_once("the wait for PE 0", [&] { return q.wait(0, kBoundNs); }, NVSHMEMX_EFA_GDA_ERR_BAD_CQE);
+        q.complete(0);
+        fails_at_once("the wait for PE 0, its slot done", [&] { return q.wait(0, kBoundNs); }, 0);
+    });
+
+    test("efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; the queue's "
+         "first error is returned whichever PE it named",
+         [] {
+        Rig r("inorder", 64, 16, 1 << 20, 64, 64, 2000, true, 2);
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 2, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "rail 2 of 2");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 2) == NVSHMEMX_EFA_GDA_ERR_BAD_PE && efa_gda_quiet_rail_pe(&r.s0, 0, -1) == NVSHMEMX_EFA_GDA_ERR_BAD_PE,
+              "PE 2 of 2, PE -1");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 1, 1) == 0 && efa_gda_quiet_rail_pe(&r.s0, 1, 0) == 0, "an idle rail");
+        r.emus[0]->av_remove(1, 1, 10);  // PE 1 forgets PE 0: PE 0's writes to PE 1 on rail 0 fail UNKNOWN_PEER
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(1 << 20), r.sym(0), 64, 1) == 0, "put to PE 1");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "PE 1's wait returns the failure");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 0) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "so does PE 0's (the queue's first error)");
+        CHECK(r.s0.rail[0].qp.error_pe == 1 && r.s0.rail[1].qp.sq_reserved == 0, "it names PE 1; nothing went to rail 1");
+    });
+
+    test("peer wait through the NIC (large:64K:32): PE 0's own put held does not hold the rail wait for PE 1, whose puts "
+         "completed; the wait for PE 0 returns only once it landed",
+         [] { peer_wait_through_nic(0); });
+    test("peer wait through the NIC (large:64K:32): PE 1's put held does not hold the rail wait for PE 0, whose puts "
+         "completed; the wait for PE 1 returns only once it landed",
+         [] { peer_wait_through_nic(1); });
 }
 
 int main() {
@@ -1152,6 +1355,7 @@ int main() {
     });
 
     bounded_wait_tests();
+    peer_wait_tests();
 
     printf("%d failed\n", failures);
     return failures ? 1 : 0;

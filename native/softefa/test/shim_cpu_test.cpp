@@ -394,6 +394,22 @@ int main() {
         CHECK(local == 7 && g_calls.add64 == 1, "local copy");
     });
 
+    test("DeepEP's receive-wait bound (NUM_TIMEOUT_CYCLES in the kernels that include the shim) is DeepEP's own until "
+         "NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS sets it; the value is validated", [&] {
+        nvshmem_efa_shim::state_d.recv_timeout_cycles = 0;
+        CHECK(NUM_TIMEOUT_CYCLES == 200000000000ull, "unset: DeepEP's 200G cycles, got " + std::to_string(NUM_TIMEOUT_CYCLES));
+        nvshmem_efa_shim::state_d.recv_timeout_cycles = 3000ull * 1980000ull;  // 3 s at 1.98 GHz
+        CHECK(NUM_TIMEOUT_CYCLES == 3000ull * 1980000ull, "set: the state's cycles, got " + std::to_string(NUM_TIMEOUT_CYCLES));
+        nvshmem_efa_shim::state_d.recv_timeout_cycles = 0;
+        unsigned long long ms = 7;
+        CHECK(nvshmem_efa_shim::parse_recv_timeout_ms(nullptr, &ms) == 0 && ms == 0, "unset is DeepEP's own (0)");
+        CHECK(nvshmem_efa_shim::parse_recv_timeout_ms("", &ms) == 0 && ms == 0, "empty is DeepEP's own (0)");
+        CHECK(nvshmem_efa_shim::parse_recv_timeout_ms("5000", &ms) == 0 && ms == 5000, "5000 ms");
+        CHECK(nvshmem_efa_shim::parse_recv_timeout_ms("86400000", &ms) == 0 && ms == 86400000, "a day");
+        for (const char *bad : {"0", "-1", "5s", "abc", "86400001", "99999999999999999999999", " 5", "1e3"})
+            CHECK(nvshmem_efa_shim::parse_recv_timeout_ms(bad, &ms) == -1, std::string("refused: '") + bad + "'");
+    });
+
     printf("%d failed\n", failures);
     return failures ? 1 : 0;
 }

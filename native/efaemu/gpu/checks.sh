@@ -419,7 +419,9 @@ check_deepep_shrink() {
 
 check_deepep_pressure() {  # endless by design: bounded in time; passes when repeats of a seed matched its hash
   need deepep_pressure DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
-  local bound=${PRESSURE_SECONDS:-45}
+  # 90 s: start-up (torch, NVSHMEM) takes about 20 s, and with signals through the proxy (duplicate, all) a seed's
+  # reference and first repeat need most of a minute on a 2x H200 host (60 s gave 2 test_main runs under duplicate).
+  local bound=${PRESSURE_SECONDS:-90}
   CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_pressure "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" --pressure-test \
     ${PRESSURE_ARGS:---num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 8}
   local log="$RESULTS/deepep_pressure.pe0.log" runs seeds

@@ -106,6 +106,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
       ...ctx.envFixes,
       ...(ctx.rdmaCore?.fixes ?? []),
       ...(ctx.libfabric?.fixes ?? []),
+      ...(ctx.fabtests?.fixes ?? []),
       ...(ctx.patch?.fixes ?? []),
       ...(ctx.build?.fixes ?? []),
       ...(ctx.deepepPatch?.fixes ?? []),

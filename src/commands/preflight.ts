@@ -17,7 +17,7 @@ import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
-import { fabricOrigin, fabricPin, isLocalOrigin, loadFabricLock } from '../core/fabric-lock.ts';
+import { fabricOrigin, fabricPin, fabtestsPin, isLocalOrigin, loadFabricLock, type FabricPackage } from '../core/fabric-lock.ts';
 import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
 import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
@@ -223,12 +223,17 @@ export const PREFLIGHT: readonly Check[] = [
       if (!plan || plan.libfabric.action !== 'build') return;
       const lock = await loadFabricLock();
       const paths = workPaths(o.workDir);
-      const wanted = [{ pkg: 'libfabric' as const, ref: plan.libfabric.ref }, ...(plan.rdmaCore?.action === 'build' ? [{ pkg: 'rdma-core' as const, ref: plan.rdmaCore.ref }] : [])];
+      const wanted: { pkg: FabricPackage; ref: string }[] = [{ pkg: 'libfabric', ref: plan.libfabric.ref }, ...(plan.rdmaCore?.action === 'build' ? [{ pkg: 'rdma-core' as const, ref: plan.rdmaCore.ref }] : [])];
+      // fabtests come with the libfabric build unless turned off (from the same clone when libfabric comes from git).
+      if (process.env.NVSHMEM_EFA_FABTESTS !== '0') wanted.push({ pkg: 'fabtests', ref: plan.libfabric.ref });
       const missing: string[] = [];
       let fix = '';
       for (const w of wanted) {
-        const pin = fabricPin(lock, w.pkg, w.ref);
+        const lfPin = fabricPin(lock, w.pkg, w.ref);
+        const pin = w.pkg === 'fabtests' ? fabtestsPin(lfPin) : lfPin;
+        if (!pin) continue;
         const origin = fabricOrigin(w.pkg, pin);
+        if (w.pkg === 'fabtests' && origin.kind === 'git') continue;
         if (isLocalOrigin(origin)) continue;
         if (origin.kind === 'git' ? (await headCommit(path.join(paths.sources, `${w.pkg}-${pin.ref}`))) === pin.commit : await cachedArchive(pin, paths.downloads)) continue;
         missing.push(`${w.pkg} ${pin.ref} (${pin.archive.url}, sha256 ${pin.archive.sha256})`);

@@ -14,6 +14,8 @@ const FabricPin = z.object({
   repository: z.string(),
   commit: z.string().regex(/^[0-9a-f]{40}$/),
   archive: z.object({ url: z.string().url(), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+  /** libfabric only: the release's fabtests tarball (fabtests are not in the libfabric tarball, only in git). */
+  fabtests: z.object({ url: z.string().url(), sha256: z.string().regex(/^[0-9a-f]{64}$/), checksumFrom: z.string() }).optional(),
   checksumFrom: z.string(),
   note: z.string(),
 });
@@ -35,7 +37,17 @@ const Lock = z
   });
 export type FabricLock = z.infer<typeof Lock>;
 
-export type FabricPackage = 'libfabric' | 'rdma-core';
+export type FabricPackage = 'libfabric' | 'rdma-core' | 'fabtests';
+
+/**
+ * The fabtests of a libfabric pin as a pin of their own (the same tag and commit, the fabtests tarball as its
+ * archive), or undefined when the lock names no fabtests archive for it.
+ */
+export function fabtestsPin(libfabric: FabricPin): FabricPin | undefined {
+  const f = libfabric.fabtests;
+  if (!f) return undefined;
+  return { ...libfabric, fabtests: undefined, archive: { url: f.url, sha256: f.sha256 }, checksumFrom: f.checksumFrom, note: `the fabtests of libfabric ${libfabric.ref}` };
+}
 
 /** The lock; NVSHMEM_EFA_FABRIC_LOCK points at another one (tests, sites that mirror other archives). */
 export async function loadFabricLock(env: NodeJS.ProcessEnv = process.env): Promise<FabricLock> {
@@ -43,7 +55,7 @@ export async function loadFabricLock(env: NodeJS.ProcessEnv = process.env): Prom
   return readLockFile('NVSHMEM_EFA_FABRIC_LOCK', ['third_party', 'libfabric', 'lock.json'], Lock, 'a fabric lock', env);
 }
 
-const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'libfabric' ? lock.libfabric : lock.rdmaCore);
+const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'rdma-core' ? lock.rdmaCore : lock.libfabric);
 
 export function fabricPin(lock: FabricLock, pkg: FabricPackage, ref?: string): FabricPin {
   const s = section(lock, pkg);
@@ -69,9 +81,12 @@ export const archiveName = (pin: FabricPin) => path.posix.basename(new URL(pin.a
  */
 export type FabricOrigin = { kind: 'archive'; url: string } | { kind: 'git'; url: string };
 
+export const fabricEnvKey = (pkg: FabricPackage) => (pkg === 'libfabric' ? 'LIBFABRIC' : pkg === 'fabtests' ? 'FABTESTS' : 'RDMA_CORE');
+
 export function fabricOrigin(pkg: FabricPackage, pin: FabricPin, env: NodeJS.ProcessEnv = process.env): FabricOrigin {
-  const key = pkg === 'libfabric' ? 'LIBFABRIC' : 'RDMA_CORE';
-  const git = env[`NVSHMEM_EFA_${key}_GIT`];
+  const key = fabricEnvKey(pkg);
+  // fabtests live in libfabric's git repository: a libfabric git mirror serves both (its fabtests/ folder).
+  const git = env[`NVSHMEM_EFA_${pkg === 'fabtests' ? 'LIBFABRIC' : key}_GIT`];
   if (git) return { kind: 'git', url: git };
   return { kind: 'archive', url: env[`NVSHMEM_EFA_${key}_URL`] ?? pin.archive.url };
 }

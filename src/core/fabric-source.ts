@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { readdir, rename, rm, stat } from 'node:fs/promises';
+import { cp, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cloneInto, headCommit, resetClone } from '../steps/get-nvshmem.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
-import { archiveName, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
+import { archiveName, fabricEnvKey, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import { makeDirs } from './make-dirs.ts';
 import { recordDownload } from './work-dir.ts';
 
@@ -29,12 +29,18 @@ export interface SourceIO {
   progress(s: string): void;
 }
 
-const envName = (pkg: FabricPackage) => (pkg === 'libfabric' ? 'LIBFABRIC' : 'RDMA_CORE');
+const envName = fabricEnvKey;
 
 /** What to do when the pinned source cannot be had here: every way to provide it. */
 export function howToProvide(pkg: FabricPackage, pin: FabricPin): string {
-  const alt = pkg === 'libfabric' ? '; or pass --libfabric-home DIR to use a libfabric you have (GDA needs >= 2.3.0 on rdma-core >= 59)' : '';
-  return `download ${pin.archive.url} (sha256 ${pin.archive.sha256}) and pass NVSHMEM_EFA_${envName(pkg)}_URL=file:///path/to/${archiveName(pin)}, or set NVSHMEM_EFA_${envName(pkg)}_GIT to a git mirror of ${pin.repository} (tag ${pin.ref} must be commit ${pin.commit}), or run once with network access${alt}`;
+  const alt =
+    pkg === 'libfabric'
+      ? '; or pass --libfabric-home DIR to use a libfabric you have (GDA needs >= 2.3.0 on rdma-core >= 59)'
+      : pkg === 'fabtests'
+        ? '; or set NVSHMEM_EFA_FABTESTS=0 to build libfabric without its fabtests (selftest then skips them, saying why)'
+        : '';
+  const git = pkg === 'fabtests' ? 'LIBFABRIC' : envName(pkg);
+  return `download ${pin.archive.url} (sha256 ${pin.archive.sha256}) and pass NVSHMEM_EFA_${envName(pkg)}_URL=file:///path/to/${archiveName(pin)}, or set NVSHMEM_EFA_${git}_GIT to a git mirror of ${pin.repository} (tag ${pin.ref} must be commit ${pin.commit}), or run once with network access${alt}`;
 }
 
 /** The cached archive in <work-dir>/downloads, when it is there and is the pinned one. */
@@ -223,4 +229,35 @@ export async function stagedInstall(prefix: string, stage: string, install: (des
   await rename(staged, prefix);
   await rm(stage, { recursive: true, force: true });
   return { outside };
+}
+
+/**
+ * Runs an install into a staging DESTDIR and copies what it put under `prefix` into the existing prefix, file by
+ * file, never over a file already there (those are returned as clashes and left as they were): for a package that
+ * installs into another one's prefix (fabtests into libfabric's). A failed install changes nothing in the prefix.
+ */
+export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[] }> {
+  await rm(stage, { recursive: true, force: true });
+  await makeDirs(stage);
+  await install(stage);
+  const staged = path.join(stage, prefix);
+  if (!existsSync(staged)) throw new EnvironmentError(`the install put nothing under ${prefix}`, `read the install log; the build's prefix must be ${prefix}`);
+  const clashes: string[] = [];
+  const walk = async (rel: string): Promise<void> => {
+    for (const e of await readdir(path.join(staged, rel), { withFileTypes: true })) {
+      const r = path.join(rel, e.name);
+      const to = path.join(prefix, r);
+      if (e.isDirectory()) {
+        await makeDirs(to);
+        await walk(r);
+      } else if (existsSync(to)) {
+        clashes.push(r);
+      } else {
+        await cp(path.join(staged, r), to, { verbatimSymlinks: true, preserveTimestamps: true });
+      }
+    }
+  };
+  await walk('');
+  await rm(stage, { recursive: true, force: true });
+  return { clashes };
 }

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { buildDeepEpStep } from './build-deepep.ts';
+import { buildFabtestsStep } from './build-fabtests.ts';
 import { buildLibfabricStep } from './build-libfabric.ts';
 import { buildRdmaCoreStep } from './build-rdma-core.ts';
 import { buildNvshmemStep } from './build-nvshmem.ts';
@@ -27,6 +28,7 @@ export const BUILD_STEPS: readonly Step[] = [
   patchNvshmemStep,
   buildRdmaCoreStep,
   buildLibfabricStep,
+  buildFabtestsStep,
   getDeepEpStep,
   patchDeepEpStep,
   buildNvshmemStep,

@@ -85,6 +85,13 @@ export interface FabricBuildResult {
   fixes: FixRecord[];
 }
 
+/** The fabtests step: built into the libfabric prefix, or why not (in fixes). */
+export interface FabtestsResult {
+  built: boolean;
+  prefix: string;
+  fixes: FixRecord[];
+}
+
 export interface Ctx {
   opts: Options;
   paths: WorkPaths;
@@ -102,6 +109,7 @@ export interface Ctx {
   /** The rdma-core and libfabric steps' results (absent when the host's libfabric is used). */
   rdmaCore?: FabricBuildResult;
   libfabric?: FabricBuildResult;
+  fabtests?: FabtestsResult;
   deepep?: SourceResult;
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;

@@ -143,6 +143,44 @@ const char *fake_libfabric_variant = "${o.marker ?? 'plain'}";
   return dir;
 }
 
+/**
+ * A fabtests-shaped release tree: a `configure` that wants --with-libfabric=DIR with DIR's rdma/fabric.h and
+ * libfabric.so (as fabtests' configure.ac does), and a Makefile that builds fi_rdm_pingpong and fi_rma_bw as
+ * programs linked against that libfabric (each prints its name, `marker` and the library's fi_version()),
+ * installed into bin/ with a man page into share/.
+ */
+export function fakeFabtestsTree(dir: string, o: { marker?: string } = {}): string {
+  write(path.join(dir, 'configure'), `#!/bin/sh
+srcdir=$(cd "$(dirname "$0")" && pwd)
+prefix=/usr/local; lf=
+for a in "$@"; do
+  case "$a" in
+    --prefix=*) prefix=\${a#--prefix=} ;;
+    --with-libfabric=*) lf=\${a#--with-libfabric=} ;;
+    LDFLAGS=*) LDFLAGS=\${a#LDFLAGS=} ;;
+  esac
+done
+if [ -z "$lf" ] || [ ! -f "$lf/include/rdma/fabric.h" ] || [ ! -e "$lf/lib/libfabric.so" ]; then echo "configure: error: libfabric not found in '$lf'" >&2; exit 1; fi
+cat > Makefile <<EOF
+all: fi_rdm_pingpong fi_rma_bw
+fi_%: $srcdir/pingpong.c
+\t@echo "  CC       \\$@"
+\tcc -I$lf/include -DNAME=\\"\\$@\\" -o \\$@ $srcdir/pingpong.c -L$lf/lib -lfabric $LDFLAGS
+install: all
+\tmkdir -p \\$(DESTDIR)$prefix/bin \\$(DESTDIR)$prefix/share/man/man1
+\tcp fi_rdm_pingpong fi_rma_bw \\$(DESTDIR)$prefix/bin/
+\tcp $srcdir/fabtests.1 \\$(DESTDIR)$prefix/share/man/man1/
+EOF
+echo "configure: fabtests against $lf"
+`, true);
+  write(path.join(dir, 'pingpong.c'), `#include <stdio.h>
+#include <rdma/fabric.h>
+int main(void) { printf("%s (${o.marker ?? 'plain'}) on libfabric %u\\n", NAME, fi_version()); return 0; }
+`);
+  write(path.join(dir, 'fabtests.1'), '.TH FABTESTS 1\n');
+  return dir;
+}
+
 /** `tar -cjf` / `-czf` of `dir` with one top-level folder named `top`; returns the archive and its sha256. */
 export function tarball(dir: string, top: string, out: string): { file: string; sha256: string } {
   const stage = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-tar-'));
@@ -152,13 +190,15 @@ export function tarball(dir: string, top: string, out: string): { file: string; 
 }
 
 /** A lock like third_party/libfabric/lock.json whose archives are these test archives. */
-export function fabricLock(o: { libfabric: { sha256: string; commit?: string }; rdmaCore: { sha256: string; commit?: string }; baseUrl: string }): string {
+export function fabricLock(o: { libfabric: { sha256: string; commit?: string }; rdmaCore: { sha256: string; commit?: string }; fabtests?: { sha256: string }; baseUrl: string }): string {
   const real = JSON.parse(readFileSync(path.join(ROOT, 'third_party/libfabric/lock.json'), 'utf8'));
-  const lf = real.libfabric.pins.find((p: { ref: string }) => p.ref === 'v2.3.0');
+  const { fabtests: realFabtests, ...lf } = real.libfabric.pins.find((p: { ref: string }) => p.ref === 'v2.3.0');
   const rc = real.rdmaCore.pins[0];
+  // Without o.fabtests the pin names none (never the real archive: a test downloads nothing).
+  const fabtests = o.fabtests ? { fabtests: { ...realFabtests, url: `${o.baseUrl}/fabtests-2.3.0.tar.bz2`, sha256: o.fabtests.sha256 } } : {};
   const lock = {
     ...real,
-    libfabric: { default: 'v2.3.0', pins: [{ ...lf, ...(o.libfabric.commit ? { commit: o.libfabric.commit } : {}), archive: { url: `${o.baseUrl}/libfabric-2.3.0.tar.bz2`, sha256: o.libfabric.sha256 } }] },
+    libfabric: { default: 'v2.3.0', pins: [{ ...lf, ...fabtests, ...(o.libfabric.commit ? { commit: o.libfabric.commit } : {}), archive: { url: `${o.baseUrl}/libfabric-2.3.0.tar.bz2`, sha256: o.libfabric.sha256 } }] },
     rdmaCore: { ...real.rdmaCore, pins: [{ ...rc, ...(o.rdmaCore.commit ? { commit: o.rdmaCore.commit } : {}), archive: { url: `${o.baseUrl}/rdma-core-60.1.tar.gz`, sha256: o.rdmaCore.sha256 } }] },
   };
   const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-fabric-lock-')), 'lock.json');

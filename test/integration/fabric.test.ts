@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, ENV, IO_DEFS, report, spawnCli, stepStatus, tmp, type CliResult } from '../helpers/cli.ts';
-import { fabricLock, fakeLibfabricTree, fakeRdmaCoreTree, serveDir, SYSTEM_FILE, tarball } from '../helpers/fake-fabric.ts';
+import { fabricLock, fakeFabtestsTree, fakeLibfabricTree, fakeRdmaCoreTree, serveDir, SYSTEM_FILE, tarball } from '../helpers/fake-fabric.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { materialize } from '../helpers/golden.ts';
 import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
@@ -29,7 +29,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
   let server: Awaited<ReturnType<typeof serveDir>>;
   let lock: string;
   let env: NodeJS.ProcessEnv;
-  let sums: { libfabric: string; rdmaCore: string };
+  let sums: { libfabric: string; rdmaCore: string; fabtests: string };
   const sysroot = tmp('nvshmem-efa-sysroot-'); // no /opt/amazon, no rdma-core: both are built
   const src = materialize('v3.4-like');
   const work = tmp();
@@ -38,9 +38,10 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     archives = tmp('nvshmem-efa-archives-');
     const lf = tarball(fakeLibfabricTree(tmp('nvshmem-efa-lf-')), 'libfabric-2.3.0', path.join(archives, 'libfabric-2.3.0.tar.bz2'));
     const rc = tarball(fakeRdmaCoreTree(tmp('nvshmem-efa-rc-')), 'rdma-core-60.1', path.join(archives, 'rdma-core-60.1.tar.gz'));
-    sums = { libfabric: lf.sha256, rdmaCore: rc.sha256 };
+    const ft = tarball(fakeFabtestsTree(tmp('nvshmem-efa-ft-')), 'fabtests-2.3.0', path.join(archives, 'fabtests-2.3.0.tar.bz2'));
+    sums = { libfabric: lf.sha256, rdmaCore: rc.sha256, fabtests: ft.sha256 };
     server = await serveDir(archives);
-    lock = fabricLock({ libfabric: { sha256: lf.sha256 }, rdmaCore: { sha256: rc.sha256 }, baseUrl: server.url });
+    lock = fabricLock({ libfabric: { sha256: lf.sha256 }, rdmaCore: { sha256: rc.sha256 }, fabtests: { sha256: ft.sha256 }, baseUrl: server.url });
     env = { ...BASE, NVSHMEM_EFA_FABRIC_LOCK: lock, NVSHMEM_EFA_SYSROOT: sysroot };
   });
   afterAll(async () => server?.close());
@@ -48,8 +49,8 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
   it('build --libfabric-ref v2.3.0 builds rdma-core (none here >= 59) and libfabric with the GDA ops, verified by sha256, and NVSHMEM with GDA compiled in against them; the report lists what was built', async () => {
     const r = await run(['build', '--nvshmem-src', src, '--work-dir', work, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], env);
     expect(r.code, r.stderr + r.stdout).toBe(0);
-    expect(server.requests.sort()).toEqual(['/libfabric-2.3.0.tar.bz2', '/rdma-core-60.1.tar.gz']);
-    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'done', libfabric: 'done', 'build-nvshmem': 'done' });
+    expect(server.requests.sort()).toEqual(['/fabtests-2.3.0.tar.bz2', '/libfabric-2.3.0.tar.bz2', '/rdma-core-60.1.tar.gz']);
+    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'done', libfabric: 'done', fabtests: 'done', 'build-nvshmem': 'done' });
     const rep = report(work);
     const lf = rep.fabric?.find((f) => f.package === 'libfabric');
     const rc = rep.fabric?.find((f) => f.package === 'rdma-core');
@@ -57,7 +58,14 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(rc?.why).toMatch(/no rdma-core on this host/);
     expect(lf).toMatchObject({ action: 'built', version: '2.3.0', ref: 'v2.3.0', verified: `sha256 ${sums.libfabric}`, prefix: path.join(work, 'install/libfabric') });
     for (const d of ['HAVE_EFA', 'HAVE_EFADV_QUERY_QP_WQS', 'HAVE_EFADV_QUERY_CQ', 'HAVE_EFA_DATA_PATH_DIRECT', 'HAVE_CAPS_CQ_WITH_EXT_MEM_DMABUF', 'HAVE_EFADV_CQ_EX']) expect(lf?.features?.[d], d).toBe(true);
-    expect(rep.fixes.map((f) => `${f.id}:${f.status}`)).toEqual(expect.arrayContaining(['rdma-core-source:applied', 'libfabric-source:applied']));
+    expect(rep.fixes.map((f) => `${f.id}:${f.status}`)).toEqual(expect.arrayContaining(['rdma-core-source:applied', 'libfabric-source:applied', 'fabtests:applied']));
+    // fabtests, from their own pinned tarball, built against this libfabric and installed into its bin/ (where
+    // selftest looks), beside libfabric's own files.
+    for (const t of ['fi_rdm_pingpong', 'fi_rma_bw']) {
+      expect(execFileSync(path.join(work, 'install/libfabric/bin', t), { encoding: 'utf8' })).toMatch(new RegExp(`^${t} \\(plain\\) on libfabric \\d+`));
+    }
+    expect(existsSync(path.join(work, 'install/libfabric/lib/libfabric.so'))).toBe(true);
+    expect(rep.fixes.find((f) => f.id === 'fabtests')?.detail).toContain(`sha256 ${sums.fabtests}`);
     // NVSHMEM was configured against the built libfabric, and its transport has the GDA path compiled in.
     expect(rep.nvshmem.cmakeArgs).toContain(`-DLIBFABRIC_HOME=${path.join(work, 'install/libfabric')}`);
     expect(rep.gda.status).toBe('available');
@@ -74,19 +82,22 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(existsSync(SYSTEM_FILE)).toBe(false);
     expect(rep.fixes.find((f) => f.id === 'rdma-core-install-outside-prefix')?.detail).toContain(SYSTEM_FILE);
     // The archives are kept for reruns and --offline.
-    expect(readdirSync(path.join(work, 'downloads')).sort()).toEqual(['libfabric-2.3.0.tar.bz2', 'rdma-core-60.1.tar.gz']);
+    expect(readdirSync(path.join(work, 'downloads')).sort()).toEqual(['fabtests-2.3.0.tar.bz2', 'libfabric-2.3.0.tar.bz2', 'rdma-core-60.1.tar.gz']);
   });
 
   it('a rerun is a no-op (nothing fetched, nothing rebuilt); --offline --force rebuilds from the cached archives without the server', async () => {
     const before = server.requests.length;
     const r = await run(['build', '--nvshmem-src', src, '--work-dir', work, '--libfabric-ref', 'v2.3.0', '--efa-io-defs', IO_DEFS], env);
     expect(r.code, r.stderr).toBe(0);
-    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'skipped', libfabric: 'skipped', 'build-nvshmem': 'skipped' });
+    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'skipped', libfabric: 'skipped', fabtests: 'skipped', 'build-nvshmem': 'skipped' });
     expect(report(work).gda.status).toBe('available');
+    expect(report(work).fixes.map((f) => `${f.id}:${f.status}`)).toContain('fabtests:applied');
     expect(server.requests.length).toBe(before);
-    const off = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--libfabric-ref', 'v2.3.0', '--efa-io-defs', IO_DEFS, '--offline', '--force', '--jobs', '2'], { ...env, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: sums.libfabric }, rdmaCore: { sha256: sums.rdmaCore }, baseUrl: 'http://127.0.0.1:9' }) });
+    const off = cli(['build', '--nvshmem-src', src, '--work-dir', work, '--libfabric-ref', 'v2.3.0', '--efa-io-defs', IO_DEFS, '--offline', '--force', '--jobs', '2'], { ...env, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: sums.libfabric }, rdmaCore: { sha256: sums.rdmaCore }, fabtests: { sha256: sums.fabtests }, baseUrl: 'http://127.0.0.1:9' }) });
     expect(off.code, off.stderr).toBe(0);
-    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'done', libfabric: 'done' });
+    // The rebuilt libfabric replaced its prefix: fabtests were rebuilt into it, from the cached archive.
+    expect(stepStatus(work)).toMatchObject({ 'rdma-core': 'done', libfabric: 'done', fabtests: 'done' });
+    expect(existsSync(path.join(work, 'install/libfabric/bin/fi_rma_bw'))).toBe(true);
     expect(server.requests.length).toBe(before);
   });
 
@@ -97,6 +108,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(r.stderr).toMatch(/--offline, and the pinned sources to build are not cached/);
     expect(r.stderr).toContain(`libfabric v2.3.0 (${server.url}/libfabric-2.3.0.tar.bz2, sha256 ${sums.libfabric})`);
     expect(r.stderr).toContain('rdma-core v60.1');
+    expect(r.stderr).toContain(`fabtests v2.3.0 (${server.url}/fabtests-2.3.0.tar.bz2, sha256 ${sums.fabtests})`);
     expect(r.stderr).toMatch(/fix: download .* and pass NVSHMEM_EFA_LIBFABRIC_URL=file:\/\/\/path\/to\/libfabric-2\.3\.0\.tar\.bz2/);
     expect(existsSync(w)).toBe(false);
   });
@@ -114,6 +126,8 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
 
   it('a git checkout without configure (NVSHMEM_EFA_LIBFABRIC_GIT) runs autogen.sh; the tag must be the pinned commit (else exit 5)', async () => {
     const repo = fakeLibfabricTree(tmp('nvshmem-efa-lfgit-'), { layout: 'checkout' });
+    // libfabric's repository carries its fabtests: the build takes them from the verified clone, no tarball.
+    fakeFabtestsTree(path.join(repo, 'fabtests'), { marker: 'from-git' });
     const git = (...a: string[]) => execFileSync('git', ['-C', repo, ...a], { encoding: 'utf8' }).trim();
     git('init', '-q');
     git('add', '-A');
@@ -121,9 +135,13 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     git('tag', 'v2.3.0');
     const commit = git('rev-parse', 'HEAD');
     const w = tmp();
-    const genv = { ...env, NVSHMEM_EFA_LIBFABRIC_GIT: repo, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: sums.libfabric, commit }, rdmaCore: { sha256: sums.rdmaCore }, baseUrl: server.url }) };
+    const genv = { ...env, NVSHMEM_EFA_LIBFABRIC_GIT: repo, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: sums.libfabric, commit }, rdmaCore: { sha256: sums.rdmaCore }, fabtests: { sha256: sums.fabtests }, baseUrl: server.url }) };
+    const fetched = server.requests.length;
     const r = await run(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], genv);
     expect(r.code, r.stderr + r.stdout).toBe(0);
+    expect(execFileSync(path.join(w, 'install/libfabric/bin/fi_rdm_pingpong'), { encoding: 'utf8' })).toContain('(from-git)');
+    expect(server.requests.slice(fetched)).not.toContain('/fabtests-2.3.0.tar.bz2');
+    expect(report(w).fixes.find((f) => f.id === 'fabtests')?.detail).toContain(`commit ${commit}`);
     expect(readFileSync(path.join(w, 'logs/libfabric.log'), 'utf8')).toContain('autogen: configure generated');
     expect(report(w).fabric?.find((f) => f.package === 'libfabric')).toMatchObject({ action: 'built', origin: repo, verified: `commit ${commit}` });
     // The same tag moved to another commit: refused.
@@ -139,8 +157,11 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
 
   it('another source of the same pin is built from scratch, never linked from the last one\'s objects', async () => {
     const w = tmp();
-    const first = await run(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], env);
+    // (With fabtests switched off: the step is skipped, saying why, and nothing of theirs is installed.)
+    const first = await run(['build', '--nvshmem-src', src, '--work-dir', w, '--libfabric-ref', 'v2.3.0', '--jobs', '2', '--efa-io-defs', IO_DEFS], { ...env, NVSHMEM_EFA_FABTESTS: '0' });
     expect(first.code, first.stderr).toBe(0);
+    expect(report(w).steps.find((s) => s.id === 'fabtests')).toMatchObject({ status: 'skipped', reason: expect.stringMatching(/NVSHMEM_EFA_FABTESTS=0/) });
+    expect(existsSync(path.join(w, 'install/libfabric/bin/fi_rma_bw'))).toBe(false);
     // A mirror's archive whose files are older than the objects just built: make alone would keep those.
     const tree = fakeLibfabricTree(tmp('nvshmem-efa-lf-'), { marker: 'second-source' });
     execFileSync('find', [tree, '-exec', 'touch', '-h', '-d', '2001-01-01', '{}', '+']);
@@ -150,6 +171,8 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(second.code, second.stderr).toBe(0);
     expect(stepStatus(w).libfabric).toBe('done');
     expect(strings(path.join(w, 'install/libfabric/lib/libfabric.so.1'))).toContain('second-source');
+    // (A lock whose pin names no fabtests archive: none built, and the report says so.)
+    expect(report(w).fixes.find((f) => f.id === 'fabtests')).toMatchObject({ status: 'warned', detail: expect.stringMatching(/names no fabtests archive/) });
   });
 
   it('refuses an unpinned --libfabric-ref and --libfabric-home with --libfabric-ref (exit 2), before writing anything', () => {

@@ -116,8 +116,13 @@ run_pair() {
     if { [ -n "$RC0" ] && [ "$RC0" != 0 ] && [ -z "$RC1" ]; } || { [ -n "$RC1" ] && [ "$RC1" != 0 ] && [ -z "$RC0" ]; }; then
       local other; other=$([ -z "$RC0" ] && echo 0 || echo 1)
       for _ in $(seq "${PAIR_GRACE:-15}"); do kill -0 "${pids[$other]}" 2>/dev/null || break; sleep 1; done
-      pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
-      wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
+      # Killed only if still running after the grace: one that ended within it keeps its own exit status.
+      if kill -0 "${pids[$other]}" 2>/dev/null; then
+        pkill -KILL -P "${pids[$other]}" 2>/dev/null; kill -KILL "${pids[$other]}" 2>/dev/null
+        wait "${pids[$other]}"; printf -v "RC$other" '%s' "killed($?)"
+      else
+        wait "${pids[$other]}"; printf -v "RC$other" '%s' "$?"
+      fi
     fi
     sleep 0.2
   done

@@ -29,8 +29,14 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
 export function runtimeEnv(ctx: Ctx): Record<string, string> {
   if (!ctx.build) return {};
   const gdaOn = gdaStatus(ctx).status === 'available';
-  // The rdma-core built here must win over the host's older one, whoever loads libibverbs first.
-  const libDirs = [path.join(ctx.build.prefix, 'lib'), ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : []), ...(ctx.rdmaCore?.prefix ? [path.join(ctx.rdmaCore.prefix, 'lib')] : [])];
+  // The rdma-core built here must win over the host's older one, whoever loads libibverbs first. A GDRCopy built
+  // here is on no default path, and NVSHMEM and libfabric (--enable-gdrcopy-dlopen) load libgdrapi by name.
+  const libDirs = [
+    path.join(ctx.build.prefix, 'lib'),
+    ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : []),
+    ...(ctx.rdmaCore?.prefix ? [path.join(ctx.rdmaCore.prefix, 'lib')] : []),
+    ...(ctx.gdrcopy ? [path.join(ctx.gdrcopy.prefix, 'lib')] : []),
+  ];
   return {
     NVSHMEM_REMOTE_TRANSPORT: 'libfabric',
     NVSHMEM_LIBFABRIC_PROVIDER: 'efa',
@@ -104,6 +110,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
     gda: gdaStatus(ctx),
     fixes: [
       ...ctx.envFixes,
+      ...(ctx.gdrcopy?.fixes ?? []),
       ...(ctx.rdmaCore?.fixes ?? []),
       ...(ctx.libfabric?.fixes ?? []),
       ...(ctx.fabtests?.fixes ?? []),

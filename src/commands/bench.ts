@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from '../core/errors.ts';
 import { packageRoot } from '../core/paths.ts';
 import { STATE_FILE } from '../core/state.ts';
 import { shellQuote } from '../core/shell-quote.ts';
+import { buildEfaemu, EFAEMU_PROVIDER, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
+import { withInterrupts } from './run-pipeline.ts';
 
 /**
  * `nvshmem-efa bench`: what GPU-initiated networking buys, in one run on a host with 2 GPUs. The work is done by
@@ -44,8 +47,22 @@ export function builtInWorkDir(workDir: string): { prefix?: string; deepepDir?: 
   return { prefix: b?.prefix, deepepDir: d?.module ? path.dirname(d.module) : undefined, libfabricHome: lf };
 }
 
+/** efaemu to build before the script runs (no --efaemu-build given): against which libfabric, where, its log. */
+export interface EfaemuToBuild {
+  libfabricHome: string;
+  dir: string;
+  logPath: string;
+}
+
+export interface BenchInvocation {
+  script: string;
+  args: string[];
+  env: Record<string, string>;
+  efaemuToBuild?: EfaemuToBuild;
+}
+
 /** The script, its arguments and environment for these options; refuses what cannot run with the fix to try. */
-export function benchInvocation(o: BenchOptions, root = packageRoot()): { script: string; args: string[]; env: Record<string, string> } {
+export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInvocation {
   if (o.fabric !== 'efaemu' && o.fabric !== 'efa') throw new UsageError(`--fabric ${o.fabric}: expected efaemu or efa`, 'pass --fabric efaemu (the emulated NIC) or --fabric efa (a host with EFA NICs)');
   if (o.sizes !== undefined && !/^\d+[KkMm]?(,\d+[KkMm]?)*$/.test(o.sizes)) throw new UsageError(`--sizes ${o.sizes}: expected a comma-separated list like 256,4K,1M`, 'pass e.g. --sizes 256,4K,64K,1M,64M');
   if (o.bytesPerSize !== undefined && !/^[1-9]\d*$/.test(o.bytesPerSize)) throw new UsageError(`--bytes-per-size must be a positive integer, got '${o.bytesPerSize}'`, 'pass e.g. --bytes-per-size 67108864');
@@ -60,19 +77,30 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): { script
   const env: Record<string, string> = { NVSHMEM_HOME: nvshmemHome };
   const deepepDir = o.deepepDir ?? built.deepepDir;
   if (deepepDir && o.deepep) env.DEEPEP_DIR = deepepDir;
+  const results = o.results ?? path.join(o.workDir, 'bench');
+  let efaemuToBuild: EfaemuToBuild | undefined;
   if (o.fabric === 'efaemu') {
     const lf = o.libfabricHome ?? built.libfabricHome;
-    if (!o.efaemuBuild || !existsSync(path.join(o.efaemuBuild, 'prov', 'libefa-fi.so'))) {
-      throw new EnvironmentError(
-        o.efaemuBuild ? `--efaemu-build ${o.efaemuBuild} has no prov/libefa-fi.so` : '--fabric efaemu needs the emulated NIC (--efaemu-build)',
-        'pass --efaemu-build DIR (efaemu built against libfabric >= 2.3.0, as nvshmem-efa selftest builds it), or --fabric efa on a host with EFA NICs',
-      );
+    if (o.efaemuBuild) {
+      if (!isEfaemuBuild(o.efaemuBuild)) {
+        throw new EnvironmentError(`--efaemu-build ${o.efaemuBuild} has no ${EFAEMU_PROVIDER}`, 'pass the dir efaemu was built in, or leave --efaemu-build out (bench builds efaemu, as selftest does), or --fabric efa on a host with EFA NICs');
+      }
+      if (!lf) throw new EnvironmentError('--fabric efaemu needs the libfabric efaemu was built against', 'pass --libfabric-home DIR');
+      env.EFAEMU_BUILD = o.efaemuBuild;
+    } else {
+      // As selftest does: built from this package's native/efaemu, in the results dir (incremental next time).
+      if (!lf || !existsSync(path.join(lf, 'include', 'rdma', 'fabric.h'))) {
+        throw new EnvironmentError(
+          `--fabric efaemu needs the emulated NIC (--efaemu-build), or a libfabric to build it against: ${lf ? `${lf} has no include/rdma/fabric.h` : `none given, and the build in ${o.workDir} names none`}`,
+          'pass --libfabric-home DIR (libfabric >= 2.3.0; bench builds efaemu against it), or --efaemu-build DIR, or --fabric efa on a host with EFA NICs',
+        );
+      }
+      efaemuToBuild = { libfabricHome: lf, ...efaemuBuildIn(path.resolve(results)) };
+      env.EFAEMU_BUILD = efaemuToBuild.dir;
     }
-    if (!lf) throw new EnvironmentError('--fabric efaemu needs the libfabric efaemu was built against', 'pass --libfabric-home DIR');
-    env.EFAEMU_BUILD = o.efaemuBuild;
     env.LIBFABRIC_HOME = lf;
   }
-  env.RESULTS = o.results ?? path.join(o.workDir, 'bench');
+  env.RESULTS = results;
   const args = ['--fabric', o.fabric];
   if (o.sizes) args.push('--sizes', o.sizes);
   if (o.bytesPerSize) args.push('--bytes-per-size', o.bytesPerSize);
@@ -81,16 +109,25 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): { script
   if (!o.deepep) args.push('--no-deepep');
   const script = path.join(root, BENCH_SCRIPT);
   if (!existsSync(script)) throw new EnvironmentError(`${script} is missing from this copy of nvshmem-efa`, 'reinstall nvshmem-efa (its package ships bench/gda-signals/), or run the script from a checkout');
-  return { script, args, env };
+  return { script, args, env, ...(efaemuToBuild ? { efaemuToBuild } : {}) };
 }
 
 
 export async function benchCommand(o: BenchOptions, out: (s: string) => void): Promise<number> {
   const inv = benchInvocation(o);
   const line = [...Object.entries(inv.env).map(([k, v]) => `${k}=${shellQuote(v)}`), 'bash', shellQuote(inv.script), ...inv.args.map(shellQuote)].join(' ');
+  const b = inv.efaemuToBuild;
   if (o.dryRun) {
+    if (b) out(`would build efaemu against ${b.libfabricHome} into ${b.dir}`);
     out(`would run: ${line}`);
     return 0;
+  }
+  if (b) {
+    await withInterrupts(async (signal) => {
+      await mkdir(path.dirname(b.logPath), { recursive: true });
+      process.stderr.write(`building efaemu against ${b.libfabricHome} in ${b.dir} (log ${b.logPath})\n`);
+      await buildEfaemu(b.libfabricHome, b.dir, b.logPath, signal);
+    });
   }
   process.stderr.write(`running: ${line}\n`);
   return new Promise((resolve, reject) => {

@@ -1,4 +1,5 @@
-import { surveyEnvironment, type Survey } from '../core/environment.ts';
+import { detectGdrdrv, surveyEnvironment, versionAtLeast, type GdrdrvFacts, type Survey } from '../core/environment.ts';
+import { GDRCOPY_SWITCH } from '../core/fabric-lock.ts';
 import { probe as runQuiet } from '../core/exec.ts';
 import type { ProbeCheck } from '../core/probe-schema.ts';
 import { renderChecks } from '../core/probe-schema.ts';
@@ -25,6 +26,8 @@ export interface DoctorInput {
   torch?: string;
   /** The --nvshmem-src tree's check (nvshmemTreeCheck), when one was given. */
   nvshmemTree?: ProbeCheck;
+  /** EFA devices and GDRCopy's kernel module as the host shows them (detectGdrdrv); absent: not looked at. */
+  gdrdrv?: GdrdrvFacts;
 }
 
 const BLOCKER_TITLES: Record<string, string> = {
@@ -33,6 +36,7 @@ const BLOCKER_TITLES: Record<string, string> = {
   compiler: 'Host C/C++ compilers',
   libfabric: 'libfabric the build would use',
   gdrcopy: 'GDRCopy the build would use',
+  'gdrcopy-tools': 'Tools to build GDRCopy (libgdrapi)',
   nvml: 'NVML header (nvml.h, included by NVSHMEM)',
 };
 
@@ -62,10 +66,14 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
       : check('libfabric', BLOCKER_TITLES.libfabric!, 'warn', `${e.libfabric.version} at ${e.libfabric.home}; ${e.libfabric.gda.reason}`, 'leave --libfabric-home / LIBFABRIC_HOME unset (build then builds a pinned libfabric with GDA), or point it at libfabric >= 2.3.0'));
   }
   if (!failed('gdrcopy')) {
-    out.push(e.gdrcopy
-      ? check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'pass', e.gdrcopy.home)
-      : check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'warn', 'not found: NVSHMEM would be built without it and refuse the EFA provider', 'install GDRCopy and pass --gdrcopy-home'));
+    out.push(e.gdrcopy?.build
+      ? check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'pass', `not found on this host: build will build its library (libgdrapi) from pinned sources (third_party/gdrcopy/lock.json) into ${e.gdrcopy.home}`)
+      : e.gdrcopy
+        ? check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'pass', e.gdrcopy.home)
+        : check('gdrcopy', BLOCKER_TITLES.gdrcopy!, 'warn', `not found, and ${GDRCOPY_SWITCH}=0: NVSHMEM would be built without it and refuse the EFA provider`, `unset ${GDRCOPY_SWITCH} (build then builds libgdrapi from pinned sources), or install GDRCopy and pass --gdrcopy-home`));
   }
+  // Only where EFA devices are: NVSHMEM's EFA provider runs there, and GDRCopy there needs its kernel module.
+  if (d.gdrdrv?.efaDevices.length) out.push(gdrdrvCheck(d.gdrdrv));
   const env = d.env;
   const transport = env.NVSHMEM_REMOTE_TRANSPORT;
   out.push(transport === 'libfabric'
@@ -101,6 +109,24 @@ export function doctorChecks(d: DoctorInput): ProbeCheck[] {
   if (d.nvshmemTree) out.push(d.nvshmemTree);
   out.push(d.torch ? check('torch', 'PyTorch (for DeepEP)', 'pass', d.torch) : check('torch', 'PyTorch (for DeepEP)', 'skip', 'python3 cannot import torch: only needed with --deepep-*'));
   return out;
+}
+
+/**
+ * The oldest gdrdrv accepted (issue 22): before 2.4 the module has no GET_INFO_V2 ioctl (gdrdrv.h,
+ * GDRDRV_MINIMUM_VERSION_WITH_GET_INFO_V2), and a libgdrapi 2.5 such as the one the build builds gets less from it.
+ */
+export const MIN_GDRDRV = [2, 4] as const;
+const GDRDRV_FIX = `install and load GDRCopy's kernel module, gdrdrv >= ${MIN_GDRDRV.join('.')}: from the EFA installer or AMI that provides it, or the gdrdrv-dkms package (gdrcopy-kmod on RPM systems) of GDRCopy's packages, or from a GDRCopy checkout: make driver, then sudo ./insmod.sh (loads gdrdrv.ko and creates /dev/gdrdrv); in a container, pass /dev/gdrdrv through`;
+
+/** GDRCopy's kernel module on a host with EFA devices: missing or too old is a failure (the EFA provider needs it). */
+export function gdrdrvCheck(g: GdrdrvFacts): ProbeCheck {
+  const title = "GDRCopy's kernel module (gdrdrv)";
+  const devices = `${g.efaDevices.length} EFA device(s) (${g.efaDevices.join(', ')})`;
+  if (!g.dev) return check('gdrdrv', title, 'fail', `${devices} and no /dev/gdrdrv${g.version ? ` (gdrdrv ${g.version} is loaded, but its device node is missing)` : ': gdrdrv is not loaded'}; NVSHMEM's EFA provider needs GDRCopy`, GDRDRV_FIX);
+  const numeric = g.version && /^\d+(\.\d+)*/.exec(g.version)?.[0];
+  if (!numeric) return check('gdrdrv', title, 'warn', `/dev/gdrdrv present, but ${g.version ? `its version '${g.version}' (/sys/module/gdrdrv/version) is not one to compare` : 'no /sys/module/gdrdrv/version'}: cannot tell that it is >= ${MIN_GDRDRV.join('.')}`, `check the loaded module's version (modinfo gdrdrv); if it is older, ${GDRDRV_FIX}`);
+  if (!versionAtLeast(numeric, MIN_GDRDRV)) return check('gdrdrv', title, 'fail', `gdrdrv ${g.version} is loaded: older than ${MIN_GDRDRV.join('.')}; ${devices}`, GDRDRV_FIX);
+  return check('gdrdrv', title, 'pass', `gdrdrv ${g.version}, /dev/gdrdrv; ${devices}`);
 }
 
 /** The transport's optional counts (transport_efa_gda.h): id, variable, range, what it counts. */
@@ -179,7 +205,9 @@ export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: s
   const pipNvshmem = (await runQuiet(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
   const torch = (await runQuiet(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
   const tree = opts.nvshmemSrc ? await nvshmemTreeCheck(opts.nvshmemSrc) : undefined;
-  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch, ...(tree ? { nvshmemTree: tree.check } : {}) });
+  // NVSHMEM_EFA_SYSROOT: where /sys and /dev are read (tests), as for the host's rdma-core.
+  const gdrdrv = detectGdrdrv(process.env.NVSHMEM_EFA_SYSROOT ?? '/');
+  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch, gdrdrv, ...(tree ? { nvshmemTree: tree.check } : {}) });
   const verdict = doctorVerdict(checks);
   out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, verdict));
   return checks.some((c) => c.status === 'fail') ? 1 : 0;

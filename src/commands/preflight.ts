@@ -17,7 +17,7 @@ import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
-import { fabricOrigin, fabricPin, fabtestsPin, isLocalOrigin, loadFabricLock, type FabricPackage } from '../core/fabric-lock.ts';
+import { fabricOrigin, fabricPin, fabtestsPin, gdrcopyPin, isLocalOrigin, loadFabricLock, loadGdrcopyLock, type FabricPackage, type FabricPin } from '../core/fabric-lock.ts';
 import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
 import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
@@ -95,7 +95,10 @@ export const PREFLIGHT: readonly Check[] = [
     applies: () => true,
     async run(o) {
       await loadLock();
-      if (isBuild(o)) await loadFabricLock();
+      if (isBuild(o)) {
+        await loadFabricLock();
+        await loadGdrcopyLock();
+      }
     },
   },
   {
@@ -215,32 +218,38 @@ export const PREFLIGHT: readonly Check[] = [
     },
   },
   {
-    // --offline with libfabric / rdma-core to build: their pinned sources must already be here.
+    // --offline with libfabric / rdma-core / GDRCopy to build: their pinned sources must already be here.
     id: 'fabric-offline',
     applies: (o) => isBuild(o) && o.offline,
     async run(o, found) {
       const plan = found.env?.fabric;
-      if (!plan || plan.libfabric.action !== 'build') return;
-      const lock = await loadFabricLock();
       const paths = workPaths(o.workDir);
-      const wanted: { pkg: FabricPackage; ref: string }[] = [{ pkg: 'libfabric', ref: plan.libfabric.ref }, ...(plan.rdmaCore?.action === 'build' ? [{ pkg: 'rdma-core' as const, ref: plan.rdmaCore.ref }] : [])];
-      // fabtests come with the libfabric build unless turned off (from the same clone when libfabric comes from git).
-      if (process.env.NVSHMEM_EFA_FABTESTS !== '0') wanted.push({ pkg: 'fabtests', ref: plan.libfabric.ref });
-      const missing: string[] = [];
-      let fix = '';
+      // Each with why it is built, said once per reason.
+      const wanted: { pkg: FabricPackage; pin: FabricPin; why: string }[] = [];
+      if (plan?.libfabric.action === 'build') {
+        const lock = await loadFabricLock();
+        const lfPin = fabricPin(lock, 'libfabric', plan.libfabric.ref);
+        wanted.push({ pkg: 'libfabric', pin: lfPin, why: plan.libfabric.why });
+        if (plan.rdmaCore?.action === 'build') wanted.push({ pkg: 'rdma-core', pin: fabricPin(lock, 'rdma-core', plan.rdmaCore.ref), why: plan.libfabric.why });
+        // fabtests come with the libfabric build unless turned off (from the same clone when libfabric comes from git).
+        const ft = process.env.NVSHMEM_EFA_FABTESTS !== '0' ? fabtestsPin(lfPin) : undefined;
+        if (ft && fabricOrigin('fabtests', ft).kind !== 'git') wanted.push({ pkg: 'fabtests', pin: ft, why: plan.libfabric.why });
+      }
+      // Detection planned the gdrcopy step: no GDRCopy found or named, and not turned off.
+      if (found.env?.gdrcopy?.build) {
+        wanted.push({ pkg: 'gdrcopy', pin: gdrcopyPin(await loadGdrcopyLock()), why: 'no GDRCopy on this host, and NVSHMEM\'s EFA provider needs it' });
+      }
+      const missing: typeof wanted = [];
       for (const w of wanted) {
-        const lfPin = fabricPin(lock, w.pkg, w.ref);
-        const pin = w.pkg === 'fabtests' ? fabtestsPin(lfPin) : lfPin;
-        if (!pin) continue;
-        const origin = fabricOrigin(w.pkg, pin);
-        if (w.pkg === 'fabtests' && origin.kind === 'git') continue;
+        const origin = fabricOrigin(w.pkg, w.pin);
         if (isLocalOrigin(origin)) continue;
-        if (origin.kind === 'git' ? (await headCommit(path.join(paths.sources, `${w.pkg}-${pin.ref}`))) === pin.commit : await cachedArchive(pin, paths.downloads)) continue;
-        missing.push(`${w.pkg} ${pin.ref} (${pin.archive.url}, sha256 ${pin.archive.sha256})`);
-        fix ||= howToProvide(w.pkg, pin);
+        if (origin.kind === 'git' ? (await headCommit(path.join(paths.sources, `${w.pkg}-${w.pin.ref}`))) === w.pin.commit : await cachedArchive(w.pin, paths.downloads)) continue;
+        missing.push(w);
       }
       if (missing.length) {
-        throw new EnvironmentError(`--offline, and the pinned sources to build are not cached in ${paths.downloads}: ${missing.join('; ')} (${plan.libfabric.why})`, `${fix}${missing.length > 1 ? ' (likewise for each one named)' : ''}`);
+        const why = [...new Set(missing.map((m) => m.why))].join('; ');
+        const names = missing.map((m) => `${m.pkg} ${m.pin.ref} (${m.pin.archive.url}, sha256 ${m.pin.archive.sha256})`);
+        throw new EnvironmentError(`--offline, and the pinned sources to build are not cached in ${paths.downloads}: ${names.join('; ')} (${why})`, `${howToProvide(missing[0]!.pkg, missing[0]!.pin)}${missing.length > 1 ? ' (likewise for each one named)' : ''}`);
       }
     },
   },

@@ -7,6 +7,7 @@ import { openLog, probe, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
 import { withInterrupts } from './run-pipeline.ts';
 import { shellQuote } from '../core/shell-quote.ts';
+import { buildEfaemu, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
 
 /**
@@ -167,7 +168,7 @@ export async function survey(o: SelftestOptions, host: HostProbe): Promise<Surve
   if (!s.libfabricHome || !existsSync(path.join(s.libfabricHome, 'include', 'rdma', 'fabric.h'))) {
     s.missing.efaemu = `no libfabric to build efaemu against (${s.libfabricHome ?? 'the work dir names none'}): pass --libfabric-home`;
   } else if (o.efaemuBuild) {
-    if (existsSync(path.join(o.efaemuBuild, 'prov', 'libefa-fi.so'))) s.have.efaemu = o.efaemuBuild;
+    if (isEfaemuBuild(o.efaemuBuild)) s.have.efaemu = o.efaemuBuild;
     else s.missing.efaemu = `--efaemu-build ${o.efaemuBuild} has no prov/libefa-fi.so`;
   } else {
     s.have.efaemu = `to build against ${s.libfabricHome}`;
@@ -255,20 +256,6 @@ export function renderTable(rows: readonly SelftestRow[]): string {
 export function parseResult(line: string): { check: string; result: CheckResult; evidence: string } | undefined {
   const m = /^RESULT\t([\w-]+)\t(pass|fail|skip)\t(.*)$/.exec(line);
   return m ? { check: m[1]!, result: m[2] as CheckResult, evidence: m[3]! } : undefined;
-}
-
-async function buildEfaemu(libfabricHome: string, dir: string, logPath: string, signal: AbortSignal): Promise<void> {
-  const log = await openLog(logPath);
-  try {
-    const src = path.join(packageRoot(), 'native', 'efaemu');
-    const ninja = (await probe('ninja', ['--version'])) !== undefined;
-    await run('cmake', ['-S', src, '-B', dir, ...(ninja ? ['-G', 'Ninja'] : []), `-DLIBFABRIC_PREFIX=${libfabricHome}`, '-DEFAEMU_TESTS=OFF'], {
-      log, logPath, signal, fix: `read ${logPath}: efaemu needs cmake, a C++17 compiler and libfabric headers under ${libfabricHome}/include`,
-    });
-    await run('cmake', ['--build', dir], { log, logPath, signal, fix: `read the compiler error in ${logPath}` });
-  } finally {
-    await log.end();
-  }
 }
 
 async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boolean, out: string, logPath: string, signal: AbortSignal): Promise<void> {
@@ -384,7 +371,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     const plan = {
       results,
       builds: [
-        ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${path.join(results, 'efaemu-build')}`] : []),
+        ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${efaemuBuildIn(results).dir}`] : []),
         ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
         ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}`] : []),
       ],
@@ -403,9 +390,10 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     let patternDir = o.patternDir;
     if (runnable.length) await mkdir(results, { recursive: true });
     if (runnable.length && !efaemu) {
-      efaemu = path.join(results, 'efaemu-build');
+      const b = efaemuBuildIn(results);
+      efaemu = b.dir;
       err(`building efaemu against ${s.libfabricHome} in ${efaemu}`);
-      await buildEfaemu(s.libfabricHome!, efaemu, path.join(results, 'efaemu-build.log'), signal);
+      await buildEfaemu(s.libfabricHome!, efaemu, b.logPath, signal);
     }
     if (needsBuilt('pe_test') && !peTest) {
       peTest = path.join(results, 'pe_test');

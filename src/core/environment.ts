@@ -1,10 +1,10 @@
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from './errors.ts';
 import { probe } from './exec.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
-import { loadFabricLock } from './fabric-lock.ts';
+import { GDRCOPY_SWITCH, gdrcopyTurnedOff, loadFabricLock } from './fabric-lock.ts';
 import { fabricPrefixes, planFabric, type FabricPlan } from './fabric-plan.ts';
 
 /** What the build will use, found on this host. Everything a later step needs comes from here. */
@@ -17,7 +17,11 @@ export interface DetectedEnv {
   gpus: string[];
   cudaArch: string;
   libfabric: { home: string; version: string; gda: { available: boolean; reason: string } };
-  gdrcopy?: { home: string };
+  /**
+   * The GDRCopy the builds use: found or named, or (`build`) the work dir's, which the gdrcopy step builds from
+   * pinned sources because the host has none (as libfabric's home is the work dir's when it is built).
+   */
+  gdrcopy?: { home: string; build?: true };
   /** How CMake's CUDA::cuda_driver will be satisfied. */
   libcuda: { kind: 'system' | 'toolkit-stub' | 'none'; path?: string };
   nvml?: string;
@@ -41,6 +45,9 @@ const MIN_GDA_LIBFABRIC = [2, 3, 0] as const;
 
 /** Where GDRCopy is looked for when neither --gdrcopy-home nor GDRCOPY_HOME names it (--help and the README list these). */
 export const GDRCOPY_PREFIXES = ['/usr/local/gdrdrv', '/opt/gdrcopy', '/usr/local', '/usr'] as const;
+
+/** Where the work dir's GDRCopy is installed when the build builds it (the gdrcopy step). */
+export const gdrcopyPrefix = (workDir: string) => path.join(workDir, 'install', 'gdrcopy');
 
 async function which(cmd: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   for (const dir of (env.PATH ?? '').split(':')) {
@@ -293,8 +300,18 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   if (gdrNamed && !existsSync(path.join(gdrNamed.dir, 'include', 'gdrapi.h'))) {
     const label = gdrNamed.from === '--gdrcopy-home' ? `--gdrcopy-home ${gdrNamed.dir}` : `GDRCOPY_HOME=${gdrNamed.dir}`;
     blockers.push({ id: 'gdrcopy', message: `${label} has no include/gdrapi.h`, fix: gdrNamed.from === '--gdrcopy-home' ? 'point --gdrcopy-home at a GDRCopy install prefix (holding include/gdrapi.h and lib/libgdrapi.so)' : 'set GDRCOPY_HOME to a GDRCopy install prefix (holding include/gdrapi.h and lib/libgdrapi.so), or unset it' });
+  } else if (!gdrHome && gdrcopyTurnedOff(e)) {
+    // Without the switch the gdrcopy step builds libgdrapi from its pinned source (and reports that instead).
+    fixes.push({ id: 'gdrcopy-missing', anchor: 'include/gdrapi.h', status: 'warned', why: "NVSHMEM's EFA provider needs GDRCopy at build time", detail: `GDRCopy not found and ${GDRCOPY_SWITCH}=0: building with NVSHMEM_USE_GDRCOPY=OFF, and NVSHMEM's EFA provider will refuse to start ("EFA Provider requires GDRCopy, but it was disabled at compile time"). Fix: unset ${GDRCOPY_SWITCH} (the build then builds libgdrapi from pinned sources), or install GDRCopy (gdrdrv + libgdrapi, e.g. from the EFA/Deep Learning AMI or github.com/NVIDIA/gdrcopy) and pass --gdrcopy-home DIR` });
   } else if (!gdrHome) {
-    fixes.push({ id: 'gdrcopy-missing', anchor: 'include/gdrapi.h', status: 'warned', why: "NVSHMEM's EFA provider needs GDRCopy at build time", detail: 'GDRCopy not found: building with NVSHMEM_USE_GDRCOPY=OFF, and NVSHMEM will refuse the EFA provider at run time ("EFA Provider requires GDRCopy"). Fix: install GDRCopy (gdrdrv + libgdrapi, e.g. from the EFA/Deep Learning AMI or github.com/NVIDIA/gdrcopy) and pass --gdrcopy-home DIR' });
+    // Built from pinned sources into the work dir (the gdrcopy step), and used from there by the later builds.
+    parts.gdrcopy = { home: gdrcopyPrefix(input.workDir ?? '<work-dir>'), build: true };
+    // What building libgdrapi takes beyond the compilers checked above (gdrcopy's config_arch calls gcc by name).
+    for (const [cmd, pkg] of [['make', 'make'], ['tar', 'tar'], ['gzip', 'gzip'], ['gcc', 'gcc']] as const) {
+      if (!(await which(cmd, e))) {
+        blockers.push({ id: 'gdrcopy-tools', message: `${cmd} not found on PATH, and building GDRCopy's libgdrapi from pinned sources needs it (no GDRCopy on this host: no include/gdrapi.h in ${GDRCOPY_PREFIXES.join(', ')})`, fix: `install it (apt-get install ${pkg}), or pass --gdrcopy-home DIR to use a GDRCopy you have, or set ${GDRCOPY_SWITCH}=0 to build without it (NVSHMEM's EFA provider then refuses to start)` });
+      }
+    }
   } else {
     parts.gdrcopy = { home: gdrHome };
   }
@@ -330,6 +347,48 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
         }
       : undefined;
   return { ...(env ? { env } : {}), parts, fixes, blockers };
+}
+
+/**
+ * What the host shows of EFA devices and of GDRCopy's kernel module, read from files only (doctor). `sysroot`
+ * prefixes every path (tests; NVSHMEM_EFA_SYSROOT).
+ */
+export interface GdrdrvFacts {
+  /** The EFA devices in /sys/class/infiniband. */
+  efaDevices: string[];
+  /** Whether /dev/gdrdrv exists (the module loaded and its node created). */
+  dev: boolean;
+  /** /sys/module/gdrdrv/version: the loaded module's MODULE_VERSION ("2.5"). */
+  version?: string;
+}
+
+/**
+ * An EFA device: its device's driver is efa, or (no driver link to read, as in some containers) its name is one
+ * the efa driver gives, rdmap<bus>s<slot>, which the probe (native/probe) counts too.
+ */
+function isEfaDevice(classDir: string, name: string): boolean {
+  try {
+    return path.basename(readlinkSync(path.join(classDir, name, 'device', 'driver'))) === 'efa';
+  } catch {
+    return name.startsWith('rdmap');
+  }
+}
+
+export function detectGdrdrv(sysroot = '/'): GdrdrvFacts {
+  const classDir = path.join(sysroot, 'sys/class/infiniband');
+  let names: string[] = [];
+  try {
+    names = readdirSync(classDir).sort();
+  } catch {
+    /* no RDMA devices at all */
+  }
+  let version: string | undefined;
+  try {
+    version = readFileSync(path.join(sysroot, 'sys/module/gdrdrv/version'), 'utf8').trim() || undefined;
+  } catch {
+    /* not loaded, or built without a version */
+  }
+  return { efaDevices: names.filter((n) => isEfaDevice(classDir, n)), dev: existsSync(path.join(sysroot, 'dev/gdrdrv')), ...(version ? { version } : {}) };
 }
 
 /** One error for the blockers: the first in full, the count of the others (doctor lists them all). */

@@ -5,15 +5,21 @@ import { readLockFile } from './small-file.ts';
 
 /**
  * Pins of the libfabric and rdma-core releases nvshmem-efa builds when the host's cannot do EFA GDA
- * (third_party/libfabric/lock.json): a release archive checked by sha256, or the git commit its tag must
- * resolve to when the source comes from a git mirror.
+ * (third_party/libfabric/lock.json), and of GDRCopy when the host has none (third_party/gdrcopy/lock.json): a
+ * release archive checked by sha256, or the git commit its tag must resolve to when the source comes from a git
+ * mirror.
  */
 const FabricPin = z.object({
   ref: z.string(),
   version: z.string().regex(/^\d+\.\d+(\.\d+)?$/),
   repository: z.string(),
   commit: z.string().regex(/^[0-9a-f]{40}$/),
-  archive: z.object({ url: z.string().url(), sha256: z.string().regex(/^[0-9a-f]{64}$/) }),
+  archive: z.object({
+    url: z.string().url(),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    /** The name it is cached under in <work-dir>/downloads when the URL's own names no package (GitHub's v2.5.1.tar.gz). */
+    file: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/).optional(),
+  }),
   /** libfabric only: the release's fabtests tarball (fabtests are not in the libfabric tarball, only in git). */
   fabtests: z.object({ url: z.string().url(), sha256: z.string().regex(/^[0-9a-f]{64}$/), checksumFrom: z.string() }).optional(),
   checksumFrom: z.string(),
@@ -23,21 +29,36 @@ export type FabricPin = z.infer<typeof FabricPin>;
 
 const names = (want: string) => (p: { ref: string; version: string }) => p.ref === want || `v${p.version}` === want || p.version === want;
 
+type Section = { default: string; pins: FabricPin[] };
+
+/** A default that names no pin would surface later as an error that cannot say which lock is wrong. */
+function defaultsArePinned<K extends string>(keys: readonly K[]) {
+  return (l: Record<K, Section>, ctx: z.RefinementCtx) => {
+    for (const key of keys) {
+      if (!l[key].pins.some(names(l[key].default))) ctx.addIssue({ code: 'custom', path: [key, 'default'], message: `'${l[key].default}' is not one of its pins (${l[key].pins.map((p) => p.ref).join(', ')})` });
+    }
+  };
+}
+
 const Lock = z
   .object({
     schema: z.literal('nvshmem-efa-fabric-lock/1'),
     libfabric: z.object({ default: z.string(), pins: z.array(FabricPin).min(1) }),
     rdmaCore: z.object({ default: z.string(), minimum: z.string(), pins: z.array(FabricPin).min(1) }),
   })
-  // A default that names no pin would surface later as an error that cannot say which lock is wrong.
-  .superRefine((l, ctx) => {
-    for (const key of ['libfabric', 'rdmaCore'] as const) {
-      if (!l[key].pins.some(names(l[key].default))) ctx.addIssue({ code: 'custom', path: [key, 'default'], message: `'${l[key].default}' is not one of its pins (${l[key].pins.map((p) => p.ref).join(', ')})` });
-    }
-  });
+  .superRefine(defaultsArePinned(['libfabric', 'rdmaCore']));
 export type FabricLock = z.infer<typeof Lock>;
 
-export type FabricPackage = 'libfabric' | 'rdma-core' | 'fabtests';
+/** GDRCopy has a lock of its own: it is built whatever libfabric is used, and by a lock a site may replace alone. */
+const GdrcopyLockSchema = z
+  .object({
+    schema: z.literal('nvshmem-efa-gdrcopy-lock/1'),
+    gdrcopy: z.object({ default: z.string(), pins: z.array(FabricPin).min(1) }),
+  })
+  .superRefine(defaultsArePinned(['gdrcopy']));
+export type GdrcopyLock = z.infer<typeof GdrcopyLockSchema>;
+
+export type FabricPackage = 'libfabric' | 'rdma-core' | 'fabtests' | 'gdrcopy';
 
 /**
  * The fabtests of a libfabric pin as a pin of their own (the same tag and commit, the fabtests tarball as its
@@ -55,9 +76,26 @@ export async function loadFabricLock(env: NodeJS.ProcessEnv = process.env): Prom
   return readLockFile('NVSHMEM_EFA_FABRIC_LOCK', ['third_party', 'libfabric', 'lock.json'], Lock, 'a fabric lock', env);
 }
 
-const section = (lock: FabricLock, pkg: FabricPackage) => (pkg === 'rdma-core' ? lock.rdmaCore : lock.libfabric);
+/** The GDRCopy lock; NVSHMEM_EFA_GDRCOPY_LOCK points at another one (tests, sites that mirror other archives). */
+export async function loadGdrcopyLock(env: NodeJS.ProcessEnv = process.env): Promise<GdrcopyLock> {
+  return readLockFile('NVSHMEM_EFA_GDRCOPY_LOCK', ['third_party', 'gdrcopy', 'lock.json'], GdrcopyLockSchema, 'a GDRCopy lock', env);
+}
 
-export function fabricPin(lock: FabricLock, pkg: FabricPackage, ref?: string): FabricPin {
+/**
+ * NVSHMEM_EFA_GDRCOPY=0: no GDRCopy is built when the host has none. NVSHMEM is then built without it and its EFA
+ * provider refuses to start, which the report says (never a quiet fallback).
+ */
+export const GDRCOPY_SWITCH = 'NVSHMEM_EFA_GDRCOPY';
+export const gdrcopyTurnedOff = (env: NodeJS.ProcessEnv = process.env) => env[GDRCOPY_SWITCH] === '0';
+
+/** The GDRCopy pin the build uses: the lock's default (checked by the schema to be one of its pins). */
+export function gdrcopyPin(lock: GdrcopyLock): FabricPin {
+  return lock.gdrcopy.pins.find(names(lock.gdrcopy.default))!;
+}
+
+const section = (lock: FabricLock, pkg: Exclude<FabricPackage, 'gdrcopy'>) => (pkg === 'rdma-core' ? lock.rdmaCore : lock.libfabric);
+
+export function fabricPin(lock: FabricLock, pkg: Exclude<FabricPackage, 'gdrcopy'>, ref?: string): FabricPin {
   const s = section(lock, pkg);
   const want = ref ?? s.default;
   const pin = s.pins.find(names(want));
@@ -71,8 +109,8 @@ export function fabricPin(lock: FabricLock, pkg: FabricPackage, ref?: string): F
   return pin;
 }
 
-/** The file name a pinned archive is cached under in <work-dir>/downloads (the official one's). */
-export const archiveName = (pin: FabricPin) => path.posix.basename(new URL(pin.archive.url).pathname);
+/** The file name a pinned archive is cached under in <work-dir>/downloads (the lock's, else the official URL's). */
+export const archiveName = (pin: FabricPin) => pin.archive.file ?? path.posix.basename(new URL(pin.archive.url).pathname);
 
 /**
  * Where the source comes from: the pinned release archive (or a mirror of it named by
@@ -81,7 +119,8 @@ export const archiveName = (pin: FabricPin) => path.posix.basename(new URL(pin.a
  */
 export type FabricOrigin = { kind: 'archive'; url: string } | { kind: 'git'; url: string };
 
-export const fabricEnvKey = (pkg: FabricPackage) => (pkg === 'libfabric' ? 'LIBFABRIC' : pkg === 'fabtests' ? 'FABTESTS' : 'RDMA_CORE');
+const ENV_KEYS: Record<FabricPackage, string> = { libfabric: 'LIBFABRIC', fabtests: 'FABTESTS', 'rdma-core': 'RDMA_CORE', gdrcopy: 'GDRCOPY' };
+export const fabricEnvKey = (pkg: FabricPackage) => ENV_KEYS[pkg];
 
 export function fabricOrigin(pkg: FabricPackage, pin: FabricPin, env: NodeJS.ProcessEnv = process.env): FabricOrigin {
   const key = fabricEnvKey(pkg);

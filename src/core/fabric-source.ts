@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { cloneInto, headCommit, resetClone } from '../steps/get-nvshmem.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
-import { archiveName, fabricEnvKey, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
+import { archiveName, fabricEnvKey, GDRCOPY_SWITCH, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import { makeDirs } from './make-dirs.ts';
 import { recordDownload } from './work-dir.ts';
 
@@ -38,7 +38,9 @@ export function howToProvide(pkg: FabricPackage, pin: FabricPin): string {
       ? '; or pass --libfabric-home DIR to use a libfabric you have (GDA needs >= 2.3.0 on rdma-core >= 59)'
       : pkg === 'fabtests'
         ? '; or set NVSHMEM_EFA_FABTESTS=0 to build libfabric without its fabtests (selftest then skips them, saying why)'
-        : '';
+        : pkg === 'gdrcopy'
+          ? `; or pass --gdrcopy-home DIR (or GDRCOPY_HOME) to use a GDRCopy you have (include/gdrapi.h, lib/libgdrapi.so); or set ${GDRCOPY_SWITCH}=0 to build without GDRCopy (NVSHMEM's EFA provider then refuses to start)`
+          : '';
   const git = pkg === 'fabtests' ? 'LIBFABRIC' : envName(pkg);
   return `download ${pin.archive.url} (sha256 ${pin.archive.sha256}) and pass NVSHMEM_EFA_${envName(pkg)}_URL=file:///path/to/${archiveName(pin)}, or set NVSHMEM_EFA_${git}_GIT to a git mirror of ${pin.repository} (tag ${pin.ref} must be commit ${pin.commit}), or run once with network access${alt}`;
 }

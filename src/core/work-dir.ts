@@ -33,7 +33,7 @@ const TOOL_DIRS = ['logs', 'sources', 'build', 'stubs', 'vendor'] as const;
 /** Directories the user may add files to: ours file by file. */
 const SHARED = ['downloads', 'install'] as const;
 /** The prefixes the builds install under install/ (build-nvshmem, fabricPrefixes). */
-const INSTALL_PREFIXES = ['nvshmem', 'libfabric', 'rdma-core'];
+const INSTALL_PREFIXES = ['nvshmem', 'libfabric', 'rdma-core', 'gdrcopy'];
 /** Files every run rewrites. */
 const RUN_FILES = [STATE_FILE, REPORT_JSON, REPORT_MD, LOCK_FILE];
 /** Directories whose own entries are only ever nvshmem-efa's directories (never links: it makes none). */

@@ -1,14 +1,15 @@
-import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { existsSync, statSync } from 'node:fs';
+import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
 import { openLog, probe, run } from '../core/exec.ts';
-import { hashTree } from '../core/hash.ts';
+import { hashJson } from '../core/hash.ts';
+import { pythonIdentity } from '../core/python-identity.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { settleDeepEpBeside } from './deepep-beside.ts';
-import { deepEpEnv, gdaCompiledIn, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
-import type { DeepEpBuildResult, Step } from './types.ts';
+import { deepEpEnv, gdaCompiledIn, hashDeepEpSources, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
+import type { Ctx, DeepEpBuildResult, Step } from './types.ts';
 
 /** What DeepEP's setup.py reads from NVSHMEM_DIR; a missing piece fails the link long after the compile. */
 async function validateNvshmemDir(prefix: string): Promise<string[]> {
@@ -22,12 +23,71 @@ async function validateNvshmemDir(prefix: string): Promise<string[]> {
   return missing;
 }
 
+/**
+ * The NVSHMEM install DeepEP compiles and links against (NVSHMEM_DIR), by each header's and library's path,
+ * size and time, not content (libnvshmem_device.a alone is tens of MB). Sound because cmake --install
+ * rewrites only a file that differs ("Up-to-date" otherwise) and a rewritten one has a new time: a rebuilt
+ * NVSHMEM that installed anything new reruns build-deepep, one that installed nothing new does not.
+ */
+async function installIdentity(prefix: string): Promise<string> {
+  const files: string[] = [];
+  const walk = async (rel: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(path.join(prefix, rel), { withFileTypes: true });
+    } catch {
+      files.push(`${rel}: missing`);
+      return;
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const r = `${rel}/${e.name}`;
+      if (e.isDirectory()) await walk(r);
+      else if (e.isSymbolicLink()) files.push(`${r} -> ${await readlink(path.join(prefix, r))}`);
+      else if (e.isFile()) files.push(`${r} ${fileIdentity(path.join(prefix, r))}`);
+    }
+  };
+  for (const d of ['include', 'lib']) await walk(d);
+  return hashJson(files);
+}
+
+/** Size and modification time: what tells a file rewritten since (a module relinked, a library reinstalled). */
+function fileIdentity(file: string): string {
+  const st = statSync(file, { bigint: true });
+  return `${st.size} ${st.mtimeNs}`;
+}
+
+/** With a GPU, the built module must import; without, it must link this NVSHMEM (and no IBGDA symbol). */
+const checkKind = (ctx: Ctx): DeepEpBuildResult['check'] => (ctx.env?.gpus.length ? 'import' : 'link');
+
+/**
+ * What build-deepep keeps in the state: its result, and the module as it was when checked. The import check
+ * costs an import of torch (seconds); a skipped step keeps its verdict, which holds while the module is the
+ * file that passed it (and the stamp, which has everything the module is built from, is unchanged).
+ */
+interface KeptBuild extends DeepEpBuildResult {
+  checked: string;
+}
+
 export const buildDeepEpStep: Step = {
   id: 'build-deepep',
   title: 'Build DeepEP against this NVSHMEM',
   enabled: (ctx) => (ctx.opts.command !== 'build' ? 'patch only' : wantsDeepEp(ctx)),
+  // Inputs only, each cheap to read (an unchanged rerun must be a no-op in well under 2 s): the patched
+  // sources without what the build writes into them, the NVSHMEM install by its files' metadata, the
+  // compile's environment, the Python and its torch without importing it, and which check the module gets.
   async stamp(ctx) {
-    return { tree: await hashTree(requireDeepEp(ctx).dir), prefix: ctx.build?.prefix, libs: ctx.build?.libraries, arch: ctx.env?.cudaArch, python: await probe(python(), ['--version']) };
+    const prefix = ctx.build!.prefix;
+    const { MAX_JOBS: _jobs, ...compile } = deepEpEnv(ctx, prefix, gdaCompiledIn(ctx, prefix));
+    return {
+      sources: await hashDeepEpSources(requireDeepEp(ctx).dir),
+      nvshmem: await installIdentity(prefix),
+      libs: ctx.build!.libraries,
+      env: compile,
+      cuda: ctx.env!.cuda.version,
+      check: checkKind(ctx),
+      python: await pythonIdentity(python()),
+    };
   },
   async run(ctx, io) {
     const dir = requireDeepEp(ctx).dir;
@@ -76,13 +136,11 @@ export const buildDeepEpStep: Step = {
     const module = (await readdir(dir)).find((f) => /^deep_ep_cpp.*\.so$/.test(f));
     if (!module) throw new EnvironmentError(`setup.py finished but no deep_ep_cpp*.so in ${dir}`, `read ${io.logPath}`);
     const modulePath = path.join(dir, module);
-    let check: DeepEpBuildResult['check'];
-    if (ctx.env?.gpus.length) {
-      check = 'import';
+    const check = checkKind(ctx);
+    if (check === 'import') {
       const ok = await probe(python(), ['-c', 'import deep_ep, sys; print(deep_ep.__file__)'], { ...process.env, PYTHONPATH: dir });
       if (!ok) throw new EnvironmentError(`import deep_ep fails with the built ${module}`, `run: PYTHONPATH=${dir} ${python()} -c "import deep_ep" to see why`);
     } else {
-      check = 'link';
       const dyn = (await probe('readelf', ['-d', modulePath])) ?? '';
       const undef = (await probe('nm', ['-D', '--undefined-only', modulePath])) ?? '';
       if (!/libnvshmem_host\.so/.test(dyn) || !dyn.includes(path.join(prefix, 'lib'))) {
@@ -93,12 +151,14 @@ export const buildDeepEpStep: Step = {
     fixes.push({ id: 'deepep-check', anchor: modulePath, status: 'applied', why: check === 'import' ? 'a GPU is present: import deep_ep must succeed' : 'no GPU: the module must link libnvshmem_host from this prefix and no IBGDA symbol', detail: `${check} check passed` });
     const result: DeepEpBuildResult = { module: modulePath, check, fixes };
     ctx.deepepBuild = result;
-    return result;
+    const kept: KeptBuild = { ...result, checked: fileIdentity(modulePath) };
+    return kept;
   },
-  restore(ctx, result) {
-    const r = result as DeepEpBuildResult;
-    if (!existsSync(r.module)) return false;
-    ctx.deepepBuild = r;
+  restore(ctx, saved) {
+    const { checked, ...result } = saved as KeptBuild;
+    // Another module than the one checked (deleted, rebuilt by hand): its check is not this one's.
+    if (!checked || !existsSync(result.module) || fileIdentity(result.module) !== checked) return false;
+    ctx.deepepBuild = result;
     return true;
   },
 };

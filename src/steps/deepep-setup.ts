@@ -1,11 +1,51 @@
 import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { isBuildDir } from '../core/copy-tree.ts';
+import { hashTree } from '../core/hash.ts';
 import type { Ctx } from './types.ts';
 
 /** How DeepEP's setup.py is run, shared by its build and by its compile beside NVSHMEM (same environment, same objects). */
 export const python = () => process.env.PYTHON ?? 'python3';
 
 export const SETUP_ARGS = ['setup.py', 'build_ext', '--inplace'] as const;
+
+/**
+ * What setup.py build_ext --inplace and Python write into a DeepEP tree: the extension modules (*.so, at the
+ * root), byte code (__pycache__, wherever a module was imported from: the import check, DeepEP's tests) and
+ * egg-info; build/ holds the objects and is never hashed (core/hash.ts). None is source.
+ */
+// Never hashed either (core/hash.ts): no need to look for outputs in them.
+const NOT_SOURCE_DIRS = new Set(['.git', 'node_modules', '.nvshmem-efa']);
+
+async function deepEpBuildOutputs(root: string, notWalked: readonly string[]): Promise<{ skip: string[]; generated: string[] }> {
+  const skip: string[] = [];
+  const generated: string[] = [];
+  const walk = async (rel: string): Promise<void> => {
+    for (const e of await readdir(path.join(root, rel), { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      const abs = path.join(root, r);
+      if (e.isDirectory()) {
+        if (e.name === '__pycache__' || (!rel && e.name.endsWith('.egg-info'))) skip.push(abs);
+        else if (!NOT_SOURCE_DIRS.has(e.name) && !notWalked.includes(abs) && !isBuildDir(r, abs)) await walk(r);
+      } else if (!rel && e.name.endsWith('.so')) {
+        generated.push(r);
+      }
+    }
+  };
+  await walk('');
+  return { skip, generated };
+}
+
+/**
+ * The hash of a DeepEP tree's sources, its build outputs left out: the input of the DeepEP steps' stamps. The
+ * build writes its module into the tree it builds; hashed, that would make every build look like an edit
+ * of DeepEP, and the next run would patch and build it again. `skip`: absolute paths also left out.
+ */
+export async function hashDeepEpSources(root: string, skip: readonly string[] = []): Promise<string> {
+  const outputs = await deepEpBuildOutputs(root, skip);
+  return hashTree(root, { skip: [...skip, ...outputs.skip], generated: outputs.generated });
+}
 
 /** "90;100" -> "9.0;10.0", the form TORCH_CUDA_ARCH_LIST takes. */
 export function torchArchList(cudaArch: string): string {

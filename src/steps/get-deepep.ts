@@ -4,10 +4,8 @@ import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { replaceWithCopy } from '../core/copy-tree.ts';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
-import { hashJson, hashTree } from '../core/hash.ts';
-import { toolVersion } from '../core/paths.ts';
-import { loadShim } from '../patchers/deepep/template.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
+import { hashDeepEpSources } from './deepep-setup.ts';
 import { cloneInto, headCommit, resetClone } from './get-nvshmem.ts';
 import { verifiedSource } from './source-check.ts';
 import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
@@ -55,16 +53,19 @@ export const getDeepEpStep: Step = {
   id: 'get-deepep',
   title: 'Get DeepEP sources',
   enabled: wantsDeepEp,
+  // The sources only. Not the patch set: patch-deepep's stamp has it, and it re-patches the tree it patched
+  // before (the patcher knows its own hooks and brings them up to date). A fresh copy for a new shim would
+  // drop build/, DeepEP's objects, and make a shim change a full DeepEP compile. Not the build outputs either
+  // (a checkout the user also builds or tests in): copying leaves build/ out, the rest is not source.
   async stamp(ctx) {
     const o = ctx.opts;
-    const patches = hashJson({ tool: toolVersion(), shim: await loadShim() });
     if (o.deepepSrc) {
       if (!existsSync(o.deepepSrc)) throw new UsageError(`--deepep-src ${o.deepepSrc} does not exist`, 'pass the root of a DeepEP checkout');
       if (o.inPlace) return { src: o.deepepSrc, inPlace: true };
-      return { src: o.deepepSrc, tree: await hashTree(o.deepepSrc, { skip: [ctx.paths.workDir] }), patches };
+      return { src: o.deepepSrc, tree: await hashDeepEpSources(o.deepepSrc, [ctx.paths.workDir]) };
     }
     const pin = deepEpPinFor(o.deepepRef!);
-    return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches };
+    return { ref: pin.ref, commit: pin.commit, url: gitUrl() };
   },
   async run(ctx, io) {
     const o = ctx.opts;

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { buildDeepEpStep } from './build-deepep.ts';
 import { buildFabtestsStep } from './build-fabtests.ts';
+import { buildGdrcopyStep } from './build-gdrcopy.ts';
 import { buildLibfabricStep } from './build-libfabric.ts';
 import { buildRdmaCoreStep } from './build-rdma-core.ts';
 import { buildNvshmemStep } from './build-nvshmem.ts';
@@ -26,6 +27,7 @@ export const BUILD_STEPS: readonly Step[] = [
   getNvshmemStep,
   vendorEfaIoDefsStep,
   patchNvshmemStep,
+  buildGdrcopyStep,
   buildRdmaCoreStep,
   buildLibfabricStep,
   buildFabtestsStep,

@@ -1,11 +1,14 @@
 import { PatchRefusedError } from '../core/errors.ts';
-import { hashJson, hashTree } from '../core/hash.ts';
+import { hashJson } from '../core/hash.ts';
 import { toolVersion } from '../core/paths.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
+import { detectLayout } from '../patchers/deepep/layout.ts';
+import { deepEpSpecs } from '../patchers/deepep/specs.ts';
 import { loadShim } from '../patchers/deepep/template.ts';
 import { writeChanges } from '../patchers/engine/apply.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
 import type { PatchPlan } from '../patchers/engine/plan.ts';
+import { hashDeepEpSources } from './deepep-setup.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { upToDate } from '../patchers/engine/fix.ts';
 import { recoverCommit } from './patch-nvshmem.ts';
@@ -33,13 +36,31 @@ function changedSoFar(ctx: Ctx, dir: string): string {
   return `${none}, but this run patched NVSHMEM in place in ${ctx.source?.dir}: ${changed.join(', ')} (in a git checkout, undo with: git checkout -- . && git clean -fd)`;
 }
 
+/**
+ * What the patcher would write into this tree (its layout's specs: ids, files, lines, the shim), without
+ * locating anything: a tool whose DeepEP patches or shim changed patches again a tree it patched before.
+ */
+function deepEpPatchSet(dir: string, shim: string): unknown {
+  const layout = detectLayout(dir);
+  if (typeof layout !== 'string') return layout;
+  return deepEpSpecs(layout, shim).map((s) => ({
+    id: s.id,
+    file: s.file,
+    kind: s.kind,
+    ...('lines' in s ? { lines: s.lines } : {}),
+    ...('footprint' in s && s.footprint ? { footprint: s.footprint.map(String) } : {}),
+    ...('content' in s ? { content: hashJson(s.content) } : {}),
+  }));
+}
+
 export const patchDeepEpStep: Step = {
   id: 'patch-deepep',
   title: 'Patch DeepEP with the EFA shim',
   enabled: wantsDeepEp,
   restampAfterRun: true,
   async stamp(ctx) {
-    return { tree: await hashTree(requireDeepEp(ctx).dir), shim: hashJson(await loadShim()), tool: toolVersion() };
+    const dir = requireDeepEp(ctx).dir;
+    return { sources: await hashDeepEpSources(dir), patches: hashJson(deepEpPatchSet(dir, await loadShim())), tool: toolVersion() };
   },
   async run(ctx, io) {
     const dir = requireDeepEp(ctx).dir;

@@ -14,7 +14,7 @@ export interface WorkPaths {
   stubs: string;
   vendor: string;
   report: string;
-  /** Pinned libfabric / rdma-core archives, kept across runs (what --offline reuses). */
+  /** Pinned libfabric / rdma-core / GDRCopy archives, kept across runs (what --offline reuses). */
   downloads: string;
 }
 
@@ -85,6 +85,17 @@ export interface FabricBuildResult {
   fixes: FixRecord[];
 }
 
+/** GDRCopy's user library (libgdrapi) this run built from its pinned source, the host having none. */
+export interface GdrcopyBuildResult {
+  prefix: string;
+  ref: string;
+  version: string;
+  origin: string;
+  /** "sha256 <hex>" of the archive or "commit <hex>" of the clone. */
+  verified: string;
+  fixes: FixRecord[];
+}
+
 /** The fabtests step: built into the libfabric prefix, or why not (in fixes). */
 export interface FabtestsResult {
   built: boolean;
@@ -110,6 +121,8 @@ export interface Ctx {
   rdmaCore?: FabricBuildResult;
   libfabric?: FabricBuildResult;
   fabtests?: FabtestsResult;
+  /** The gdrcopy step's result (absent when the host's or a named GDRCopy is used, or none). */
+  gdrcopy?: GdrcopyBuildResult;
   deepep?: SourceResult;
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;

@@ -22,7 +22,9 @@ writeFileSync(
     sha256: createHash('sha256').update(readFileSync(IO_DEFS)).digest('hex'),
   }),
 );
-export const ENV: NodeJS.ProcessEnv = { ...process.env, ...HOST_LIBFABRIC_ENV, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+// NVSHMEM_EFA_GDRCOPY=0: a test host has no gdrapi.h, and a build would otherwise fetch GDRCopy (never in a test);
+// test/integration/gdrcopy.test.ts removes it to exercise that step against a local archive.
+export const ENV: NodeJS.ProcessEnv = { ...process.env, ...HOST_LIBFABRIC_ENV, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, NVSHMEM_EFA_GDRCOPY: '0' };
 
 export interface CliResult {
   code: number;

@@ -180,7 +180,7 @@ export function fakeToolchain(o: { nvml?: boolean } = {}): FakeToolchain {
     python,
     pids,
     root,
-    env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, PYTHON: python, FAKE_PIDS: pids, FAKE_ROOT: root, CI: 'true', NO_COLOR: '1' },
+    env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, PYTHON: python, FAKE_PIDS: pids, FAKE_ROOT: root, CI: 'true', NO_COLOR: '1', NVSHMEM_EFA_GDRCOPY: '0' },
   };
 }
 

@@ -41,7 +41,7 @@ function cli(args: string[], env = ENV): { code: number; stdout: string; stderr:
 
 // Without --deepep-src / --deepep-ref the DeepEP steps are listed as skipped, with the reason.
 // With the host's libfabric named (LIBFABRIC_HOME), rdma-core and libfabric are not built: skipped, with the reason.
-const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped', 'rdma-core': 'skipped', libfabric: 'skipped' };
+const NO_DEEPEP = { 'get-deepep': 'skipped', 'patch-deepep': 'skipped', 'build-deepep': 'skipped', 'rdma-core': 'skipped', libfabric: 'skipped', fabtests: 'skipped', gdrcopy: 'skipped' };
 const report = (work: string) => ReportSchema.parse(JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')));
 const stepStatus = (work: string) => Object.fromEntries(report(work).steps.map((s) => [s.id, s.status]));
 

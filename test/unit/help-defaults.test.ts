@@ -7,13 +7,13 @@ import { cli, ROOT } from '../helpers/cli.ts';
 
 /** Issue 20, item 11: `--help`, the README's options table and the code say the same defaults. */
 const help = cli(['build', '--help']).stdout.replace(/\s+/g, ' ');
-const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+const readme = readFileSync(path.join(ROOT, 'docs', 'cli.md'), 'utf8'); // the options table lives in the CLI reference
 /** The README options-table row whose first cell names `flag`. */
 const row = (flag: string) => readme.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1]!.includes(`\`${flag}`))!;
 /** The --help text of one option, up to the next option. */
 const helpOf = (flag: string) => new RegExp(`${flag} <\\w+> (.*?)(?= --[a-z]|$)`).exec(help)?.[1] ?? '';
 
-describe('--help and the README agree with the code on defaults', () => {
+describe('--help and docs/cli.md agree with the code on defaults', () => {
   it('--gdrcopy-home: GDRCOPY_HOME, then every prefix the code looks in, in order', () => {
     // Each name whole (/usr/local is not /usr/local/gdrdrv), in the code's order.
     const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

@@ -12,6 +12,8 @@ import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
 /** The repository says only true things about itself: scripts run, references resolve, the README is complete. */
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+/** The reference pages the README's index points to (the README itself stays a short front door). */
+const doc = (name: string) => readFileSync(path.join(ROOT, 'docs', name), 'utf8');
 const files = (dir: string): string[] =>
   readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(`${dir}/${e.name}`) : [`${dir}/${e.name}`]));
 
@@ -38,15 +40,16 @@ describe('repository hygiene', () => {
     expect(dangling).toEqual([]);
   });
 
-  it('every path of the README layout exists', () => {
-    const layout = README.slice(README.indexOf('## Layout'));
+  it('every path of the layout (docs/contributing.md) exists', () => {
+    const contributing = doc('contributing.md');
+    const layout = contributing.slice(contributing.indexOf('## Layout'));
     const block = layout.slice(layout.indexOf('```') + 3, layout.indexOf('```', layout.indexOf('```') + 3));
     const paths = block.split('\n').flatMap((l) => l.trim().split(/\s+/)[0]?.split(',') ?? []).map((p) => p.trim()).filter((p) => /^[\w-]+\//.test(p) && !p.includes('<'));
     expect(paths.length).toBeGreaterThan(10);
     expect(paths.filter((p) => !existsSync(path.join(ROOT, p)))).toEqual([]);
   });
 
-  it('the README patch tables list every patch id of both patchers', async () => {
+  it('the patch tables (docs/patches.md) list every patch id of both patchers', async () => {
     const t = await loadTemplate();
     const ids = [
       // With the combined static library's install line (NVSHMEM 3.4), so its two patches are listed too.
@@ -54,12 +57,12 @@ describe('repository hygiene', () => {
       ...deepEpSpecs('v1', '').map((s) => s.id),
       ...deepEpSpecs('epv2', '').map((s) => s.id),
     ];
-    const listed = [...README.matchAll(/^\| `([\w:*.-]+)`(?:, `([\w:*.-]+)`)? \|/gm)].flatMap((m) => [m[1]!, m[2]].filter((x): x is string => !!x));
+    const listed = [...doc('patches.md').matchAll(/^\| `([\w:*.-]+)`(?:, `([\w:*.-]+)`)? \|/gm)].flatMap((m) => [m[1]!, m[2]].filter((x): x is string => !!x));
     const covered = (id: string) => listed.some((l) => l === id || (l.endsWith('*') && id.startsWith(l.slice(0, -1))));
     expect([...new Set(ids)].filter((id) => !covered(id))).toEqual([]);
   });
 
-  it('--help and the README document every exit code an error can carry', () => {
+  it('--help and docs/cli.md document every exit code an error can carry', () => {
     const codes = new Set<number>([0]);
     for (const E of Object.values(errors)) {
       if (typeof E !== 'function' || !(E.prototype instanceof Error)) continue;
@@ -68,10 +71,11 @@ describe('repository hygiene', () => {
     }
     expect([...codes].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 130]);
     const help = cli(['--help']).stdout;
-    const exitSection = README.slice(README.indexOf('### Exit codes'), README.indexOf('### Environment variables'));
+    const reference = doc('cli.md');
+    const exitSection = reference.slice(reference.indexOf('### Exit codes'), reference.indexOf('### Environment variables'));
     for (const c of codes) {
       expect(help, `--help: exit ${c}`).toMatch(new RegExp(`^  ${c}\\s+\\S`, 'm'));
-      expect(exitSection, `README: exit ${c}`).toContain(`\`${c}\``);
+      expect(exitSection, `docs/cli.md: exit ${c}`).toContain(`\`${c}\``);
     }
   });
 

@@ -21,6 +21,7 @@ import { fabricOrigin, fabricPin, fabtestsPin, gdrcopyPin, isLocalOrigin, loadFa
 import { cachedArchive, howToProvide } from '../core/fabric-source.ts';
 import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
+import { torchImportedBefore } from '../steps/build-deepep.ts';
 import { checkInPlaceWritable } from '../core/writable.ts';
 
 /**
@@ -257,13 +258,15 @@ export const PREFLIGHT: readonly Check[] = [
     id: 'python-torch',
     // A dry run too: the build would stop here before its first step.
     applies: (o) => isBuild(o) && !!(o.deepepSrc || o.deepepRef),
-    async run() {
+    async run(o) {
       const py = python();
       const found = py.includes('/') ? existsSync(py) : (process.env.PATH ?? '').split(':').some((d) => d && existsSync(path.join(d, py)));
       if (!found) {
         const named = process.env.PYTHON ? `PYTHON=${py}` : py;
         throw new EnvironmentError(`${named}: no such Python interpreter${py.includes('/') ? '' : ' on PATH'}, and DeepEP's setup.py needs one with torch`, 'set PYTHON to a Python that has PyTorch (e.g. PYTHON=$(which python3)), or drop --deepep-src/--deepep-ref');
       }
+      // A rerun whose last DeepEP build imported torch with this very interpreter skips the import (seconds).
+      if (existsSync(o.workDir) && (await torchImportedBefore(o.workDir, py))) return;
       const torch = await probe(py, ['-c', 'import torch; print(torch.__version__)']);
       if (!torch) {
         throw new EnvironmentError(`${py} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it; or drop --deepep-src/--deepep-ref');

@@ -5,6 +5,7 @@ import { EnvironmentError } from '../core/errors.ts';
 import { openLog, probe, run } from '../core/exec.ts';
 import { hashJson } from '../core/hash.ts';
 import { pythonIdentity } from '../core/python-identity.ts';
+import { StateStore } from '../core/state.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { settleDeepEpBeside } from './deepep-beside.ts';
@@ -67,6 +68,20 @@ const checkKind = (ctx: Ctx): DeepEpBuildResult['check'] => (ctx.env?.gpus.lengt
  */
 interface KeptBuild extends DeepEpBuildResult {
   checked: string;
+  /** hashJson(pythonIdentity) of the interpreter this build imported torch with (absent in states written before). */
+  torchImported?: string;
+}
+
+/**
+ * Whether the last build-deepep of this work dir imported torch with the interpreter `py` is now (same file, same
+ * sys.version and prefix, the same torch/version.py): then the preflight need not import torch again. A state
+ * that cannot be read, or names another interpreter, says no.
+ */
+export async function torchImportedBefore(workDir: string, py: string): Promise<boolean> {
+  const state = await StateStore.open(workDir, () => {});
+  const kept = state.get('build-deepep')?.result as KeptBuild | undefined;
+  if (!kept?.torchImported) return false;
+  return kept.torchImported === hashJson(await pythonIdentity(py));
 }
 
 export const buildDeepEpStep: Step = {
@@ -151,7 +166,9 @@ export const buildDeepEpStep: Step = {
     fixes.push({ id: 'deepep-check', anchor: modulePath, status: 'applied', why: check === 'import' ? 'a GPU is present: import deep_ep must succeed' : 'no GPU: the module must link libnvshmem_host from this prefix and no IBGDA symbol', detail: `${check} check passed` });
     const result: DeepEpBuildResult = { module: modulePath, check, fixes };
     ctx.deepepBuild = result;
-    const kept: KeptBuild = { ...result, checked: fileIdentity(modulePath) };
+    // The interpreter that imported torch for this build: the preflight's torch check trusts it next time
+    // (importing torch costs seconds at every container start).
+    const kept: KeptBuild = { ...result, checked: fileIdentity(modulePath), torchImported: hashJson(await pythonIdentity(python())) };
     return kept;
   },
   restore(ctx, saved) {

@@ -11,7 +11,13 @@ import { AWS_GDA_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPlan } from '.
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
+import { codeIdentity } from '../core/code-identity.ts';
 import type { Ctx, PatchResult, Step } from './types.ts';
+
+/** What the step keeps: its result and the spec digest its stamp may reuse. */
+interface KeptPatch extends PatchResult {
+  specMemo?: { key: string; digest: string };
+}
 
 export function refusalError(plan: NvshmemPlan, treeDir: string): PatchRefusedError {
   const general = `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`;
@@ -62,13 +68,14 @@ export const patchNvshmemStep: Step = {
   async stamp(ctx) {
     const t = await loadTemplate();
     const dir = requireSource(ctx).dir;
-    return {
-      tree: await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS }),
-      template: hashJson(t.files),
-      vendored: ctx.vendored?.sha256 ?? null,
-      specs: hashJson(await nvshmemSpecDigest(dir, t)),
-      tool: toolVersion(),
-    };
+    const tree = await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS });
+    const template = hashJson(t.files);
+    // The spec digest costs a parser start-up (about a second): the last run's is reused when the same code
+    // computed it for the same tree and template (the memo's key), which is exactly when it cannot differ.
+    const key = hashJson([tree, template, await codeIdentity()]);
+    const memo = (ctx.state.get('patch-nvshmem')?.result as KeptPatch | undefined)?.specMemo;
+    const specs = memo?.key === key ? memo.digest : hashJson(await nvshmemSpecDigest(dir, t));
+    return { tree, template, vendored: ctx.vendored?.sha256 ?? null, specs, tool: toolVersion() };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
@@ -98,10 +105,15 @@ export const patchNvshmemStep: Step = {
       deviceHeaders: ctx.vendored ? 'complete' : 'without-efa-io-defs',
     };
     ctx.patch = result;
-    return result;
+    // The memo for the next run's stamp: the patched tree (restampAfterRun stamps it) and its spec digest, the
+    // parser already warm.
+    const tree = await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS });
+    const specMemo = { key: hashJson([tree, hashJson(t.files), await codeIdentity()]), digest: hashJson(await nvshmemSpecDigest(dir, t)) };
+    const kept: KeptPatch = { ...result, specMemo };
+    return kept;
   },
   restore(ctx, result) {
-    const r = result as PatchResult;
+    const { specMemo: _memo, ...r } = result as KeptPatch;
     ctx.patch = { ...r, fixes: upToDate(r.fixes) };
     return true;
   },

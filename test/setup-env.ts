@@ -1,0 +1,4 @@
+// Every test process (and every CLI it spawns with process.env) starts with NVSHMEM_EFA_GDRCOPY=0: a test host has
+// no gdrapi.h, and a build would otherwise fetch GDRCopy from github.com (never in a test: CI has no network).
+// test/integration/gdrcopy.test.ts removes it to run that step against an archive served from 127.0.0.1.
+process.env.NVSHMEM_EFA_GDRCOPY ??= '0';

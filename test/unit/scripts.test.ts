@@ -65,4 +65,15 @@ describe('docker/Dockerfile', () => {
     expect(text).toContain(`ARG EFA_IO_DEFS_URL=${lock.url}`);
     expect(text).toContain(`ARG EFA_IO_DEFS_SHA256=${lock.sha256}`);
   });
+
+  it("copies into its tool stage every directory scripts/bundle.mjs --standalone reads (else: ENOENT at image build)", () => {
+    const bundle = readFileSync(path.join(ROOT, 'scripts/bundle.mjs'), 'utf8');
+    const list = /for \(const d of \[([^\]]+)\]\) cpSync/.exec(bundle);
+    expect(list, 'the standalone copy list in scripts/bundle.mjs').not.toBeNull();
+    const needed = [...list![1]!.matchAll(/'([^']+)'/g)].map((m) => m[1]!);
+    expect(needed).toContain('native/efaemu'); // the scan found the list it guards
+    const stage = text.slice(text.indexOf('AS tool'), text.indexOf('\nFROM ', text.indexOf('AS tool')));
+    const copied = [...stage.matchAll(/^COPY (\S+) \.\/(\S+)$/gm)].filter((m) => m[1] === m[2]).map((m) => m[1]!);
+    expect(needed.filter((d) => !copied.includes(d))).toEqual([]);
+  });
 });

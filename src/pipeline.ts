@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { Listr, ListrLogger, ProcessOutput, type ListrRendererValue } from 'listr2';
 import { hashJson } from './core/hash.ts';
+import { progressReporter } from './core/progress.ts';
 import type { Ctx, Step } from './steps/types.ts';
 
 export interface StepOutcome {
@@ -16,18 +17,6 @@ export function chooseRenderer(opts: { json: boolean; verbose: boolean }, stream
   if (opts.verbose) return 'verbose';
   // CI logs and pipes get one line per event; only an interactive terminal gets the live tree.
   return stream.isTTY && !env.CI ? 'default' : 'simple';
-}
-
-/** Progress updates, at most one per interval when not drawing a live tree (keeps CI logs short). */
-function throttle(fn: (s: string) => void, ms: number): (s: string) => void {
-  let last = 0;
-  return (s) => {
-    const now = Date.now();
-    if (ms === 0 || now - last >= ms) {
-      last = now;
-      fn(s);
-    }
-  };
 }
 
 /**
@@ -71,7 +60,7 @@ export async function runSteps(steps: readonly Step[], ctx: Ctx, renderer: Listr
         await ctx.state.begin(step.id);
         const logPath = path.join(ctx.paths.logs, `${step.id}.log`);
         try {
-          const result = await step.run(ctx, { progress: throttle((s) => (task.output = s), live || ctx.opts.verbose ? 0 : 5000), logPath });
+          const result = await step.run(ctx, { progress: progressReporter((s) => (task.output = s), { live: live || ctx.opts.verbose }), logPath });
           if (step.stamp) {
             if (step.restampAfterRun) stamp = hashJson([step.id, await step.stamp(ctx)]);
             await ctx.state.finish(step.id, stamp!, result);

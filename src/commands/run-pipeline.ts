@@ -1,4 +1,5 @@
 import picocolors from 'picocolors';
+import { formatDuration } from '../core/progress.ts';
 import path from 'node:path';
 import { amendError, asTypedError, exitCodeOf, faultContextOf, formatError, InterruptedError, NvshmemEfaError, PatchRefusedError } from '../core/errors.ts';
 import { acquireLock, describeHolder } from '../core/lock.ts';
@@ -146,6 +147,9 @@ async function runPipeline(opts: Options, steps: readonly Step[], out: (s: strin
           for (const line of exportLines(report.runtimeEnv)) out(`  ${line}`);
         }
         if (opts.command === 'patch' && !error) for (const line of patchedTreeLines(ctx)) out(line);
+        // Every step's duration, so a slow run says where its time went without opening the report.
+        out(pc.bold('steps:'));
+        for (const o of outcomes) out(`  ${o.status.padEnd(8)} ${formatDuration(o.ms).padStart(7)}  ${o.id}${o.status === 'skipped' && o.reason ? ` (${o.reason})` : ''}`);
         out(`report: ${paths.report}/report.md`);
       }
       if (error) {

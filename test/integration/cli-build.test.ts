@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -30,13 +30,9 @@ const ENV: NodeJS.ProcessEnv = { ...process.env, ...HOST_LIBFABRIC_ENV, CI: 'tru
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
 
 function cli(args: string[], env = ENV): { code: number; stdout: string; stderr: string } {
-  try {
-    const stdout = execFileSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return { code: 0, stdout, stderr: '' };
-  } catch (e) {
-    const x = e as { status: number; stdout: string; stderr: string };
-    return { code: x.status, stdout: x.stdout, stderr: x.stderr };
-  }
+  // stderr kept on success too: the progress lines are there.
+  const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
 }
 
 // Without --deepep-src / --deepep-ref the DeepEP steps are listed as skipped, with the reason.
@@ -56,6 +52,11 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('nvshmem-efa build on the miniatu
     const rep = report(work);
     expect(rep.ok).toBe(true);
     expect(stepStatus(work)).toEqual({ detect: 'done', 'get-nvshmem': 'done', 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done', probe: 'done', ...NO_DEEPEP });
+    // Progress a person can read (CI=true: the log renderer): the compile as percentages with elapsed time, and
+    // every step's duration at the end.
+    expect(r.stdout + r.stderr).toMatch(/\d+% \[\d+\/\d+\] (\d+\.\ds|\d+s|\d+m \d\ds) elapsed/);
+    expect(r.stdout).toMatch(/^steps:\n(  \S+ +\S+  [\w-]+.*\n)+/m);
+    expect(r.stdout).toMatch(/^  done +(\d+\.\ds|\d+s|\d+m \d\ds)  build-nvshmem$/m);
     // The probe ran on this host (no EFA device here) and its verdict is in the report.
     expect(rep.probe?.verdict).toMatch(/EFA/);
     const so = path.join(work, 'install/nvshmem/lib/nvshmem_transport_libfabric.so');

@@ -203,17 +203,23 @@ export async function obtainSource(pkg: FabricPackage, pin: FabricPin, origin: F
   return { dir: dest, kind: 'archive', origin: origin.url, verified: `sha256 ${pin.archive.sha256}` };
 }
 
+/** Runs `install` into a fresh staging DESTDIR; returns where it put `prefix` (an install that put nothing there fails). */
+async function installIntoStage(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<string> {
+  await rm(stage, { recursive: true, force: true });
+  await makeDirs(stage);
+  await install(stage);
+  const staged = path.join(stage, prefix);
+  if (!existsSync(staged)) throw new EnvironmentError(`the install put nothing under ${prefix}`, `read the install log; the build's prefix must be ${prefix}`);
+  return staged;
+}
+
 /**
  * Runs an install into a staging DESTDIR and moves the prefix into place: a failed install leaves the old
  * prefix (or none), and anything the install put outside the prefix (a system directory) is not installed
  * anywhere; it is returned, to be reported.
  */
 export async function stagedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ outside: string[] }> {
-  await rm(stage, { recursive: true, force: true });
-  await makeDirs(stage);
-  await install(stage);
-  const staged = path.join(stage, prefix);
-  if (!existsSync(staged)) throw new EnvironmentError(`the install put nothing under ${prefix}`, `read the install log; the build's prefix must be ${prefix}`);
+  const staged = await installIntoStage(prefix, stage, install);
   const outside: string[] = [];
   const walk = async (rel: string): Promise<void> => {
     for (const e of await readdir(path.join(stage, rel), { withFileTypes: true })) {
@@ -239,11 +245,7 @@ export async function stagedInstall(prefix: string, stage: string, install: (des
  * installs into another one's prefix (fabtests into libfabric's). A failed install changes nothing in the prefix.
  */
 export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[] }> {
-  await rm(stage, { recursive: true, force: true });
-  await makeDirs(stage);
-  await install(stage);
-  const staged = path.join(stage, prefix);
-  if (!existsSync(staged)) throw new EnvironmentError(`the install put nothing under ${prefix}`, `read the install log; the build's prefix must be ${prefix}`);
+  const staged = await installIntoStage(prefix, stage, install);
   const clashes: string[] = [];
   const walk = async (rel: string): Promise<void> => {
     for (const e of await readdir(path.join(staged, rel), { withFileTypes: true })) {

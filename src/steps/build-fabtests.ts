@@ -41,7 +41,7 @@ export const buildFabtestsStep: Step = {
     if (ctx.opts.command !== 'build') return 'only the build needs it';
     if (plan(ctx)?.libfabric.action !== 'build') return 'fabtests are built only with a libfabric this tool builds (a libfabric you give brings its own, or none)';
     if (process.env.NVSHMEM_EFA_FABTESTS === '0') return 'turned off by NVSHMEM_EFA_FABTESTS=0: selftest skips its fabtests check';
-    // The lock is read again in run(); here only whether it names fabtests (a lock without them is a site's choice).
+    // A lock whose pin names no fabtests archive is found in run() (enabled() cannot read the lock): a warned fix.
     return true;
   },
   async stamp(ctx) {

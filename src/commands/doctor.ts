@@ -1,8 +1,7 @@
 import { detectGdrdrv, surveyEnvironment, versionAtLeast, type GdrdrvFacts, type Survey } from '../core/environment.ts';
 import { GDRCOPY_SWITCH } from '../core/fabric-lock.ts';
-import { probe as runQuiet } from '../core/exec.ts';
-import type { ProbeCheck } from '../core/probe-schema.ts';
-import { renderChecks } from '../core/probe-schema.ts';
+import { queryTool } from '../core/exec.ts';
+import { renderChecks, type HostCheck } from '../core/host-check.ts';
 import { notNvshmemReason, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
 import { describeJournal, journalState, JOURNAL, readJournal, STAGED } from '../patchers/engine/journal.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
@@ -25,7 +24,7 @@ export interface DoctorInput {
   nodeVersion: string;
   torch?: string;
   /** The --nvshmem-src tree's check (nvshmemTreeCheck), when one was given. */
-  nvshmemTree?: ProbeCheck;
+  nvshmemTree?: HostCheck;
   /** EFA devices and GDRCopy's kernel module as the host shows them (detectGdrdrv); absent: not looked at. */
   gdrdrv?: GdrdrvFacts;
 }
@@ -40,11 +39,11 @@ const BLOCKER_TITLES: Record<string, string> = {
   nvml: 'NVML header (nvml.h, included by NVSHMEM)',
 };
 
-const check = (id: string, title: string, status: ProbeCheck['status'], evidence: string, fix = ''): ProbeCheck => ({ id, title, status, evidence, fix });
+const check = (id: string, title: string, status: HostCheck['status'], evidence: string, fix = ''): HostCheck => ({ id, title, status, evidence, fix });
 
 /** Fast host checks that build nothing: tools, the paths the build would use, the run-time environment. */
-export function doctorChecks(d: DoctorInput): ProbeCheck[] {
-  const out: ProbeCheck[] = [];
+export function doctorChecks(d: DoctorInput): HostCheck[] {
+  const out: HostCheck[] = [];
   const [maj, min] = d.nodeVersion.replace(/^v/, '').split('.').map(Number);
   out.push(maj! > 20 || (maj === 20 && min! >= 19)
     ? check('node', 'Node.js', 'pass', d.nodeVersion)
@@ -119,7 +118,7 @@ export const MIN_GDRDRV = [2, 4] as const;
 const GDRDRV_FIX = `install and load GDRCopy's kernel module, gdrdrv >= ${MIN_GDRDRV.join('.')}: from the EFA installer or AMI that provides it, or the gdrdrv-dkms package (gdrcopy-kmod on RPM systems) of GDRCopy's packages, or from a GDRCopy checkout: make driver, then sudo ./insmod.sh (loads gdrdrv.ko and creates /dev/gdrdrv); in a container, pass /dev/gdrdrv through`;
 
 /** GDRCopy's kernel module on a host with EFA devices: missing or too old is a failure (the EFA provider needs it). */
-export function gdrdrvCheck(g: GdrdrvFacts): ProbeCheck {
+export function gdrdrvCheck(g: GdrdrvFacts): HostCheck {
   const title = "GDRCopy's kernel module (gdrdrv)";
   const devices = `${g.efaDevices.length} EFA device(s) (${g.efaDevices.join(', ')})`;
   if (!g.dev) return check('gdrdrv', title, 'fail', `${devices} and no /dev/gdrdrv${g.version ? ` (gdrdrv ${g.version} is loaded, but its device node is missing)` : ': gdrdrv is not loaded'}; NVSHMEM's EFA provider needs GDRCopy`, GDRDRV_FIX);
@@ -153,7 +152,7 @@ export interface NvshmemTreeFacts {
  * A journal at the tree's root: a patch was interrupted mid-commit (the tree may be half patched). Doctor only
  * looks; the next `patch` or `build` on the tree finishes or undoes it.
  */
-async function journalCheck(dir: string): Promise<ProbeCheck | undefined> {
+async function journalCheck(dir: string): Promise<HostCheck | undefined> {
   let state;
   try {
     const j = await readJournal(dir);
@@ -172,7 +171,7 @@ async function journalCheck(dir: string): Promise<ProbeCheck | undefined> {
   return check('nvshmem-tree', TREE_TITLE, 'fail', `${describeJournal(dir, state)} (${JOURNAL}, ${STAGED} files beside them): ${next}`, fix);
 }
 
-export async function nvshmemTreeCheck(dir: string): Promise<{ check: ProbeCheck; facts: NvshmemTreeFacts }> {
+export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck; facts: NvshmemTreeFacts }> {
   const notTree = await notNvshmemReason(dir).catch((e: Error) => e.message);
   if (notTree) return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${dir} is not an NVSHMEM source tree (${notTree})`, 'pass the root of an NVSHMEM 3.x source tree (the folder holding CMakeLists.txt and src/)'), facts: {} };
   const version = await nvshmemVersion(dir);
@@ -192,7 +191,7 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: ProbeCheck
   return { check: warn ? check('nvshmem-tree', TREE_TITLE, 'warn', `${evidence}; ${warn.detail}`, 'build it with care, or use --nvshmem-ref v3.4.5-0') : check('nvshmem-tree', TREE_TITLE, 'pass', evidence), facts };
 }
 
-export function doctorVerdict(checks: readonly ProbeCheck[]): string {
+export function doctorVerdict(checks: readonly HostCheck[]): string {
   if (checks.some((c) => c.status === 'fail')) return 'not ready: fix the failed checks, then run nvshmem-efa build';
   if (checks.some((c) => c.status === 'warn')) return 'the build can run; fix the warnings before running jobs on EFA';
   return 'ready';
@@ -202,8 +201,8 @@ export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: s
   // NVIDIA NVSHMEM 3.x includes nvml.h, so a build stops without it: a blocker here too.
   const survey = await surveyEnvironment({ ...opts, env: process.env, requireNvml: true });
   const py = process.env.PYTHON ?? 'python3';
-  const pipNvshmem = (await runQuiet(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
-  const torch = (await runQuiet(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
+  const pipNvshmem = (await queryTool(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
+  const torch = (await queryTool(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
   const tree = opts.nvshmemSrc ? await nvshmemTreeCheck(opts.nvshmemSrc) : undefined;
   // NVSHMEM_EFA_SYSROOT: where /sys and /dev are read (tests), as for the host's rdma-core.
   const gdrdrv = detectGdrdrv(process.env.NVSHMEM_EFA_SYSROOT ?? '/');

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
+import { readHeadCommit } from '../core/git.ts';
 import type { Options } from '../options.ts';
 import { renderDiff, seriesNames } from '../patchers/engine/apply.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
@@ -12,7 +13,7 @@ import { nvshmemVersion } from '../core/nvshmem-tree.ts';
 import { cmakeArgs, linkStubPath } from '../steps/build-nvshmem.ts';
 import { deepEpEnv, python, SETUP_ARGS } from '../steps/deepep-setup.ts';
 import { deepEpCloneDir, deepEpPinFor } from '../steps/get-deepep.ts';
-import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
+import { nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { refusalError } from '../steps/patch-nvshmem.ts';
@@ -30,7 +31,7 @@ async function pristineTree(opts: Options): Promise<{ dir: string; note?: string
   if (opts.nvshmemSrc) return { dir: opts.nvshmemSrc };
   const pin = pinFor(opts.nvshmemRef);
   const dir = nvshmemCloneDir(workPaths(opts.workDir), pin);
-  if (existsSync(dir) && (await headCommit(dir)) === pin.commit) return { dir, note: `or any checkout of NVSHMEM ${pin.ref}` };
+  if (existsSync(dir) && (await readHeadCommit(dir)) === pin.commit) return { dir, note: `or any checkout of NVSHMEM ${pin.ref}` };
   throw new EnvironmentError(`no verified clone of NVSHMEM ${pin.ref} in ${dir} to plan against`, `run 'nvshmem-efa build' once to fetch it, or pass --nvshmem-src DIR`);
 }
 
@@ -40,7 +41,7 @@ async function deepEpTree(opts: Options, paths: WorkPaths): Promise<{ dir?: stri
   if (!opts.deepepRef) return {};
   const pin = deepEpPinFor(opts.deepepRef);
   const dir = deepEpCloneDir(paths, pin);
-  if ((await headCommit(dir)) === pin.commit) return { dir };
+  if ((await readHeadCommit(dir)) === pin.commit) return { dir };
   return { missing: `DeepEP ${pin.ref} is not fetched yet (the build fetches it into ${dir}); its patches are not in this plan` };
 }
 

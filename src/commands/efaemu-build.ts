@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { openLog, probe, run } from '../core/exec.ts';
+import { openLog, queryTool, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
 
 /**
@@ -23,7 +23,7 @@ export async function buildEfaemu(libfabricHome: string, dir: string, logPath: s
   const log = await openLog(logPath);
   try {
     const src = path.join(packageRoot(), 'native', 'efaemu');
-    const ninja = (await probe('ninja', ['--version'])) !== undefined;
+    const ninja = (await queryTool('ninja', ['--version'])) !== undefined;
     await run('cmake', ['-S', src, '-B', dir, ...(ninja ? ['-G', 'Ninja'] : []), `-DLIBFABRIC_PREFIX=${libfabricHome}`, '-DEFAEMU_TESTS=OFF'], {
       log, logPath, signal, fix: `read ${logPath}: efaemu needs cmake, a C++17 compiler and libfabric headers under ${libfabricHome}/include`,
     });

@@ -2,10 +2,11 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { blockersError, checkCudaArchOption, surveyEnvironment, type DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError, PatchRefusedError, UsageError } from '../core/errors.ts';
+import { readHeadCommit } from '../core/git.ts';
 import { checkDirectory } from '../core/small-file.ts';
 import { STATE_FILE } from '../core/state.ts';
 import { MARKER_FILE } from '../core/work-dir.ts';
-import { probe } from '../core/exec.ts';
+import { queryTool } from '../core/exec.ts';
 import { filesIncluding, notNvshmemReason } from '../core/nvshmem-tree.ts';
 import { checkDisjoint, type NamedDir } from '../core/overlap.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
@@ -13,7 +14,7 @@ import { planDeepEp } from '../patchers/deepep/index.ts';
 import type { Options } from '../options.ts';
 import { python } from '../steps/deepep-setup.ts';
 import { deepEpPinFor, deepEpCloneDir } from '../steps/get-deepep.ts';
-import { headCommit, nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
+import { nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
@@ -137,12 +138,12 @@ export const PREFLIGHT: readonly Check[] = [
       if (!o.nvshmemSrc) {
         const pin = pinFor(o.nvshmemRef);
         const dir = nvshmemCloneDir(paths, pin);
-        if ((await headCommit(dir)) !== pin.commit) throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dir}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
+        if ((await readHeadCommit(dir)) !== pin.commit) throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dir}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
       }
       if (o.deepepRef) {
         const pin = deepEpPinFor(o.deepepRef);
         const dir = deepEpCloneDir(paths, pin);
-        if ((await headCommit(dir)) !== pin.commit) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dir}`, 'run once with network access, or pass --deepep-src DIR');
+        if ((await readHeadCommit(dir)) !== pin.commit) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dir}`, 'run once with network access, or pass --deepep-src DIR');
       }
     },
   },
@@ -244,7 +245,7 @@ export const PREFLIGHT: readonly Check[] = [
       for (const w of wanted) {
         const origin = fabricOrigin(w.pkg, w.pin);
         if (isLocalOrigin(origin)) continue;
-        if (origin.kind === 'git' ? (await headCommit(path.join(paths.sources, `${w.pkg}-${w.pin.ref}`))) === w.pin.commit : await cachedArchive(w.pin, paths.downloads)) continue;
+        if (origin.kind === 'git' ? (await readHeadCommit(path.join(paths.sources, `${w.pkg}-${w.pin.ref}`))) === w.pin.commit : await cachedArchive(w.pin, paths.downloads)) continue;
         missing.push(w);
       }
       if (missing.length) {
@@ -267,7 +268,7 @@ export const PREFLIGHT: readonly Check[] = [
       }
       // A rerun whose last DeepEP build imported torch with this very interpreter skips the import (seconds).
       if (existsSync(o.workDir) && (await torchImportedBefore(o.workDir, py))) return;
-      const torch = await probe(py, ['-c', 'import torch; print(torch.__version__)']);
+      const torch = await queryTool(py, ['-c', 'import torch; print(torch.__version__)']);
       if (!torch) {
         throw new EnvironmentError(`${py} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it; or drop --deepep-src/--deepep-ref');
       }

@@ -4,7 +4,7 @@ import { fabricPrefixes } from '../core/fabric-plan.ts';
 import { detectEnvironment } from '../core/environment.ts';
 import { acquireLock } from '../core/lock.ts';
 import { buildProbe, runProbe } from '../core/probe-build.ts';
-import { renderChecks } from '../core/probe-schema.ts';
+import { renderChecks } from '../core/host-check.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import { withInterrupts } from './run-pipeline.ts';
 

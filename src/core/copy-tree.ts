@@ -1,23 +1,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, readdir, readFile, readlink, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
+import { copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
-import { relation } from './overlap.ts';
 import { makeDirs } from './make-dirs.ts';
 import { entryKind } from './untrusted.ts';
+import { skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed, walkTree, type LinkProblem } from './walk-tree.ts';
 
 /**
- * An in-tree build directory: the top-level `build/` or any directory holding a CMakeCache.txt. Neither is
- * source; copying one drags gigabytes of objects along and hashing it makes every build look like an edit.
- */
-export function isBuildDir(rel: string, abs: string): boolean {
-  return rel === 'build' || existsSync(path.join(abs, 'CMakeCache.txt'));
-}
-
-/**
- * Copies a source tree, leaving out VCS folders, in-tree build directories and any path in `skip`
- * (absolute). Files keep their modification times, so that after a fresh copy the incremental build
+ * Copies a source tree, leaving out VCS folders (and a `.git` file), in-tree build directories and any path in
+ * `skip` (absolute). Files keep their modification times, so that after a fresh copy the incremental build
  * recompiles only what the patch step rewrote.
  *
  * Symbolic links are copied as what they point to, never as links: the patch step and NVSHMEM's own build
@@ -25,49 +17,45 @@ export function isBuildDir(rel: string, abs: string): boolean {
  * to a directory outside the tree, or a dangling one, is refused rather than followed.
  */
 export async function copyTree(src: string, dst: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
-  const root = await realpath(src);
-  const walk = async (from: string, to: string, rel: string, ancestors: readonly string[]): Promise<void> => {
-    await makeDirs(to);
-    for (const e of await readdir(from, { withFileTypes: true })) {
-      signal?.throwIfAborted();
-      const f = path.join(from, e.name);
-      const t = path.join(to, e.name);
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (e.name === '.git' || skip.includes(f)) continue;
-      let kind: 'dir' | 'file' | 'other' = e.isDirectory() ? 'dir' : e.isFile() ? 'file' : 'other';
-      let real = f;
-      if (e.isSymbolicLink()) {
-        const target = await readlink(f);
-        try {
-          real = await realpath(f);
-          const st = await stat(real);
-          kind = st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
-        } catch {
-          throw new UsageError(`${path.join(src, r)} is a dangling symbolic link (to ${target}); refusing to copy a tree with it`, `remove or fix the link, then rerun`);
-        }
-        if (kind === 'dir' && !relation(real, root)) {
-          throw new UsageError(
-            `${path.join(src, r)} links to ${real}, outside the tree; copying would pull in whatever it holds`,
-            'replace the link with the files it should contain, or remove it, then rerun',
-          );
-        }
-      }
-      if (kind === 'dir') {
-        if (isBuildDir(r, real) || skip.includes(real)) continue;
-        const realDir = await realpath(real);
-        if (ancestors.includes(realDir)) {
-          throw new UsageError(`${path.join(src, r)} is a symbolic link loop (back to ${realDir})`, 'remove the link, then rerun');
-        }
-        await walk(real, t, r, [...ancestors, realDir]);
-      } else if (kind === 'file') {
-        await copyFile(real, t);
-        const st = await stat(real);
-        await utimes(t, st.atime, st.mtime);
+  const inside = await realpath(src);
+  await makeDirs(dst);
+  await walkTree(
+    src,
+    async (e) => {
+      const to = path.join(dst, e.rel);
+      if (e.type === 'dir') {
+        await makeDirs(to);
+      } else if (e.type === 'file') {
+        await copyFile(e.real, to);
+        const st = await stat(e.real);
+        await utimes(to, st.atime, st.mtime);
       }
       // Sockets, FIFOs and devices are not source; a link to one (/dev/zero) would never finish copying.
-    }
-  };
-  await walk(src, dst, '', [root]);
+    },
+    {
+      // Not quite the source hash's rules (hash.ts sourceTreeSkips): node_modules, .nvshmem-efa and a build/
+      // below the top without a CMakeCache.txt are copied though not hashed, and a .git file is not copied.
+      skip: [skipNamed('.git'), skipAt(skip), skipBuildDirs, skipDirsAt(skip)],
+      signal,
+      links: { follow: true, inside, refuse: (p) => copyRefusal(src, p) },
+    },
+  );
+}
+
+/** Why a tree with this link is not copied, and what to do about it. */
+function copyRefusal(src: string, p: LinkProblem): UsageError {
+  const at = path.join(src, p.entry.rel);
+  switch (p.kind) {
+    case 'dangling':
+      return new UsageError(`${at} is a dangling symbolic link (to ${p.target}); refusing to copy a tree with it`, `remove or fix the link, then rerun`);
+    case 'outside':
+      return new UsageError(
+        `${at} links to ${p.real}, outside the tree; copying would pull in whatever it holds`,
+        'replace the link with the files it should contain, or remove it, then rerun',
+      );
+    case 'loop':
+      return new UsageError(`${at} is a symbolic link loop (back to ${p.real})`, 'remove the link, then rerun');
+  }
 }
 
 /** Replaces `dest` with a fresh copy of `src`, through `dest.partial`, so a killed copy never looks finished. */
@@ -102,14 +90,12 @@ async function sha256Of(file: string): Promise<string> {
   return createHash('sha256').update(await readFile(file)).digest('hex');
 }
 
-async function listFiles(root: string, rel = ''): Promise<string[]> {
+/** The files a snapshot keeps times for: regular files, not in .git or an in-tree build directory (links are not files). */
+async function listFiles(root: string): Promise<string[]> {
   const out: string[] = [];
-  for (const e of await readdir(path.join(root, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) {
-      if (e.name !== '.git' && !isBuildDir(r, path.join(root, r))) out.push(...(await listFiles(root, r)));
-    } else if (e.isFile()) out.push(r);
-  }
+  await walkTree(root, (e) => {
+    if (e.type === 'file') out.push(e.rel);
+  }, { skip: [skipDirsNamed('.git'), skipBuildDirs] });
   return out;
 }
 

@@ -18,9 +18,10 @@ export function driverSymbols(preprocessedCudaH: string): string[] {
 
 export async function buildCudaLinkStub(cudaHome: string, outDir: string, logPath: string): Promise<{ path: string; symbols: number }> {
   await makeDirs(outDir);
-  const probeC = path.join(outDir, 'cuda_h_probe.c');
-  await writeFile(probeC, '#include <cuda.h>\n');
-  const lines = await run('cc', ['-E', '-P', `-I${path.join(cudaHome, 'include')}`, probeC], {
+  // Preprocessed, a file that only includes cuda.h is cuda.h with its macros applied: the names to define.
+  const includeC = path.join(outDir, 'include_cuda_h.c');
+  await writeFile(includeC, '#include <cuda.h>\n');
+  const lines = await run('cc', ['-E', '-P', `-I${path.join(cudaHome, 'include')}`, includeC], {
     fix: `check that ${cudaHome}/include/cuda.h exists and a C compiler (cc) is installed`,
     logPath,
   });

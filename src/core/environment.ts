@@ -2,10 +2,11 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } fro
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from './errors.ts';
-import { probe } from './exec.ts';
+import { queryTool } from './exec.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { GDRCOPY_SWITCH, gdrcopyTurnedOff, loadFabricLock } from './fabric-lock.ts';
 import { fabricPrefixes, planFabric, type FabricPlan } from './fabric-plan.ts';
+import { GDRCOPY_PREFIXES } from './gdrcopy-prefixes.ts';
 
 /** What the build will use, found on this host. Everything a later step needs comes from here. */
 export interface DetectedEnv {
@@ -43,8 +44,8 @@ export interface DetectInput {
 
 const MIN_GDA_LIBFABRIC = [2, 3, 0] as const;
 
-/** Where GDRCopy is looked for when neither --gdrcopy-home nor GDRCOPY_HOME names it (--help and the README list these). */
-export const GDRCOPY_PREFIXES = ['/usr/local/gdrdrv', '/opt/gdrcopy', '/usr/local', '/usr'] as const;
+// Where GDRCopy is looked for: in a module of its own, which --help reads without loading this one.
+export { GDRCOPY_PREFIXES };
 
 /** Where the work dir's GDRCopy is installed when the build builds it (the gdrcopy step). */
 export const gdrcopyPrefix = (workDir: string) => path.join(workDir, 'install', 'gdrcopy');
@@ -78,7 +79,7 @@ const MIN_ARCH_BY_CUDA_MAJOR: Record<number, number> = { 11: 35, 12: 50, 13: 75 
 export type ArchSupport = { list: string[] } | { min: number; cuda: string };
 
 export async function nvccArchSupport(nvcc: string, cudaVersion: string): Promise<ArchSupport | undefined> {
-  const out = (await probe(nvcc, ['--list-gpu-arch'])) ?? '';
+  const out = (await queryTool(nvcc, ['--list-gpu-arch'])) ?? '';
   const list = [...new Set([...out.matchAll(/\bcompute_(\d+)/g)].map((m) => m[1]!))].sort((a, b) => Number(a) - Number(b));
   if (list.length) return { list };
   const min = MIN_ARCH_BY_CUDA_MAJOR[Number(cudaVersion.split('.')[0])];
@@ -208,7 +209,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   const cudaHome = candidates.find(isToolkit) ?? candidates[0]!;
   const named = cudaFrom && cudaFrom.from !== '--cuda-home' ? `${cudaFrom.from}=${cudaFrom.dir}: ` : '';
   const nvcc = path.join(cudaHome, 'bin', 'nvcc');
-  const nvccOut = existsSync(nvcc) ? await probe(nvcc, ['--version']) : undefined;
+  const nvccOut = existsSync(nvcc) ? await queryTool(nvcc, ['--version']) : undefined;
   if (!nvccOut) {
     blockers.push({ id: 'cuda', message: `${named}no working nvcc at ${nvcc}`, fix: named ? `set ${cudaFrom!.from} to the CUDA toolkit that holds bin/nvcc, or unset it (or pass --cuda-home DIR)` : 'install the CUDA toolkit, or pass --cuda-home DIR (or set CUDA_HOME) to the toolkit that holds bin/nvcc' });
   } else if (!existsSync(path.join(cudaHome, 'include', 'cuda.h'))) {
@@ -218,7 +219,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   }
 
   const cmakePath = await which('cmake', e);
-  const cmakeOut = cmakePath ? await probe(cmakePath, ['--version']) : undefined;
+  const cmakeOut = cmakePath ? await queryTool(cmakePath, ['--version']) : undefined;
   const cmakeVersion = /cmake version (\S+)/.exec(cmakeOut ?? '')?.[1] ?? 'unknown';
   if (!cmakePath || !cmakeOut) blockers.push({ id: 'cmake', message: 'cmake not found on PATH', fix: 'install cmake >= 3.19 (apt-get install cmake, or pip install cmake)' });
   else if (!versionAtLeast(cmakeVersion, [3, 19])) blockers.push({ id: 'cmake', message: `cmake ${cmakeVersion} is older than 3.19, which NVSHMEM requires`, fix: 'install a newer cmake (pip install cmake)' });
@@ -234,7 +235,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
     blockers.push({ id: 'compiler', message: `no host ${!cxx ? 'C++' : 'C'} compiler (${!cxx ? (e.CXX ?? 'c++, g++, clang++') : (e.CC ?? 'cc, gcc, clang')} not found)`, fix: 'install one: apt-get install g++ (or set CC/CXX to the compilers to use)' });
   }
 
-  const smi = await probe('nvidia-smi', ['--query-gpu=compute_cap', '--format=csv,noheader'], e);
+  const smi = await queryTool('nvidia-smi', ['--query-gpu=compute_cap', '--format=csv,noheader'], e);
   const gpus = smi ? archFromComputeCaps(smi) : [];
   parts.gpus = gpus;
   if (input.cudaArch) parts.cudaArch = parseCudaArch(input.cudaArch);
@@ -254,7 +255,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
     }
   }
 
-  const pkgPrefix = (await probe('pkg-config', ['--variable=prefix', 'libfabric'], e))?.trim();
+  const pkgPrefix = (await queryTool('pkg-config', ['--variable=prefix', 'libfabric'], e))?.trim();
   // NVSHMEM_EFA_SYSROOT: where /opt/amazon and the host's rdma-core are looked for (tests).
   const sysroot = e.NVSHMEM_EFA_SYSROOT ?? '/';
   const explicitHome = input.libfabricRef ? undefined : (input.libfabricHome ?? e.LIBFABRIC_HOME);

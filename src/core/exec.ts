@@ -129,8 +129,11 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
   }
 }
 
-/** Runs a command and returns its stdout, or undefined when it is missing or fails (for detection). */
-export async function probe(cmd: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<string | undefined> {
+/**
+ * Queries a tool: runs it quietly (20 s at most) and returns its stdout, or undefined when it is missing or fails.
+ * For detection: a version, whether a Python module imports, what a library links.
+ */
+export async function queryTool(cmd: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<string | undefined> {
   try {
     const r = await execa(cmd, args, { reject: false, stdin: 'ignore', timeout: 20_000, env });
     return r.exitCode === 0 ? String(r.stdout) : undefined;

@@ -3,11 +3,12 @@ import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { cp, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cloneInto, headCommit, resetClone } from '../steps/get-nvshmem.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
+import { cloneRepo, readHeadCommit, resetCloneTo } from './git.ts';
 import { archiveName, fabricEnvKey, GDRCOPY_SWITCH, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import { makeDirs } from './make-dirs.ts';
+import { walkTree } from './walk-tree.ts';
 import { recordDownload } from './work-dir.ts';
 
 /** A pinned source tree in the work dir, and how it was checked. */
@@ -174,15 +175,15 @@ async function unpack(file: string, dest: string, io: SourceIO): Promise<void> {
 
 /** A clone of the pinned tag whose HEAD is the pinned commit, reused when it already is. */
 async function gitSource(pkg: FabricPackage, pin: FabricPin, url: string, dest: string, io: SourceIO): Promise<void> {
-  if ((await headCommit(dest)) === pin.commit) {
+  if ((await readHeadCommit(dest)) === pin.commit) {
     io.progress(`cached clone at ${pin.commit.slice(0, 12)}`);
-    await resetClone(dest, pin.commit);
+    await resetCloneTo(dest, pin.commit);
     return;
   }
   if (io.offline && !isLocalOrigin({ kind: 'git', url })) throw new EnvironmentError(`--offline and no verified clone of ${pkg} ${pin.ref} in ${dest}`, howToProvide(pkg, pin));
   const tmp = `${dest}.partial`;
-  await cloneInto(url, ['--depth', '1', '--branch', pin.ref, '--single-branch'], tmp, `${pkg} ${pin.ref}`, howToProvide(pkg, pin), io.signal, io.logPath, io.progress);
-  const head = await headCommit(tmp);
+  await cloneRepo(url, ['--depth', '1', '--branch', pin.ref, '--single-branch'], tmp, `${pkg} ${pin.ref}`, howToProvide(pkg, pin), io.signal, io.logPath, io.progress);
+  const head = await readHeadCommit(tmp);
   if (head !== pin.commit) {
     await rm(tmp, { recursive: true, force: true });
     throw new VerificationError(`${url} ${pin.ref} resolved to ${head}, but the pin says ${pin.commit}`, `the tag moved or the mirror is not genuine; use a trusted mirror of ${pin.repository}`);
@@ -221,17 +222,14 @@ async function installIntoStage(prefix: string, stage: string, install: (destdir
 export async function stagedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ outside: string[] }> {
   const staged = await installIntoStage(prefix, stage, install);
   const outside: string[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    for (const e of await readdir(path.join(stage, rel), { withFileTypes: true })) {
-      const r = path.join(rel, e.name);
-      const abs = '/' + r;
-      if (abs === prefix) continue;
+  await walkTree(
+    stage,
+    (e) => {
       // Every file outside the prefix is named (a folder on the way to the prefix is not one of them).
-      if (e.isDirectory()) await walk(r);
-      else outside.push(abs);
-    }
-  };
-  await walk('');
+      if (e.type !== 'dir') outside.push('/' + e.rel);
+    },
+    { skip: [(e) => '/' + e.rel === prefix] },
+  );
   await rm(prefix, { recursive: true, force: true });
   await makeDirs(path.dirname(prefix));
   await rename(staged, prefix);
@@ -247,21 +245,12 @@ export async function stagedInstall(prefix: string, stage: string, install: (des
 export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[] }> {
   const staged = await installIntoStage(prefix, stage, install);
   const clashes: string[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    for (const e of await readdir(path.join(staged, rel), { withFileTypes: true })) {
-      const r = path.join(rel, e.name);
-      const to = path.join(prefix, r);
-      if (e.isDirectory()) {
-        await makeDirs(to);
-        await walk(r);
-      } else if (existsSync(to)) {
-        clashes.push(r);
-      } else {
-        await cp(path.join(staged, r), to, { verbatimSymlinks: true, preserveTimestamps: true });
-      }
-    }
-  };
-  await walk('');
+  await walkTree(staged, async (e) => {
+    const to = path.join(prefix, e.rel);
+    if (e.type === 'dir') await makeDirs(to);
+    else if (existsSync(to)) clashes.push(e.rel);
+    else await cp(e.abs, to, { verbatimSymlinks: true, preserveTimestamps: true });
+  });
   await rm(stage, { recursive: true, force: true });
   return { clashes };
 }

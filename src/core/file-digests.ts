@@ -1,29 +1,28 @@
 import { createHash } from 'node:crypto';
-import { copyFile, readdir, readFile, stat, utimes } from 'node:fs/promises';
+import { copyFile, readFile, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
+import { skipDirsNamed, walkTree } from './walk-tree.ts';
 
-/** sha256 of every regular file under `root`, by path relative to it ('/'-separated); {} when root is missing. */
+/**
+ * sha256 of every regular file under `root`, by path relative to it ('/'-separated); {} when root is missing.
+ * Links are not followed and not listed; directories named in `skipDirs` (at any depth) are left out.
+ */
 export async function fileDigests(root: string, skipDirs: readonly string[] = []): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  const walk = async (rel: string): Promise<void> => {
-    let entries;
-    try {
-      entries = await readdir(path.join(root, rel), { withFileTypes: true });
-    } catch (e) {
-      if (rel === '' && (e as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw e;
-    }
-    for (const e of entries) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) {
-        if (!skipDirs.includes(e.name)) await walk(r);
-      } else if (e.isFile()) {
-        out[r] = createHash('sha256').update(await readFile(path.join(root, r))).digest('hex');
-      }
-    }
-  };
-  await walk('');
+  await walkTree(
+    root,
+    async (e) => {
+      if (e.type === 'file') out[e.rel] = createHash('sha256').update(await readFile(e.abs)).digest('hex');
+    },
+    {
+      skip: [skipDirsNamed(...skipDirs)],
+      onUnreadable(rel, err) {
+        if (rel === '' && (err as NodeJS.ErrnoException).code === 'ENOENT') return;
+        throw err;
+      },
+    },
+  );
   return out;
 }
 

@@ -1,13 +1,10 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile, readlink, stat } from 'node:fs/promises';
-import path from 'node:path';
-import { isBuildDir } from './copy-tree.ts';
+import { readFile, readlink, stat } from 'node:fs/promises';
+import { skipBuildDirs, skipDirsAt, skipDirsNamed, walkTree, type SkipRule } from './walk-tree.ts';
 
 export function hashJson(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex');
 }
-
-const SKIP_DIRS = new Set(['.git', 'node_modules', 'build', '.nvshmem-efa']);
 
 export interface HashOptions {
   /** Absolute paths left out (a work dir inside the tree). */
@@ -20,31 +17,33 @@ export interface HashOptions {
 }
 
 /**
+ * What a source tree's hash leaves out: VCS and tool folders and any directory named build/ at any depth, the
+ * directories at `skip` (absolute), and in-tree build directories. A file of one of those names is hashed.
+ */
+export function sourceTreeSkips(skip: readonly string[] = []): SkipRule[] {
+  return [skipDirsNamed('.git', 'node_modules', 'build', '.nvshmem-efa'), skipDirsAt(skip), skipBuildDirs];
+}
+
+/**
  * Content hash of a source tree (paths and bytes), skipping VCS and build folders. ~30 ms for NVSHMEM.
  * A symbolic link to a file counts as that file's content (a copy holds the content); other links as
  * their target text.
  */
 export async function hashTree(root: string, { skip = [], generated = [] }: HashOptions = {}): Promise<string> {
   const h = createHash('sha256');
-  const walk = async (rel: string): Promise<void> => {
-    const entries = await readdir(path.join(root, rel), { withFileTypes: true });
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const e of entries) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      const abs = path.join(root, r);
-      if (e.isDirectory()) {
-        if (!SKIP_DIRS.has(e.name) && !skip.includes(abs) && !isBuildDir(r, abs)) await walk(r);
-      } else if (generated.includes(r)) {
-        continue;
-      } else if (e.isFile() || (e.isSymbolicLink() && (await stat(abs).catch(() => undefined))?.isFile())) {
-        h.update(`${r}\0`);
-        h.update(await readFile(abs));
+  await walkTree(
+    root,
+    async (e) => {
+      if (e.type === 'dir' || generated.includes(e.rel)) return;
+      if (e.type === 'file' || (e.type === 'symlink' && (await stat(e.abs).catch(() => undefined))?.isFile())) {
+        h.update(`${e.rel}\0`);
+        h.update(await readFile(e.abs));
         h.update('\0');
-      } else if (e.isSymbolicLink()) {
-        h.update(`${r}\0->${await readlink(abs)}\0`);
+      } else if (e.type === 'symlink') {
+        h.update(`${e.rel}\0->${await readlink(e.abs)}\0`);
       }
-    }
-  };
-  await walk('');
+    },
+    { skip: sourceTreeSkips(skip), sorted: true },
+  );
   return h.digest('hex');
 }

@@ -3,6 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { scanCMake } from '../patchers/engine/cmake-scan.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
+import { walkTree } from './walk-tree.ts';
 
 /**
  * Files NVSHMEM's own build writes into its source tree (src/CMakeLists.txt, target git_commit, working
@@ -76,20 +77,14 @@ export async function notNvshmemReason(dir: string): Promise<string | undefined>
 export async function filesIncluding(dir: string, header: string, max = 3): Promise<string[]> {
   const re = new RegExp(`^\\s*#\\s*include\\s*[<"]${header.replace('.', '\\.')}[>"]`, 'm');
   const hits: string[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    let entries;
-    try {
-      entries = await readdir(path.join(dir, rel), { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      if (hits.length >= max) return;
-      const r = `${rel}/${e.name}`;
-      if (e.isDirectory()) await walk(r);
-      else if (/\.(c|cc|cpp|cu|h|hpp|cuh)$/.test(e.name) && re.test(await readFile(path.join(dir, r), 'utf8'))) hits.push(r);
-    }
-  };
-  await walk('src');
+  await walkTree(
+    dir,
+    async (e) => {
+      if (hits.length >= max) return 'stop';
+      if (e.type !== 'dir' && /\.(c|cc|cpp|cu|h|hpp|cuh)$/.test(e.name) && re.test(await readFile(e.abs, 'utf8'))) hits.push(e.rel);
+    },
+    // Everything under src/ is looked at; what cannot be read is passed over (this only tells which headers are needed).
+    { start: 'src', onUnreadable: () => {} },
+  );
   return hits;
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { probe } from './exec.ts';
+import { queryTool } from './exec.ts';
 
 /**
  * Which Python a command names, and which torch it would import, for a build step's stamp: without importing
@@ -64,7 +64,7 @@ async function torchVersionFile(answer: unknown): Promise<string | null> {
 }
 
 export async function pythonIdentity(command: string): Promise<PythonIdentity> {
-  const [file, out] = await Promise.all([resolveCommand(command), probe(command, ['-c', SCRIPT])]);
+  const [file, out] = await Promise.all([resolveCommand(command), queryTool(command, ['-c', SCRIPT])]);
   let answer: unknown = out?.trim() ?? null;
   try {
     answer = JSON.parse(String(answer));

@@ -2,10 +2,11 @@ import { existsSync, statSync } from 'node:fs';
 import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
-import { openLog, probe, run } from '../core/exec.ts';
+import { openLog, queryTool, run } from '../core/exec.ts';
 import { hashJson } from '../core/hash.ts';
 import { pythonIdentity } from '../core/python-identity.ts';
 import { StateStore } from '../core/state.ts';
+import { walkTree } from '../core/walk-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { settleDeepEpBeside } from './deepep-beside.ts';
@@ -32,23 +33,17 @@ async function validateNvshmemDir(prefix: string): Promise<string[]> {
  */
 async function installIdentity(prefix: string): Promise<string> {
   const files: string[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    let entries;
-    try {
-      entries = await readdir(path.join(prefix, rel), { withFileTypes: true });
-    } catch {
-      files.push(`${rel}: missing`);
-      return;
-    }
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const e of entries) {
-      const r = `${rel}/${e.name}`;
-      if (e.isDirectory()) await walk(r);
-      else if (e.isSymbolicLink()) files.push(`${r} -> ${await readlink(path.join(prefix, r))}`);
-      else if (e.isFile()) files.push(`${r} ${fileIdentity(path.join(prefix, r))}`);
-    }
-  };
-  for (const d of ['include', 'lib']) await walk(d);
+  for (const start of ['include', 'lib']) {
+    await walkTree(
+      prefix,
+      async (e) => {
+        if (e.type === 'symlink') files.push(`${e.rel} -> ${await readlink(e.abs)}`);
+        else if (e.type === 'file') files.push(`${e.rel} ${fileIdentity(e.abs)}`);
+      },
+      // A folder that is not there (or cannot be read) is part of the identity, as "missing".
+      { start, sorted: true, onUnreadable: (rel) => files.push(`${rel}: missing`) },
+    );
+  }
   return hashJson(files);
 }
 
@@ -113,11 +108,11 @@ export const buildDeepEpStep: Step = {
       throw new EnvironmentError(`NVSHMEM install ${prefix} lacks ${missing.join(', ')}, which DeepEP's setup.py links against`, 'rerun the NVSHMEM build with --force');
     }
     fixes.push({ id: 'deepep-nvshmem-dir', anchor: `NVSHMEM_DIR=${prefix}`, status: 'applied', why: "DeepEP's setup.py takes NVSHMEM from NVSHMEM_DIR, else from a pip nvidia-nvshmem package (which has IBGDA, not this transport)", detail: 'include/nvshmem.h, libnvshmem_host.so, libnvshmem_device.a and the libfabric transport are present' });
-    const torch = await probe(python(), ['-c', 'import torch; print(torch.__version__, torch.version.cuda)']);
+    const torch = await queryTool(python(), ['-c', 'import torch; print(torch.__version__, torch.version.cuda)']);
     if (!torch) {
       throw new EnvironmentError(`${python()} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it');
     }
-    const pipNvshmem = (await probe(python(), ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim();
+    const pipNvshmem = (await queryTool(python(), ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim();
     if (pipNvshmem) {
       fixes.push({ id: 'deepep-pip-nvshmem', anchor: pipNvshmem, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pipNvshmem}; DeepEP is linked with an rpath to ${prefix}/lib, but if both load, NVSHMEM initialises twice. Fix: pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 in this environment` });
     }
@@ -153,11 +148,11 @@ export const buildDeepEpStep: Step = {
     const modulePath = path.join(dir, module);
     const check = checkKind(ctx);
     if (check === 'import') {
-      const ok = await probe(python(), ['-c', 'import deep_ep, sys; print(deep_ep.__file__)'], { ...process.env, PYTHONPATH: dir });
+      const ok = await queryTool(python(), ['-c', 'import deep_ep, sys; print(deep_ep.__file__)'], { ...process.env, PYTHONPATH: dir });
       if (!ok) throw new EnvironmentError(`import deep_ep fails with the built ${module}`, `run: PYTHONPATH=${dir} ${python()} -c "import deep_ep" to see why`);
     } else {
-      const dyn = (await probe('readelf', ['-d', modulePath])) ?? '';
-      const undef = (await probe('nm', ['-D', '--undefined-only', modulePath])) ?? '';
+      const dyn = (await queryTool('readelf', ['-d', modulePath])) ?? '';
+      const undef = (await queryTool('nm', ['-D', '--undefined-only', modulePath])) ?? '';
       if (!/libnvshmem_host\.so/.test(dyn) || !dyn.includes(path.join(prefix, 'lib'))) {
         throw new EnvironmentError(`${module} does not link libnvshmem_host from ${prefix}/lib`, `read ${io.logPath}`);
       }

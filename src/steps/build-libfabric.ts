@@ -3,7 +3,7 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { gdaSupport, libfabricVersion, type DetectedEnv } from '../core/environment.ts';
 import { EnvironmentError } from '../core/errors.ts';
-import { openLog, probe, run } from '../core/exec.ts';
+import { openLog, queryTool, run } from '../core/exec.ts';
 import { fabricOrigin, fabricPin, loadFabricLock } from '../core/fabric-lock.ts';
 import { fabricPrefixes } from '../core/fabric-plan.ts';
 import { obtainSource, stagedInstall } from '../core/fabric-source.ts';
@@ -99,7 +99,7 @@ export const buildLibfabricStep: Step = {
       if (!existsSync(path.join(source.dir, 'configure'))) {
         if (!existsSync(path.join(source.dir, 'autogen.sh'))) throw new EnvironmentError(`${source.dir} has neither configure nor autogen.sh`, `check ${source.origin}: it must be a libfabric release archive or checkout`);
         const missing = [];
-        for (const t of ['autoreconf', 'automake', 'libtoolize']) if (!(await probe(t, ['--version']))) missing.push(t);
+        for (const t of ['autoreconf', 'automake', 'libtoolize']) if (!(await queryTool(t, ['--version']))) missing.push(t);
         if (missing.length) throw new EnvironmentError(`${source.origin} is a source checkout without configure, and generating it needs ${missing.join(', ')}`, 'install autoconf, automake and libtool (apt-get install autoconf automake libtool), or use the release archive, which has configure');
         io.progress('generating configure (autogen.sh)');
         await run('sh', ['autogen.sh'], { ...common, cwd: source.dir, fix: `read the autoreconf error above (${io.logPath})` });

@@ -8,7 +8,7 @@ import { loadTemplate } from '../patchers/nvshmem/template.ts';
 import { deepEpEnv, gdaCompiledIn, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { requireSource } from './get-nvshmem.ts';
-import type { Ctx, StepIO } from './types.ts';
+import type { BesideRun, Ctx, StepIO } from './types.ts';
 
 /*
  * DeepEP's compile beside NVSHMEM's build (a cold build's longest two jobs, both CPU-bound, one after the
@@ -29,21 +29,7 @@ const WHY = "DeepEP's compile and NVSHMEM's build are a cold build's two longest
 /** Where NVSHMEM 3.x's CMake copies the headers it installs, at configure time (relative to the build dir). */
 export const CONFIGURED_INCLUDE = path.join('src', 'include');
 
-export interface BesideRun {
-  prefix: string;
-  env: Record<string, string>;
-  /** sha256 of every staged header, by path under include/. */
-  headers: Record<string, string>;
-  logPath: string;
-  t0: number;
-  abort: AbortController;
-  done: Promise<void>;
-  result?: { ms: number; stopped: boolean; steps: number; total?: number };
-}
-
-export type Beside = { running: BesideRun } | { notStarted: string };
-
-// No torch probe here: the preflight checked it, and a cold first `import torch` can take longer than a probe may.
+// No torch query here: the preflight checked it, and a cold first `import torch` can take longer than a query may run.
 function whyNotBeside(ctx: Ctx, prefix: string): string | undefined {
   if (!ctx.opts.overlap) return '--no-overlap';
   if (!ctx.deepep || !ctx.deepepPatch) return 'DeepEP was not patched before NVSHMEM\'s build';

@@ -1,8 +1,7 @@
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { isBuildDir } from '../core/copy-tree.ts';
-import { hashTree } from '../core/hash.ts';
+import { hashTree, sourceTreeSkips } from '../core/hash.ts';
+import { walkTree } from '../core/walk-tree.ts';
 import type { Ctx } from './types.ts';
 
 /** How DeepEP's setup.py is run, shared by its build and by its compile beside NVSHMEM (same environment, same objects). */
@@ -13,27 +12,24 @@ export const SETUP_ARGS = ['setup.py', 'build_ext', '--inplace'] as const;
 /**
  * What setup.py build_ext --inplace and Python write into a DeepEP tree: the extension modules (*.so, at the
  * root), byte code (__pycache__, wherever a module was imported from: the import check, DeepEP's tests) and
- * egg-info; build/ holds the objects and is never hashed (core/hash.ts). None is source.
+ * egg-info; build/ holds the objects and is never hashed (core/hash.ts). None is source. Looked for with the
+ * hash's own skip rules: what the hash never reads holds no output to leave out.
  */
-// Never hashed either (core/hash.ts): no need to look for outputs in them.
-const NOT_SOURCE_DIRS = new Set(['.git', 'node_modules', '.nvshmem-efa']);
-
 async function deepEpBuildOutputs(root: string, notWalked: readonly string[]): Promise<{ skip: string[]; generated: string[] }> {
   const skip: string[] = [];
   const generated: string[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    for (const e of await readdir(path.join(root, rel), { withFileTypes: true })) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      const abs = path.join(root, r);
-      if (e.isDirectory()) {
-        if (e.name === '__pycache__' || (!rel && e.name.endsWith('.egg-info'))) skip.push(abs);
-        else if (!NOT_SOURCE_DIRS.has(e.name) && !notWalked.includes(abs) && !isBuildDir(r, abs)) await walk(r);
-      } else if (!rel && e.name.endsWith('.so')) {
-        generated.push(r);
+  await walkTree(
+    root,
+    (e) => {
+      const atRoot = !e.rel.includes('/');
+      if (e.type === 'dir' && (e.name === '__pycache__' || (atRoot && e.name.endsWith('.egg-info')))) {
+        skip.push(e.abs);
+        return 'skip';
       }
-    }
-  };
-  await walk('');
+      if (e.type !== 'dir' && atRoot && e.name.endsWith('.so')) generated.push(e.rel);
+    },
+    { skip: sourceTreeSkips(notWalked) },
+  );
   return { skip, generated };
 }
 

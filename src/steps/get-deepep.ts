@@ -4,9 +4,9 @@ import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { replaceWithCopy } from '../core/copy-tree.ts';
 import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { cloneRepo, readHeadCommit, resetCloneTo } from '../core/git.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
 import { hashDeepEpSources } from './deepep-setup.ts';
-import { cloneInto, headCommit, resetClone } from './get-nvshmem.ts';
 import { verifiedSource } from './source-check.ts';
 import type { Ctx, SourceResult, Step, WorkPaths } from './types.ts';
 
@@ -30,14 +30,14 @@ export const deepEpCloneDir = (paths: WorkPaths, pin: Pin) => path.join(paths.so
 async function fetchCommit(url: string, pin: Pin, dest: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
   const tmp = `${dest}.partial`;
   const fix = 'check network access, or clone DeepEP yourself and pass --deepep-src DIR (or set NVSHMEM_EFA_DEEPEP_URL to a mirror)';
-  await cloneInto(url, ['--no-checkout'], tmp, `DeepEP ${pin.ref}`, fix, signal, logPath, onProgress);
+  await cloneRepo(url, ['--no-checkout'], tmp, `DeepEP ${pin.ref}`, fix, signal, logPath, onProgress);
   try {
     await simpleGit(tmp).raw(['checkout', '-q', pin.commit]);
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
     throw new EnvironmentError(`cannot check out DeepEP ${pin.commit} from ${url}: ${(e as Error).message.trim().split('\n').pop()}`, fix, logPath);
   }
-  const head = await headCommit(tmp);
+  const head = await readHeadCommit(tmp);
   if (head !== pin.commit) {
     await rm(tmp, { recursive: true, force: true });
     throw new VerificationError(`${url} ${pin.ref} resolved to ${head}, but the pin says ${pin.commit}`, 'use a trusted mirror (NVSHMEM_EFA_DEEPEP_URL) or pass --deepep-src DIR');
@@ -80,9 +80,9 @@ export const getDeepEpStep: Step = {
     } else {
       const pin = deepEpPinFor(o.deepepRef!);
       const dest = deepEpCloneDir(ctx.paths, pin);
-      if ((await headCommit(dest)) === pin.commit) {
+      if ((await readHeadCommit(dest)) === pin.commit) {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
-        await resetClone(dest, pin.commit);
+        await resetCloneTo(dest, pin.commit);
       } else {
         if (o.offline) throw new EnvironmentError(`--offline and no verified clone of DeepEP ${pin.ref} in ${dest}`, 'run once with network access, or pass --deepep-src DIR');
         await fetchCommit(gitUrl(), pin, dest, ctx.signal, io.logPath, (s) => io.progress(s));

@@ -1,10 +1,9 @@
 import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { simpleGit } from 'simple-git';
 import { replaceWithCopy, reuseTimes, snapshotTree, type TreeSnapshot } from '../core/copy-tree.ts';
-import { CommandFailedError, EnvironmentError, InterruptedError, UsageError, VerificationError } from '../core/errors.ts';
-import { openLog, run } from '../core/exec.ts';
+import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { cloneRepo, readHeadCommit, resetCloneTo } from '../core/git.ts';
 import { hashJson, hashTree } from '../core/hash.ts';
 import { NVSHMEM_BUILD_OUTPUTS, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
 import { toolVersion } from '../core/paths.ts';
@@ -27,49 +26,11 @@ export function pinFor(ref: string, pins: readonly Pin[] = NVSHMEM_PINS): Pin {
 /** Where the verified clone of a pinned ref lives in the work dir. */
 export const nvshmemCloneDir = (paths: WorkPaths, pin: Pin) => path.join(paths.sources, `nvshmem-${pin.ref}`);
 
-export async function headCommit(dir: string): Promise<string | undefined> {
-  if (!existsSync(dir)) return undefined;
-  try {
-    return (await simpleGit(dir).revparse(['HEAD'])).trim();
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Runs `git clone ...` into `dest.partial` with its whole output in `logPath`; a failure keeps git's own
- * reason (the `fatal:` line) in the message. Interrupts stop git and its helpers like any command.
- */
-export async function cloneInto(url: string, cloneArgs: readonly string[], tmp: string, what: string, fix: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
-  await rm(tmp, { recursive: true, force: true });
-  const log = await openLog(logPath);
-  try {
-    onProgress(`cloning ${url}`);
-    await run('git', ['clone', '--progress', ...cloneArgs, url, tmp], {
-      log,
-      logPath,
-      signal,
-      fix,
-      onLine(line) {
-        const m = /^(Receiving objects|Resolving deltas|Updating files):\s+(\d+%)/.exec(line);
-        if (m) onProgress(`git: ${m[1]} ${m[2]}`);
-      },
-    });
-  } catch (e) {
-    await rm(tmp, { recursive: true, force: true });
-    if (e instanceof InterruptedError || !(e instanceof CommandFailedError)) throw e;
-    const reason = e.tail.find((l) => /fatal:|error:/i.test(l)) ?? e.tail[e.tail.length - 1] ?? e.message;
-    throw new EnvironmentError(`cannot clone ${what} from ${url}: ${reason.trim()}`, fix, logPath);
-  } finally {
-    await log.end();
-  }
-}
-
 /** Clones `pin.ref` into `dest` (through a temporary sibling) and checks HEAD is the pinned commit. */
 export async function fetchPinned(url: string, pin: Pin, dest: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
   const tmp = `${dest}.partial`;
-  await cloneInto(url, ['--depth', '1', '--branch', pin.ref, '--single-branch'], tmp, `NVSHMEM ${pin.ref}`, 'check network access, or clone NVSHMEM yourself and pass --nvshmem-src DIR (or set NVSHMEM_EFA_NVSHMEM_URL to a mirror)', signal, logPath, onProgress);
-  const head = await headCommit(tmp);
+  await cloneRepo(url, ['--depth', '1', '--branch', pin.ref, '--single-branch'], tmp, `NVSHMEM ${pin.ref}`, 'check network access, or clone NVSHMEM yourself and pass --nvshmem-src DIR (or set NVSHMEM_EFA_NVSHMEM_URL to a mirror)', signal, logPath, onProgress);
+  const head = await readHeadCommit(tmp);
   if (head !== pin.commit) {
     await rm(tmp, { recursive: true, force: true });
     throw new VerificationError(`${url} ${pin.ref} resolved to ${head}, but the pin says ${pin.commit}`, 'the tag moved or the mirror is not genuine; use a trusted mirror (NVSHMEM_EFA_NVSHMEM_URL) or pass --nvshmem-src DIR');
@@ -108,7 +69,7 @@ export const getNvshmemStep: Step = {
     } else {
       const pin = pinFor(o.nvshmemRef);
       const dest = nvshmemCloneDir(ctx.paths, pin);
-      const cached = (await headCommit(dest)) === pin.commit;
+      const cached = (await readHeadCommit(dest)) === pin.commit;
       if (!cached) {
         if (o.offline) {
           throw new EnvironmentError(`--offline and no verified clone of NVSHMEM ${pin.ref} in ${dest}`, 'run once with network access to fill the cache, or pass --nvshmem-src DIR');
@@ -117,7 +78,7 @@ export const getNvshmemStep: Step = {
       } else {
         io.progress(`resetting the cached clone to ${pin.commit.slice(0, 12)}`);
         const snap = await snapshotTree(dest, NVSHMEM_BUILD_OUTPUTS);
-        await resetClone(dest, pin.commit);
+        await resetCloneTo(dest, pin.commit);
         await keepTimes(ctx, snap);
       }
       result = { kind: 'git', dir: dest, origin: gitUrl(), ref: pin.ref, commit: pin.commit };
@@ -154,12 +115,6 @@ async function keepTimes(ctx: Ctx, snap: TreeSnapshot | undefined): Promise<void
 function noteVersion(ctx: Ctx, version: string | undefined): void {
   const w = versionWarning(version);
   ctx.envFixes = [...ctx.envFixes.filter((f) => f.id !== 'nvshmem-version'), ...(w ? [w] : [])];
-}
-
-/** A cached clone carries the previous run's patches: start again from the pinned commit. */
-export async function resetClone(dir: string, commit: string): Promise<void> {
-  await simpleGit(dir).raw(['checkout', '-qf', commit]);
-  await simpleGit(dir).raw(['clean', '-qfdx']);
 }
 
 /**

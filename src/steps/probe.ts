@@ -13,19 +13,19 @@ export const probeStep: Step = {
   id: 'probe',
   title: 'Probe this host for EFA and GDA readiness',
   enabled: (ctx) => (ctx.opts.command === 'build' ? true : 'patch only'),
-  // Re-probed when the probe, the libfabric or the tool change; `nvshmem-efa probe` re-probes on demand.
+  // Run again when the probe's sources, the libfabric or the tool change; `nvshmem-efa probe` runs it on demand.
   async stamp(ctx) {
     return { probe: await hashTree(path.join(packageRoot(), 'native', 'probe')), libfabric: ctx.env?.libfabric, cuda: ctx.env?.cuda.home, tool: toolVersion() };
   },
   async run(ctx, io) {
     const bin = await buildProbe(ctx.env!, path.join(ctx.paths.workDir, 'build', 'probe'), io.logPath, ctx.signal);
     const report = await runProbe(bin);
-    ctx.probe = report;
+    ctx.probeReport = report;
     io.progress(`${report.summary.pass} pass, ${report.summary.warn} warn, ${report.summary.fail} fail: ${report.verdict}`);
     return report;
   },
   restore(ctx, result) {
-    ctx.probe = result as ProbeReport;
+    ctx.probeReport = result as ProbeReport;
     return true;
   },
 };

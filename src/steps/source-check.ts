@@ -1,7 +1,8 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { isOwnDir } from '../core/untrusted.ts';
+import { walkTreeSync } from '../core/walk-tree.ts';
 import type { Ctx, SourceResult } from './types.ts';
 
 /**
@@ -32,10 +33,13 @@ export function verifiedSource(ctx: Ctx, saved: unknown, expect: { kind: 'local'
   return r;
 }
 
+/** Whether any symbolic link is anywhere in the tree (the walk does not follow links, so it sees every one). */
 function holdsLink(dir: string): boolean {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    if (e.isSymbolicLink()) return true;
-    if (e.isDirectory() && holdsLink(path.join(dir, e.name))) return true;
-  }
-  return false;
+  let found = false;
+  walkTreeSync(dir, (e) => {
+    if (e.type !== 'symlink') return;
+    found = true;
+    return 'stop';
+  });
+  return found;
 }

@@ -1,3 +1,4 @@
+import type { TreeSnapshot } from '../core/copy-tree.ts';
 import type { DetectedEnv } from '../core/environment.ts';
 import type { ProbeReport } from '../core/probe-schema.ts';
 import type { StateStore } from '../core/state.ts';
@@ -103,6 +104,26 @@ export interface FabtestsResult {
   fixes: FixRecord[];
 }
 
+/**
+ * DeepEP's compile started beside NVSHMEM's build (deepep-beside.ts starts and settles it): what it was
+ * started with, so that build-deepep can rerun setup.py the same way and tell whether the staged headers
+ * are the installed ones.
+ */
+export interface BesideRun {
+  prefix: string;
+  env: Record<string, string>;
+  /** sha256 of every staged header, by path under include/. */
+  headers: Record<string, string>;
+  logPath: string;
+  t0: number;
+  abort: AbortController;
+  done: Promise<void>;
+  result?: { ms: number; stopped: boolean; steps: number; total?: number };
+}
+
+/** DeepEP's compile beside NVSHMEM's build: running, or why it was not started. */
+export type Beside = { running: BesideRun } | { notStarted: string };
+
 export interface Ctx {
   opts: Options;
   paths: WorkPaths;
@@ -127,13 +148,13 @@ export interface Ctx {
   deepepPatch?: DeepEpPatchResult;
   deepepBuild?: DeepEpBuildResult;
   /** DeepEP's compile begun beside NVSHMEM's build, or why it was not (deepep-beside.ts). */
-  deepepBeside?: import('./deepep-beside.ts').Beside;
-  /** The probe's document, from the probe step. */
-  probe?: ProbeReport;
+  deepepBeside?: Beside;
+  /** The probe's report (the document native/probe prints), from the probe step. */
+  probeReport?: ProbeReport;
   /** Patch refusals of this run, kept for the report. */
   refusals?: FixRecord[];
   /** The work-dir copy of NVSHMEM as it was before this run refreshed it (time stamps to keep). */
-  treeSnapshot?: import('../core/copy-tree.ts').TreeSnapshot;
+  treeSnapshot?: TreeSnapshot;
   /** Unified diff of the patch plan, for --dry-run. */
   diff?: string;
 }

@@ -22,7 +22,7 @@ const fixLine = (stderr: string) => stderr.split('\n').find((l) => l.startsWith(
 
 // Small tmpfs mounts make real full and read-only file systems (root, as in CI); elsewhere those cases skip.
 const canMount = (() => {
-  const d = tmp('mount-probe-');
+  const d = tmp('mount-check-');
   const ok = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', d]).status === 0;
   if (ok) spawnSync('umount', [d]);
   return ok;

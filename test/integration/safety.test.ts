@@ -252,7 +252,7 @@ describe('environment faults are errors, not bugs (item 8)', () => {
     return d;
   };
   const canDropDac = spawnSync(DROP_DAC[0]!, [...DROP_DAC.slice(1), 'sh', '-c', `mkdir '${lockedDir()}/x' 2>/dev/null`]).status === 1;
-  const canRemount = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `mount --bind /tmp /tmp && mount -o remount,bind,ro /tmp && ! touch /tmp/.nvshmem-efa-ro-probe 2>/dev/null`]).status === 0;
+  const canRemount = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `mount --bind /tmp /tmp && mount -o remount,bind,ro /tmp && ! touch /tmp/.nvshmem-efa-ro-check 2>/dev/null`]).status === 0;
   const runCli = (argv: string[]) => {
     const r = spawnSync(argv[0]!, argv.slice(1), { env: ENV, encoding: 'utf8' });
     return { code: r.status, stderr: r.stderr };

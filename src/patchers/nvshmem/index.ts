@@ -1,5 +1,6 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { skipDirsNamed, skipHiddenDirs, walkTree } from '../../core/walk-tree.ts';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
 import { lineOf } from '../engine/text.ts';
 import { cmakeSpecs, SRC_CMAKE, staticLibInstallTail, staticLibSpecs } from './cmake.ts';
@@ -53,49 +54,39 @@ const SOURCE_FILE = /\.(h|hpp|c|cc|cpp|cu|cuh|in)$/;
 /** Where the option can be: every CMake file (its definition), and the sources of the transports and headers. */
 const SOURCE_DIRS = ['src/modules/transport/', 'src/include/'];
 
-async function findAwsGda(root: string, base = '', depth = 0): Promise<{ file: string; line: number; text: string } | undefined> {
-  if (depth > 8) return undefined;
-  let entries;
-  try {
-    entries = await readdir(path.join(root, base), { withFileTypes: true });
-  } catch {
-    return undefined;
-  }
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const e of entries) {
-    const rel = base ? `${base}/${e.name}` : e.name;
-    if (e.isDirectory()) {
-      if (e.name.startsWith('.') || e.name === 'build' || e.name === 'node_modules') continue;
-      const hit = await findAwsGda(root, rel, depth + 1);
-      if (hit) return hit;
-    } else if (e.isFile() && (CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => rel.startsWith(d))))) {
-      const src = await readFile(path.join(root, rel), 'utf8').catch(() => '');
+/** What the two searches below leave out: hidden folders (.git), and folders named build or node_modules at any depth. */
+const NOT_SEARCHED = [skipHiddenDirs, skipDirsNamed('build', 'node_modules')];
+
+async function findAwsGda(root: string): Promise<{ file: string; line: number; text: string } | undefined> {
+  let hit: { file: string; line: number; text: string } | undefined;
+  await walkTree(
+    root,
+    async (e) => {
+      if (e.type !== 'file' || !(CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => e.rel.startsWith(d))))) return;
+      const src = await readFile(e.abs, 'utf8').catch(() => '');
       const at = src.indexOf(AWS_GDA_OPTION);
-      if (at === -1) continue;
+      if (at === -1) return;
       const start = src.lastIndexOf('\n', at) + 1;
       const nl = src.indexOf('\n', at);
-      return { file: rel, line: lineOf(src, at), text: src.slice(start, nl === -1 ? src.length : nl).trim().slice(0, 100) };
-    }
-  }
-  return undefined;
+      hit = { file: e.rel, line: lineOf(src, at), text: src.slice(start, nl === -1 ? src.length : nl).trim().slice(0, 100) };
+      return 'stop';
+    },
+    // The first hit in name order; folders that cannot be read are passed over.
+    { skip: NOT_SEARCHED, sorted: true, maxDepth: 8, onUnreadable: () => {} },
+  );
+  return hit;
 }
 
 /** Looks for the transport elsewhere, so a refusal can say "found X instead" for older layouts. */
-async function findElsewhere(root: string, base: string, depth = 0): Promise<string[]> {
-  if (depth > 6) return [];
-  let entries;
-  try {
-    entries = await readdir(path.join(root, base), { withFileTypes: true });
-  } catch {
-    return [];
-  }
+async function findElsewhere(root: string): Promise<string[]> {
   const hits: string[] = [];
-  for (const e of entries) {
-    const rel = base ? `${base}/${e.name}` : e.name;
-    if (e.isDirectory() && !e.name.startsWith('.') && e.name !== 'build' && e.name !== 'node_modules') {
-      hits.push(...(await findElsewhere(root, rel, depth + 1)));
-    } else if (e.isFile() && /^libfabric\.(cpp|cu|c)$/.test(e.name)) hits.push(rel);
-  }
+  await walkTree(
+    root,
+    (e) => {
+      if (e.type === 'file' && /^libfabric\.(cpp|cu|c)$/.test(e.name)) hits.push(e.rel);
+    },
+    { skip: NOT_SEARCHED, maxDepth: 6, onUnreadable: () => {} },
+  );
   return hits;
 }
 
@@ -125,7 +116,7 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
   const plan: NvshmemPlan = await planPatches(root, specs, {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
-      const hits = await findElsewhere(root, '');
+      const hits = await findElsewhere(root);
       return hits.length
         ? `found ${hits.join(', ')} instead: an NVSHMEM layout other than 3.x, which nvshmem-efa does not patch`
         : 'no libfabric transport source anywhere in the tree: is this an NVSHMEM source tree?';

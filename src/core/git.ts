@@ -1,0 +1,56 @@
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { simpleGit } from 'simple-git';
+import { CommandFailedError, EnvironmentError, InterruptedError } from './errors.ts';
+import { openLog, run } from './exec.ts';
+
+/*
+ * The git operations behind every pinned clone (NVSHMEM, DeepEP, libfabric, rdma-core, GDRCopy): clone into a
+ * temporary directory, read what HEAD is (to verify it against the pin, or to reuse a cached clone), and put
+ * a cached clone back to the pinned commit.
+ */
+
+/** The commit HEAD names in the clone at `dir`; undefined when there is no clone there (or git cannot read it). */
+export async function readHeadCommit(dir: string): Promise<string | undefined> {
+  if (!existsSync(dir)) return undefined;
+  try {
+    return (await simpleGit(dir).revparse(['HEAD'])).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs `git clone ...` into `tmp` with its whole output in `logPath`; a failure keeps git's own reason (the
+ * `fatal:` line) in the message. Interrupts stop git and its helpers like any command.
+ */
+export async function cloneRepo(url: string, cloneArgs: readonly string[], tmp: string, what: string, fix: string, signal: AbortSignal, logPath: string, onProgress: (s: string) => void): Promise<void> {
+  await rm(tmp, { recursive: true, force: true });
+  const log = await openLog(logPath);
+  try {
+    onProgress(`cloning ${url}`);
+    await run('git', ['clone', '--progress', ...cloneArgs, url, tmp], {
+      log,
+      logPath,
+      signal,
+      fix,
+      onLine(line) {
+        const m = /^(Receiving objects|Resolving deltas|Updating files):\s+(\d+%)/.exec(line);
+        if (m) onProgress(`git: ${m[1]} ${m[2]}`);
+      },
+    });
+  } catch (e) {
+    await rm(tmp, { recursive: true, force: true });
+    if (e instanceof InterruptedError || !(e instanceof CommandFailedError)) throw e;
+    const reason = e.tail.find((l) => /fatal:|error:/i.test(l)) ?? e.tail[e.tail.length - 1] ?? e.message;
+    throw new EnvironmentError(`cannot clone ${what} from ${url}: ${reason.trim()}`, fix, logPath);
+  } finally {
+    await log.end();
+  }
+}
+
+/** A cached clone carries the previous run's patches and build outputs: check out `commit` by force and remove everything untracked. */
+export async function resetCloneTo(dir: string, commit: string): Promise<void> {
+  await simpleGit(dir).raw(['checkout', '-qf', commit]);
+  await simpleGit(dir).raw(['clean', '-qfdx']);
+}

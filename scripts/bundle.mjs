@@ -1,37 +1,58 @@
-// Bundles src/ for fast start-up.
+// Bundles src/ for fast start-up: an entry, cli.mjs, and chunk-*.mjs beside it (esbuild's code splitting), so that
+// each command's `await import()` in src/cli.ts stays lazy and --help loads none of zod, execa, listr2,
+// simple-git or tree-sitter (test/unit/cli-light.test.ts checks the entry's static imports in the metafile).
 //   node scripts/bundle.mjs                    dist/cli.mjs, dependencies stay in node_modules (runs on
 //                                              `npm install`/`npm ci`: prepare). bin/nvshmem-efa.js uses it
-//                                              only while dist/source-hash.txt matches src/.
+//                                              only while dist/source-hash.txt matches src/ (source-stat.txt: the
+//                                              same, told by stat alone, its fast path).
 //   node scripts/bundle.mjs --standalone DIR   one self-contained directory (every dependency bundled, the
 //                                              tree-sitter wasm files, package.json, templates/, third_party/,
 //                                              native/probe, bench/gda-signals, and for selftest native/efaemu,
 //                                              native/softefa and the test GDA headers test/efa_abi)
 //                                              for a machine without node_modules: run DIR/nvshmem-efa.mjs.
+//   --metafile FILE (with either)              also write esbuild's metafile there (the test reads it).
 import { build } from 'esbuild';
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceHash } from '../bin/source-hash.js';
+import { sourceStat } from '../bin/source-stat.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
-const standalone = process.argv[2] === '--standalone' ? path.resolve(process.argv[3] ?? 'standalone') : null;
-const outfile = standalone ? path.join(standalone, 'cli.mjs') : path.join(root, 'dist/cli.mjs');
-await build({
-  entryPoints: [path.join(root, 'src/cli.ts')],
+const args = process.argv.slice(2);
+const valueOf = (flag) => (args.includes(flag) && !args[args.indexOf(flag) + 1]?.startsWith('--') ? args[args.indexOf(flag) + 1] : undefined);
+const standalone = args.includes('--standalone') ? path.resolve(valueOf('--standalone') ?? 'standalone') : null;
+const metafile = valueOf('--metafile');
+// One flat directory: modules find files beside themselves (tree-sitter-cpp.wasm, the package root above them,
+// code-identity's hash of every .mjs there).
+const outdir = standalone ?? path.join(root, 'dist');
+// Taken before bundling: a source edited meanwhile then leaves the stamps stale rather than vouching for it.
+const stamp = standalone ? null : sourceHash(root);
+const statStamp = standalone ? null : sourceStat(root);
+const result = await build({
+  entryPoints: { cli: path.join(root, 'src/cli.ts') },
   bundle: true,
+  splitting: true,
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  outfile,
+  outdir,
+  outExtension: { '.js': '.mjs' },
+  chunkNames: 'chunk-[hash]',
+  metafile: true,
   logLevel: 'warning',
   ...(standalone
     ? {
-        // Bundled CommonJS dependencies call require(); give the ESM bundle one.
+        // Bundled CommonJS dependencies call require(); give every ESM chunk one.
         banner: { js: "import { createRequire as __nvshmemEfaRequire } from 'node:module'; const require = __nvshmemEfaRequire(import.meta.url);" },
       }
     : { packages: 'external' }),
 });
+// Chunks of an earlier bundle go, once this one is written (their names are content hashes: a CLI that started
+// on the old entry meanwhile still finds its chunks).
+const written = new Set(Object.keys(result.metafile.outputs).map((f) => path.basename(f)));
+for (const f of readdirSync(outdir)) if (/^chunk-\w+\.mjs$/.test(f) && !written.has(f)) rmSync(path.join(outdir, f));
 if (standalone) {
   const req = createRequire(path.join(root, 'package.json'));
   cpSync(req.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(standalone, 'web-tree-sitter.wasm'));
@@ -41,5 +62,7 @@ if (standalone) {
   writeFileSync(path.join(standalone, 'nvshmem-efa.mjs'), "#!/usr/bin/env node\nconst { main } = await import('./cli.mjs');\nprocess.exitCode = await main(process.argv);\n");
 } else {
   mkdirSync(path.join(root, 'dist'), { recursive: true });
-  writeFileSync(path.join(root, 'dist/source-hash.txt'), sourceHash(root));
+  writeFileSync(path.join(root, 'dist/source-hash.txt'), stamp);
+  writeFileSync(path.join(root, 'dist/source-stat.txt'), statStamp);
 }
+if (metafile) writeFileSync(path.resolve(metafile), JSON.stringify(result.metafile));

@@ -1,22 +1,16 @@
 import path from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { benchCommand } from './commands/bench.ts';
-import { cleanCommand } from './commands/clean.ts';
-import { planOnly } from './commands/dry-run.ts';
-import { doctorCommand } from './commands/doctor.ts';
-import { envCommand } from './commands/env.ts';
-import { probeCommand } from './commands/probe.ts';
-import { reportCommand } from './commands/report.ts';
-import { runPipelineCommand } from './commands/run-pipeline.ts';
-import { SELFTEST_CHECKS, selftestCommand } from './commands/selftest.ts';
+// Only light modules here (node builtins, commander, data): --help and a usage mistake must answer within 0.15 s
+// (issue 22; bench/results/help-time.md), so each command's implementation, and zod, execa, listr2, simple-git and
+// tree-sitter with it, is imported inside its action. test/unit/cli-light.test.ts fails when a heavy one comes back.
+import { SELFTEST_CHECKS } from './commands/selftest-checks.ts';
 import { EFAEMU_MODES } from './commands/selftest-modes.ts';
 import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
-import { GDRCOPY_PREFIXES } from './core/environment.ts';
+import { GDRCOPY_PREFIXES } from './core/gdrcopy-prefixes.ts';
 import { toolVersion } from './core/paths.ts';
 import { checkDirectory } from './core/small-file.ts';
-import { resolveOptions, type Command as Cmd } from './options.ts';
+import type { Command as Cmd, Options } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
-import { BUILD_STEPS, PATCH_STEPS } from './steps/index.ts';
 
 const EXIT_CODES = `
 Exit codes:
@@ -85,6 +79,10 @@ export async function main(argv: readonly string[]): Promise<number> {
 async function runCli(argv: readonly string[]): Promise<number> {
   const out = (s: string) => process.stdout.write(s + '\n');
   let code = 0;
+  const runPipeline = async (o: Options, which: 'build' | 'patch') => {
+    const [{ runPipelineCommand }, { BUILD_STEPS, PATCH_STEPS }] = await Promise.all([import('./commands/run-pipeline.ts'), import('./steps/index.ts')]);
+    return runPipelineCommand(o, which === 'build' ? BUILD_STEPS : PATCH_STEPS, out);
+  };
   const program = new Command('nvshmem-efa')
     .description('Build NVSHMEM with an EFA GPU-Direct-Async transport, reproducibly, in one command.')
     .version(toolVersion())
@@ -94,7 +92,8 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .addHelpText('after', EXIT_CODES)
     .hook('preAction', (_program, actionCommand) => checkPathOptions(actionCommand));
 
-  const action = (cmd: Cmd, fn: (o: ReturnType<typeof resolveOptions>) => Promise<number>) => async (raw: Record<string, unknown>) => {
+  const action = (cmd: Cmd, fn: (o: Options) => Promise<number>) => async (raw: Record<string, unknown>) => {
+    const { resolveOptions } = await import('./options.ts');
     code = await fn(resolveOptions(cmd, raw));
   };
 
@@ -104,21 +103,21 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--cuda-home <dir>', 'CUDA toolkit (default: CUDA_HOME, else CUDA_PATH, else the toolkit of the nvcc on PATH, else /usr/local/cuda; a CUDA_HOME or CUDA_PATH that is set must be a toolkit)')
     .option('--libfabric-home <dir>', 'libfabric prefix (default: LIBFABRIC_HOME, else the first of /opt/amazon/efa, /usr/local/libfabric, pkg-config, /usr if it has EFA GDA, else one built from pinned sources)')
     .option('--libfabric-ref <tag>', 'build this pinned libfabric (v2.3.0, v2.6.0; see third_party/libfabric/lock.json) with EFA GDA, and rdma-core if the host\'s is older than 59')
-    .option('--gdrcopy-home <dir>', `GDRCopy prefix (default: GDRCOPY_HOME, which must then hold include/gdrapi.h, else the first of ${GDRCOPY_PREFIXES.join(', ')} that holds it; none: built without GDRCopy, with a warning)`)
+    .option('--gdrcopy-home <dir>', `GDRCopy prefix (default: GDRCOPY_HOME, which must then hold include/gdrapi.h, else the first of ${GDRCOPY_PREFIXES.join(', ')} that holds it; none: its library libgdrapi is built from the source pinned in third_party/gdrcopy/lock.json into <work-dir>/install/gdrcopy (step gdrcopy); NVSHMEM_EFA_GDRCOPY=0 builds without GDRCopy instead, with a warning)`)
     .option('--nvshmem-static', "also build NVSHMEM 3.4's combined static library libnvshmem.a and nvshmem-info (off by default: they compile every host source a second time, about half of NVSHMEM's build)")
     .option('--no-overlap', "compile DeepEP after NVSHMEM's build instead of beside it (a cold build then needs about half the peak memory and takes longer)")
-    .action(action('build', (o) => (o.dryRun ? planOnly(o, out) : runPipelineCommand(o, BUILD_STEPS, out))));
+    .action(action('build', async (o) => (o.dryRun ? (await import('./commands/dry-run.ts')).planOnly(o, out) : runPipeline(o, 'build'))));
 
   addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))
     .option('--export <dir>', 'write git-apply-able .patch files for the pristine trees to DIR/nvshmem and DIR/deepep (each with its apply command); change nothing')
-    .action(action('patch', (o) => (o.dryRun || o.exportDir ? planOnly(o, out) : runPipelineCommand(o, PATCH_STEPS, out))));
+    .action(action('patch', async (o) => (o.dryRun || o.exportDir ? (await import('./commands/dry-run.ts')).planOnly(o, out) : runPipeline(o, 'patch'))));
 
   program
     .command('report')
     .description("print the last run's report (Markdown, or JSON with --json)")
     .option('--work-dir <dir>', 'the work dir of the run', '.nvshmem-efa')
     .option('--json', 'print report.json')
-    .action(action('report', (o) => reportCommand(o, out)));
+    .action(action('report', async (o) => (await import('./commands/report.ts')).reportCommand(o, out)));
 
   program
     .command('env')
@@ -126,7 +125,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--work-dir <dir>', 'the work dir of the build', '.nvshmem-efa')
     .option('--json', 'print it as JSON (set: variables, prepend: path lists)')
     .option('--keep-set', 'variables already set in the environment keep their values (LD_LIBRARY_PATH is still prepended)')
-    .action(action('env', (o) => envCommand(o, out)));
+    .action(action('env', async (o) => (await import('./commands/env.ts')).envCommand(o, out)));
 
   program
     .command('probe')
@@ -136,7 +135,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--cuda-home <dir>', 'CUDA toolkit (for cuda.h)')
     .option('--root <dir>', 'read /sys, /proc and /dev under this prefix (testing)')
     .option('--json', "print the probe's JSON document")
-    .action(action('probe', (o) => probeCommand({ workDir: o.workDir, libfabricHome: o.libfabricHome, cudaHome: o.cudaHome, json: o.json, root: o.root }, out, (s) => process.stderr.write(s + '\n'))));
+    .action(action('probe', async (o) => (await import('./commands/probe.ts')).probeCommand({ workDir: o.workDir, libfabricHome: o.libfabricHome, cudaHome: o.cudaHome, json: o.json, root: o.root }, out, (s) => process.stderr.write(s + '\n'))));
 
   program
     .command('doctor')
@@ -146,7 +145,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--gdrcopy-home <dir>', 'GDRCopy the build would use')
     .option('--nvshmem-src <dir>', 'also check this NVSHMEM source tree: its version, its libfabric layout (single-rail or multi-rail) and whether every patch applies (nothing is written)')
     .option('--json', 'print the checks as JSON')
-    .action(action('doctor', (o) => doctorCommand(o, out)));
+    .action(action('doctor', async (o) => (await import('./commands/doctor.ts')).doctorCommand(o, out)));
 
   program
     .command('bench')
@@ -166,6 +165,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--dry-run', 'print the command it would run and run nothing')
     .action(async (raw: Record<string, unknown>) => {
       const s = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
+      const { benchCommand } = await import('./commands/bench.ts');
       code = await benchCommand({
         workDir: path.resolve(raw.workDir as string), nvshmemHome: s('nvshmemHome'), deepepDir: s('deepepDir'), fabric: raw.fabric as string,
         efaemuBuild: s('efaemuBuild'), libfabricHome: s('libfabricHome'), results: s('results'), sizes: raw.sizes as string | undefined,
@@ -195,6 +195,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
       const str = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
       const timeout = raw.timeout === undefined ? undefined : Number(raw.timeout);
       if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) throw new UsageError(`--timeout must be a positive integer, got '${String(raw.timeout)}'`, 'pass seconds, e.g. --timeout 300');
+      const { selftestCommand } = await import('./commands/selftest.ts');
       code = await selftestCommand({
         workDir: path.resolve(String(raw.workDir)),
         checks: typeof raw.checks === 'string' ? raw.checks.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
@@ -208,7 +209,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
-    .action(action('clean', (o) => cleanCommand(o, out)));
+    .action(action('clean', async (o) => (await import('./commands/clean.ts')).cleanCommand(o, out)));
 
   for (const c of program.commands) c.showHelpAfterError(`fix: check the options: 'nvshmem-efa ${c.name()} --help' lists them`);
 

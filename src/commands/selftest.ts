@@ -3,12 +3,13 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError, WorkDirBusyError } from '../core/errors.ts';
 import { describeHolder, lockHolder } from '../core/lock.ts';
-import { openLog, probe, run } from '../core/exec.ts';
+import { openLog, queryTool, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
 import { withInterrupts } from './run-pipeline.ts';
 import { shellQuote } from '../core/shell-quote.ts';
 import { buildEfaemu, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
+import { SELFTEST_CHECKS, type Need } from './selftest-checks.ts';
 
 /**
  * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a workstation with 2 GPUs
@@ -47,34 +48,8 @@ export interface SelftestRow {
   modes: string;
 }
 
-/**
- * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run); a string
- * names the modes the check sets itself (negative controls run with and without them, normal_mode always defers).
- */
-export type CheckModes = 'run' | string | undefined;
-
-/** Every check, in the order checks.sh runs them, with what it needs from the host and how it meets the efaemu modes. */
-export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: readonly Need[]; modes?: CheckModes }[] = [
-  { id: 'fi_info', title: 'fi_info -p efa lists efa-direct and efa', needs: ['unshare', 'efaemu'] },
-  { id: 'fabtests', title: 'fabtests fi_rdm_pingpong, fi_rma_bw over efaemu', needs: ['unshare', 'efaemu', 'fabtests'] },
-  { id: 'nvshmem_perf', title: 'NVSHMEM put bandwidth and atomic latency, 2 PEs, GDA off', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
-  { id: 'gda_kernel', title: 'EFA GDA active on both PEs; put, put-imm + rx_poll, get, quiet, warp batch', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'run' },
-  { id: 'gda_rails', title: 'EFA GDA on 2 rails per PE (2 emulated NICs per GPU): the kernel test, traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'run' },
-  { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
-  { id: 'deepep_rails', title: 'DeepEP test_low_latency.py --disable-nvlink on 2 rails per PE (multi-rail build), traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
-  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
-  { id: 'deepep_shrink', title: 'DeepEP test_low_latency.py --shrink-test', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
-  { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
-  { id: 'll_pattern', title: "DeepEP's low-latency pattern through the shim (deepep_pattern ll): every token byte there when its count signal arrives", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'run' },
-  { id: 'normal_mode', title: 'DeepEP normal mode across requesters (deepep_pattern normal): chunks over GDA, quiet, fence, tail added by the proxy; chunks there when the tail moves', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer' },
-  { id: 'neg_fail_injection', title: 'Negative control: injected NIC failures fail loudly, no hang', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
-  { id: 'neg_wrong_provider', title: 'Negative control: a wrong FI_PROVIDER fails NVSHMEM init (diagnosed)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
-  { id: 'neg_no_quiet', title: 'Negative control: the shim without its quiet before a signal is caught under the modes, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'place_order,defer vs none' },
-  { id: 'neg_signal_other_rail', title: 'Negative control: a signal on another rail than its payload is caught under the modes (2 rails), passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer vs none' },
-  { id: 'neg_ignore_error', title: 'Negative control: a kernel that ignores a NIC error is caught under failure injection, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'fail gda vs none' },
-  { id: 'silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, GDA kernel test: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'silent + fail gda' },
-  { id: 'deepep_silent_bound', title: "SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within the bound (NVSHMEM_EFA_GDA_TIMEOUT_MS, and NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS for DeepEP's receive waits) with a trap message", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
-];
+// The table itself lives in selftest-checks.ts, which --help reads without loading this module.
+export { SELFTEST_CHECKS, type CheckModes } from './selftest-checks.ts';
 
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
 const NO_MODES = '-';
@@ -83,8 +58,6 @@ const NO_MODES = '-';
 export function takesRunModes(id: string): boolean {
   return SELFTEST_CHECKS.find((c) => c.id === id)?.modes === 'run';
 }
-
-type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep';
 
 /** What the host and the work dir offer: each need is either there (with what) or missing (with why). */
 export interface Survey {
@@ -98,7 +71,7 @@ export interface Survey {
 }
 
 /** The build the work dir holds, as its state says (build-nvshmem and build-deepep results). */
-export function readBuild(workDir: string): { prefix?: string; libfabricHome?: string; cudaArch?: string; deviceApi?: boolean; deepepModule?: string; why?: string } {
+export function readBuild(workDir: string): { prefix?: string; libfabricHome?: string; cudaArch?: string; deviceApi?: boolean; deepepModule?: string; layout?: string; why?: string } {
   const file = path.join(workDir, 'state.json');
   if (!existsSync(file)) return { why: `${workDir} is not an nvshmem-efa work dir (no state.json): run nvshmem-efa build --work-dir ${workDir} first` };
   let steps: Record<string, { result?: unknown }> = {};
@@ -111,19 +84,21 @@ export function readBuild(workDir: string): { prefix?: string; libfabricHome?: s
   if (!b?.prefix) return { why: `no finished NVSHMEM build in ${workDir}: run nvshmem-efa build --work-dir ${workDir}` };
   const arg = (name: string) => b.cmakeArgs?.find((a) => a.startsWith(`-D${name}=`))?.slice(name.length + 3);
   const d = steps['build-deepep']?.result as { module?: string } | undefined;
-  return { prefix: b.prefix, libfabricHome: arg('LIBFABRIC_HOME'), cudaArch: arg('CMAKE_CUDA_ARCHITECTURES'), deviceApi: b.deviceApi?.available !== false, deepepModule: d?.module };
+  const layout = (steps['patch-nvshmem']?.result as { layout?: { id?: string } } | undefined)?.layout?.id;
+  return { prefix: b.prefix, libfabricHome: arg('LIBFABRIC_HOME'), cudaArch: arg('CMAKE_CUDA_ARCHITECTURES'), deviceApi: b.deviceApi?.available !== false, deepepModule: d?.module, layout };
 }
 
-export interface HostProbe {
+/** What selftest asks the host (a test passes its own answers). */
+export interface HostQueries {
   gpuCount(): Promise<number | undefined>;
   canUnshare(): Promise<boolean>;
   hasTorch(python: string): Promise<string | undefined>;
   nvcc(): Promise<string | undefined>;
 }
 
-export const realHost: HostProbe = {
+export const realHost: HostQueries = {
   async gpuCount() {
-    const smi = await probe('nvidia-smi', ['-L']);
+    const smi = await queryTool('nvidia-smi', ['-L']);
     if (smi !== undefined) return smi.split('\n').filter((l) => /^GPU \d+/.test(l)).length;
     try {
       return readdirSync('/proc/driver/nvidia/gpus').length;
@@ -132,20 +107,20 @@ export const realHost: HostProbe = {
     }
   },
   async canUnshare() {
-    return (await probe('unshare', ['--mount', 'true'])) !== undefined;
+    return (await queryTool('unshare', ['--mount', 'true'])) !== undefined;
   },
   async hasTorch(python) {
-    return (await probe(python, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
+    return (await queryTool(python, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
   },
   async nvcc() {
     const home = process.env.CUDA_HOME;
     const candidates = [home && path.join(home, 'bin', 'nvcc'), '/usr/local/cuda/bin/nvcc'].filter(Boolean) as string[];
     for (const c of candidates) if (existsSync(c)) return c;
-    return (await probe('sh', ['-c', 'command -v nvcc']))?.trim() || undefined;
+    return (await queryTool('sh', ['-c', 'command -v nvcc']))?.trim() || undefined;
   },
 };
 
-export async function survey(o: SelftestOptions, host: HostProbe): Promise<Survey> {
+export async function survey(o: SelftestOptions, host: HostQueries): Promise<Survey> {
   const s: Survey = { have: {}, missing: {}, python: process.env.PYTHON ?? 'python3' };
   const gpus = await host.gpuCount();
   if (gpus === undefined) s.missing.gpus = 'no NVIDIA driver here (nvidia-smi and /proc/driver/nvidia absent)';
@@ -165,6 +140,10 @@ export async function survey(o: SelftestOptions, host: HostProbe): Promise<Surve
     s.missing.nvshmem = b.why ?? `the NVSHMEM install ${b.prefix} is gone: rerun nvshmem-efa build --work-dir ${o.workDir}`;
     s.missing.gda = s.missing.nvshmem;
   }
+  // The 2-rail checks show traffic on both NICs of a PE; a single-rail transport hands GDA one NIC, so DeepEP
+  // there would only rerun deepep_ll slower (on 2x H200 it ran out its bound, rc 124, at 1 rail).
+  if (b.layout === 'single-rail') s.missing.rails = "the build's NVSHMEM has the single-rail libfabric transport (NVSHMEM 3.2.5 .. 3.5.x), which gives GDA one NIC per PE: nothing for a 2-rail check to show (build a multi-rail NVSHMEM, e.g. AWS's 3.5.7 branch)";
+  else s.have.rails = b.layout ? `${b.layout} libfabric transport` : 'layout not recorded: the 2-rail checks find out';
   if (!s.libfabricHome || !existsSync(path.join(s.libfabricHome, 'include', 'rdma', 'fabric.h'))) {
     s.missing.efaemu = `no libfabric to build efaemu against (${s.libfabricHome ?? 'the work dir names none'}): pass --libfabric-home`;
   } else if (o.efaemuBuild) {
@@ -340,7 +319,7 @@ export async function checkWorkDir(workDir: string, wanted: readonly string[]): 
   throw new UsageError(`${workDir} holds no NVSHMEM build (${why})`, `${fix}, or build one there: nvshmem-efa build --work-dir ${workDir} --nvshmem-src DIR (or --nvshmem-ref)`);
 }
 
-export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostProbe = realHost): Promise<number> {
+export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostQueries = realHost): Promise<number> {
   const known = SELFTEST_CHECKS.map((c) => c.id);
   const wanted = o.checks?.length ? o.checks : known;
   const unknown = wanted.filter((c) => !known.includes(c));

@@ -16,7 +16,7 @@ import {
   selftestCommand,
   skipReason,
   survey,
-  type HostProbe,
+  type HostQueries,
   type SelftestOptions,
 } from '../../src/commands/selftest.ts';
 import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
@@ -26,13 +26,13 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'selftest-'));
 
-const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch: string | undefined; nvcc: string | undefined }> = {}): HostProbe => {
+const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch: string | undefined; nvcc: string | undefined }> = {}): HostQueries => {
   const h = { gpus: 2, unshare: true, torch: '2.11.0', nvcc: '/usr/local/cuda/bin/nvcc', ...over };
   return { gpuCount: async () => h.gpus, canUnshare: async () => h.unshare, hasTorch: async () => h.torch, nvcc: async () => h.nvcc };
 };
 
 /** A work dir whose state says NVSHMEM (with the GDA device API) and DeepEP were built, with the files in place. */
-function workDir(opts: { deepep?: boolean; deviceApi?: boolean } = {}) {
+function workDir(opts: { deepep?: boolean; deviceApi?: boolean; layout?: 'single-rail' | 'multi-rail' } = {}) {
   const wd = tmp();
   const prefix = path.join(wd, 'install', 'nvshmem');
   const lf = path.join(wd, 'libfabric');
@@ -47,6 +47,7 @@ function workDir(opts: { deepep?: boolean; deviceApi?: boolean } = {}) {
   const steps: Record<string, unknown> = {
     'build-nvshmem': { stamp: 'x', finishedAt: 'now', result: { prefix, cmakeArgs: [`-DLIBFABRIC_HOME=${lf}`, '-DCMAKE_CUDA_ARCHITECTURES=90'], deviceApi: { available: opts.deviceApi !== false } } },
   };
+  if (opts.layout) steps['patch-nvshmem'] = { stamp: 'p', finishedAt: 'now', result: { layout: { id: opts.layout, summary: opts.layout } } };
   if (opts.deepep !== false) steps['build-deepep'] = { stamp: 'y', finishedAt: 'now', result: { module: path.join(deepep, 'deep_ep_cpp.so') } };
   writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps }));
   const efaemu = path.join(wd, 'efaemu');
@@ -73,7 +74,7 @@ function script(lines: string[]) {
   return { f, dir };
 }
 
-async function runSelftest(o: SelftestOptions, h: HostProbe, lines: string[]) {
+async function runSelftest(o: SelftestOptions, h: HostQueries, lines: string[]) {
   const s = script(lines);
   process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = s.f;
   const out: string[] = [];
@@ -93,6 +94,19 @@ describe('selftest: what the host and the work dir offer', () => {
     expect(gpuChecks.length).toBe(17);
     for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
     expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
+  });
+
+  it('a single-rail NVSHMEM build: the 2-rail checks are skipped up front, saying why (deepep_rails ran out its bound at 1 rail on 2x H200)', async () => {
+    const rails = SELFTEST_CHECKS.filter((c) => c.id === 'gda_rails' || c.id === 'deepep_rails');
+    expect(rails).toHaveLength(2);
+    const single = await survey(opts(workDir({ layout: 'single-rail' })), host());
+    for (const c of rails) expect(skipReason(c.needs, single)).toMatch(/single-rail libfabric transport .* one NIC per PE/);
+    for (const layout of ['multi-rail', undefined] as const) {
+      const s = await survey(opts(workDir({ layout })), host());
+      for (const c of rails) expect(skipReason(c.needs, s), `${layout}`).toBeUndefined();
+      // Every other check is as it would be on any layout.
+      for (const c of SELFTEST_CHECKS.filter((x) => !rails.includes(x))) expect(skipReason(c.needs, single) === undefined, c.id).toBe(skipReason(c.needs, s) === undefined);
+    }
   });
 
   it('no unshare, no driver, no torch, no DeepEP build, no device API: each says what is missing and what to do', async () => {

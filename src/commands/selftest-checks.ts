@@ -1,0 +1,36 @@
+/**
+ * The table of selftest's checks, as data only: `--help` lists their ids, and the CLI builds its help without
+ * loading selftest.ts and what it imports (issue 22: help in under 0.15 s). selftest.ts runs them.
+ */
+
+/** What a check needs from the host and the work dir. */
+export type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep' | 'rails';
+
+/**
+ * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run); a string
+ * names the modes the check sets itself (negative controls run with and without them, normal_mode always defers).
+ */
+export type CheckModes = 'run' | string | undefined;
+
+/** Every check, in the order checks.sh runs them, with what it needs from the host and how it meets the efaemu modes. */
+export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: readonly Need[]; modes?: CheckModes }[] = [
+  { id: 'fi_info', title: 'fi_info -p efa lists efa-direct and efa', needs: ['unshare', 'efaemu'] },
+  { id: 'fabtests', title: 'fabtests fi_rdm_pingpong, fi_rma_bw over efaemu', needs: ['unshare', 'efaemu', 'fabtests'] },
+  { id: 'nvshmem_perf', title: 'NVSHMEM put bandwidth and atomic latency, 2 PEs, GDA off', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
+  { id: 'gda_kernel', title: 'EFA GDA active on both PEs; put, put-imm + rx_poll, get, quiet, warp batch', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'run' },
+  { id: 'gda_rails', title: 'EFA GDA on 2 rails per PE (2 emulated NICs per GPU): the kernel test, traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test', 'rails'], modes: 'run' },
+  { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'deepep_rails', title: 'DeepEP test_low_latency.py --disable-nvlink on 2 rails per PE (multi-rail build), traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep', 'rails'], modes: 'run' },
+  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'deepep_shrink', title: 'DeepEP test_low_latency.py --shrink-test', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'] },
+  { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'll_pattern', title: "DeepEP's low-latency pattern through the shim (deepep_pattern ll): every token byte there when its count signal arrives", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'run' },
+  { id: 'normal_mode', title: 'DeepEP normal mode across requesters (deepep_pattern normal): chunks over GDA, quiet, fence, tail added by the proxy; chunks there when the tail moves', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer' },
+  { id: 'neg_fail_injection', title: 'Negative control: injected NIC failures fail loudly, no hang', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'] },
+  { id: 'neg_wrong_provider', title: 'Negative control: a wrong FI_PROVIDER fails NVSHMEM init (diagnosed)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'pe_test'] },
+  { id: 'neg_no_quiet', title: 'Negative control: the shim without its quiet before a signal is caught under the modes, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'place_order,defer vs none' },
+  { id: 'neg_signal_other_rail', title: 'Negative control: a signal on another rail than its payload is caught under the modes (2 rails), passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'defer vs none' },
+  { id: 'neg_ignore_error', title: 'Negative control: a kernel that ignores a NIC error is caught under failure injection, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'fail gda vs none' },
+  { id: 'silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, GDA kernel test: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'silent + fail gda' },
+  { id: 'deepep_silent_bound', title: "SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within the bound (NVSHMEM_EFA_GDA_TIMEOUT_MS, and NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS for DeepEP's receive waits) with a trap message", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
+];

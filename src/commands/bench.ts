@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from '../core/errors.ts';
 import { packageRoot } from '../core/paths.ts';
 import { STATE_FILE } from '../core/state.ts';
 import { shellQuote } from '../core/shell-quote.ts';
+import { formatBytes, lineChart } from '../core/svg-chart.ts';
 import { buildEfaemu, EFAEMU_PROVIDER, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { withInterrupts } from './run-pipeline.ts';
 
@@ -112,6 +113,121 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInv
   return { script, args, env, ...(efaemuToBuild ? { efaemuToBuild } : {}) };
 }
 
+/** The put table's plot, next to gda-signals.md in the results dir. */
+export const PUT_PLOT = 'put-bandwidth.svg';
+
+/** The put table of a bench report (gda-signals.md, or the script's stdout): GB/s per size for each path. */
+export interface PutTable {
+  /** From the report's heading: through efaemu or over EFA (absent: the heading says neither). */
+  fabric?: 'efaemu' | 'efa';
+  /** The line under the heading: date, host, GPUs. */
+  meta?: string;
+  /** Sizes in the table's order; a path's GB/s absent where the table has "-". */
+  rows: Array<{ bytes: number; gda?: number; proxy?: number }>;
+  /** Why the GDA column is empty, as the report says ("GDA column empty: GDA is not active (WHY)"). */
+  gdaOff?: string;
+}
+
+const UNIT: Record<string, number> = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30 };
+
+/** Reads the put table out of a report bench.sh printed; undefined when it has none (--no-put). */
+export function parsePutTable(report: string): PutTable | undefined {
+  const lines = report.split('\n');
+  const header = lines.findIndex((l) => l.startsWith('| size | GDA GB/s | GDA us | proxy GB/s |'));
+  if (header < 0) return undefined;
+  const t: PutTable = { rows: [] };
+  const h = lines.findIndex((l) => l.startsWith('# nvshmem-efa bench:'));
+  if (h >= 0) {
+    if (lines[h]!.includes('(through efaemu')) t.fabric = 'efaemu';
+    else if (lines[h]!.includes('(over EFA)')) t.fabric = 'efa';
+    const meta = lines.slice(h + 1).find((l) => l.trim() !== '');
+    if (meta && !meta.startsWith('#') && !meta.startsWith('|')) t.meta = meta.trim();
+  }
+  const num = (s: string) => (/^\d+(\.\d+)?$/.test(s.trim()) ? Number(s.trim()) : undefined);
+  for (const l of lines.slice(header + 2)) {
+    const m = /^\| ([\d.]+) (B|KiB|MiB|GiB) \| ([^|]*)\|[^|]*\| ([^|]*)\|/.exec(l);
+    if (!m) break;
+    const row: PutTable['rows'][number] = { bytes: Math.round(Number(m[1]) * UNIT[m[2]!]!) };
+    const gda = num(m[3]!);
+    const proxy = num(m[4]!);
+    if (gda !== undefined) row.gda = gda;
+    if (proxy !== undefined) row.proxy = proxy;
+    t.rows.push(row);
+  }
+  const off = lines.find((l) => l.startsWith('GDA column empty: GDA is not active ('));
+  if (off) t.gdaOff = off.slice('GDA column empty: GDA is not active ('.length).replace(/\)$/, '');
+  return t;
+}
+
+/**
+ * The put table as a line chart: GB/s against message size (log2), GDA and the proxy. A path without numbers is
+ * only in the legend, with why. `footnote`: where the numbers come from (default: the report's date/host line).
+ */
+export function putChartSvg(t: PutTable, footnote = t.meta): string {
+  const via = t.fabric === 'efaemu' ? ' through efaemu' : t.fabric === 'efa' ? ' over EFA' : '';
+  const series = (['gda', 'proxy'] as const).map((k) => {
+    const points = t.rows.flatMap((r) => (r[k] === undefined ? [] : [{ x: r.bytes, y: r[k]! }]));
+    return k === 'gda'
+      ? { name: 'GDA', detail: 'efa_gda_put_nbi_warp, then efa_gda_quiet', points, missing: `not measured${t.gdaOff ? `, GDA not active (${t.gdaOff})` : ''}` }
+      : { name: 'proxy', detail: 'nvshmemx_putmem_nbi_warp, then nvshmem_quiet', points, missing: 'not measured' };
+  });
+  return lineChart({
+    title: `Put bandwidth${via}: EFA GDA vs NVSHMEM's CPU proxy`,
+    subtitle: `PE 0 → PE 1, one warp posting, then quiet${t.fabric === 'efaemu' ? '; measures our device path and the emulator, not EFA' : ''}`,
+    footnote,
+    xLabel: 'message size (log2 scale)',
+    yLabel: 'GB/s',
+    xScale: 'log2',
+    xTickLabel: formatBytes,
+    yUnit: ' GB/s',
+    series,
+  });
+}
+
+/**
+ * After the script: the put table of <results>/gda-signals.md drawn into <results>/put-bandwidth.svg, and a line
+ * saying where (or why not) on stdout and at the end of the report. No table (--no-put) or no rows: no plot, and an
+ * earlier run's plot is removed, so the one there always belongs to the report beside it.
+ */
+export function writePutPlot(results: string, put: boolean, out: (s: string) => void): { svg?: string; why?: string } {
+  const svg = path.join(results, PUT_PLOT);
+  const reportPath = path.join(results, 'gda-signals.md');
+  let report = '';
+  try {
+    report = readFileSync(reportPath, 'utf8');
+  } catch {
+    /* the script stopped before writing it: nothing to plot */
+  }
+  const t = put ? parsePutTable(report) : undefined;
+  const say = (line: string) => {
+    out(line);
+    try {
+      appendFileSync(reportPath, `${line}\n`);
+    } catch {
+      /* no report to add to */
+    }
+  };
+  const drop = (why?: string) => {
+    try {
+      rmSync(svg, { force: true });
+    } catch {
+      /* a plot that cannot be removed is one that could not have been written either */
+    }
+    if (why) say(`Put plot: not written (${why})`);
+    return why === undefined ? {} : { why };
+  };
+  if (!t) return drop(put && report ? 'the report has no put table' : undefined);
+  if (!t.rows.some((r) => r.gda !== undefined || r.proxy !== undefined)) return drop('the put table has no rows');
+  try {
+    writeFileSync(svg, putChartSvg(t));
+  } catch (e) {
+    return drop(`${svg}: ${(e as Error).message}`);
+  }
+  const has = (k: 'gda' | 'proxy') => t.rows.some((r) => r[k] !== undefined);
+  const what = has('gda') && has('proxy') ? 'GDA and proxy' : has('gda') ? 'GDA only: proxy not measured' : 'proxy only: GDA not measured';
+  say(`Put plot: ${svg} (GB/s against message size, ${what})`);
+  return { svg };
+}
 
 export async function benchCommand(o: BenchOptions, out: (s: string) => void): Promise<number> {
   const inv = benchInvocation(o);
@@ -130,10 +246,13 @@ export async function benchCommand(o: BenchOptions, out: (s: string) => void): P
     });
   }
   process.stderr.write(`running: ${line}\n`);
-  return new Promise((resolve, reject) => {
+  const code = await new Promise<number>((resolve, reject) => {
     const child = spawn('bash', [inv.script, ...inv.args], { stdio: 'inherit', env: { ...process.env, ...inv.env } });
     child.on('error', reject);
     // The script's exit codes are the CLI's: 0 passed, 1 a part failed, 2 usage, 4 an input is missing.
     child.on('close', (code, sig) => resolve(sig ? 130 : [0, 1, 2, 4].includes(code ?? 1) ? (code ?? 1) : 1));
   });
+  // 0 or 1: the script ran and wrote its report (2, 4, 130: it stopped before, or was stopped).
+  if (code === 0 || code === 1) writePutPlot(inv.env.RESULTS!, o.put, out);
+  return code;
 }

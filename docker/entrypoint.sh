@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Container entrypoint: build NVSHMEM with the EFA GDA transport into the cache volume (a no-op when nothing
-# changed), export the run-time environment of that build, then exec the command, which becomes the
-# container's main process: signals go straight to it and its exit status is the container's.
+# changed), export the run-time environment of that build, then exec the command: the signals the container
+# gets (passed on by tini, process 1 in the image) go straight to it, and its exit status is the container's.
 #
 #   NVSHMEM_EFA_WORK_DIR    work dir of the build, on the cache volume (default /cache/nvshmem-efa)
 #   NVSHMEM_EFA_BUILD_ARGS  arguments of `nvshmem-efa build` (default: --offline with the sources baked into the
@@ -28,8 +28,8 @@ fi
 
 say() { printf 'nvshmem-efa entrypoint: %s\n' "$*" >&2; }
 
-# While the build runs this shell is the main process (PID 1 in a container, which ignores signals it has
-# no handler for): pass them on to the build, which stops its commands and exits 130.
+# While the build runs, signals reach this shell (from tini, process 1 in the image, or from whoever started
+# it): pass them on to the build, which stops its commands and exits 130.
 child=
 pass_on() { if [ -n "$child" ]; then kill -s "$1" "$child" 2>/dev/null; fi; }
 trap 'pass_on TERM' TERM

@@ -29,13 +29,15 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
 export function runtimeEnv(ctx: Ctx): Record<string, string> {
   if (!ctx.build) return {};
   const gdaOn = gdaStatus(ctx).status === 'available';
-  // The rdma-core built here must win over the host's older one, whoever loads libibverbs first. A GDRCopy built
-  // here is on no default path, and NVSHMEM and libfabric (--enable-gdrcopy-dlopen) load libgdrapi by name.
+  // The rdma-core built here must win over the host's older one, whoever loads libibverbs first. NVSHMEM and
+  // libfabric (--enable-gdrcopy-dlopen) load libgdrapi by name: a GDRCopy built here, or named off the default
+  // paths (an image's /opt/gdrcopy), must be on the path; /usr and /usr/local already are.
+  const gdrHome = ctx.gdrcopy?.prefix ?? ctx.env?.gdrcopy?.home;
   const libDirs = [
     path.join(ctx.build.prefix, 'lib'),
     ...(ctx.env ? [path.join(ctx.env.libfabric.home, 'lib')] : []),
     ...(ctx.rdmaCore?.prefix ? [path.join(ctx.rdmaCore.prefix, 'lib')] : []),
-    ...(ctx.gdrcopy ? [path.join(ctx.gdrcopy.prefix, 'lib')] : []),
+    ...(gdrHome && !['/usr', '/usr/local'].includes(path.resolve(gdrHome)) ? [path.join(gdrHome, 'lib')] : []),
   ];
   return {
     NVSHMEM_REMOTE_TRANSPORT: 'libfabric',
@@ -96,12 +98,12 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
           },
         }
       : {}),
-    ...(ctx.probe
+    ...(ctx.probeReport
       ? {
           probe: {
-            verdict: ctx.probe.verdict,
-            summary: ctx.probe.summary,
-            problems: ctx.probe.checks.filter((c) => c.status === 'fail' || c.status === 'warn').map((c) => `${c.status} ${c.id}: ${c.evidence}`),
+            verdict: ctx.probeReport.verdict,
+            summary: ctx.probeReport.summary,
+            problems: ctx.probeReport.checks.filter((c) => c.status === 'fail' || c.status === 'warn').map((c) => `${c.status} ${c.id}: ${c.evidence}`),
           },
         }
       : {}),

@@ -127,6 +127,9 @@ describe.skipIf(!!HOST_GDRCOPY)(`GDRCopy from pinned sources${HOST_GDRCOPY ? ` [
       const rep = report(w);
       expect(rep.steps.find((s) => s.id === 'gdrcopy')).toMatchObject({ status: 'skipped', reason: expect.stringContaining(label) });
       expect(rep.nvshmem.cmakeArgs).toContain(`-DGDRCOPY_HOME=${mine}`);
+      // NVSHMEM and libfabric dlopen libgdrapi.so.2 by name: a GDRCopy off the default paths must be on
+      // LD_LIBRARY_PATH (the container image's /opt/gdrcopy was not, found by test/container/image.test.ts).
+      expect(rep.runtimeEnv.LD_LIBRARY_PATH?.split(':')).toContain(path.join(mine, 'lib'));
       expect(existsSync(path.join(w, 'install/gdrcopy'))).toBe(false);
     }
     expect(server.requests.length).toBe(before);

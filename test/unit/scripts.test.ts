@@ -8,7 +8,7 @@ import { ROOT } from '../helpers/cli.ts';
  * Every shell script passes shellcheck (the container and Slurm scripts at every severity, the others at
  * warning and error), and docker/Dockerfile passes a Dockerfile linter (dockerfilelint, a dev dependency) and
  * keeps its promises: pinned and verified downloads, no `curl | sh`, no secret, a non-root user, Node >= 20.
- * No Docker engine runs here: the image itself is not built by the tests.
+ * The image itself is built and run by test/container/image.test.ts (podman, stand-ins).
  */
 const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter(Boolean);
 const shebang = (f: string) => {
@@ -49,17 +49,35 @@ describe('docker/Dockerfile', () => {
 
   it('pins and verifies what it downloads, pipes nothing into a shell, keeps no secret, runs as a user, has Node >= 20', () => {
     expect(text).not.toMatch(/\|\s*(ba)?sh\b/);
-    expect(text).toMatch(/ARG EFA_INSTALLER_VERSION=\d+\.\d+\.\d+/);
-    expect(text).toMatch(/sha256sum -c - \\\n\s+&& tar -xzf \/tmp\/efa\.tar\.gz/);
-    expect(text).toMatch(/test "\$\(git -C \/tmp\/gdrcopy rev-parse HEAD\)" = "\$\{GDRCOPY_COMMIT\}"/);
-    expect(text).toMatch(/ARG GDRCOPY_COMMIT=[0-9a-f]{40}/);
+    // The EFA installer: its sha256 comes from the repository's lock, per version, never from the user.
+    expect(text).not.toMatch(/ARG EFA_INSTALLER_SHA256/);
+    const efa = JSON.parse(readFileSync(path.join(ROOT, 'third_party/efa-installer/lock.json'), 'utf8')).efaInstaller;
+    expect(text).toContain(`ARG EFA_INSTALLER_VERSION=${efa.default}`);
+    expect(efa.pins.find((p: { version: string }) => p.version === efa.default)?.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(text).toMatch(/'\.efaInstaller\.pins\[\] \| select\(\.version == \$v\) \| \.sha256' \/pins\/efa-installer\/lock\.json/);
+    expect(text).toMatch(/echo "\$\{sum\}  \/out\/aws-efa-installer\.tar\.gz" \| sha256sum -c -/);
+    // GDRCopy: the archive sha256 of third_party/gdrcopy/lock.json; NVSHMEM and DeepEP: their pinned commits.
+    expect(text).toMatch(/\.archive\.sha256" \/pins\/gdrcopy\/lock\.json/);
+    expect(text).toMatch(/echo "\$\{sum\}  \/tmp\/gdrcopy\.tar\.gz" \| sha256sum -c -/);
+    expect(text).toMatch(/test "\$\(git -C \/out rev-parse HEAD\)" = "\$\{NVSHMEM_COMMIT\}"/);
     expect(text).toMatch(/ARG NVSHMEM_COMMIT=131da55f643ac87c810ba0bc51d359258bf433a1/);
     expect(text).toMatch(/ARG DEEPEP_COMMIT=[0-9a-f]{40}/);
     expect(text).not.toMatch(/^(ARG|ENV)\s+\w*(TOKEN|SECRET|PASSWORD|ACCESS_KEY)/im);
     expect(text).toMatch(/^USER nvefa$/m);
-    const node = /^FROM node:(\d+)\.(\d+)\.\d+/m.exec(text)!;
+    // Base images are arguments, each defaulting to a tagged image (dockerfilelint cannot tell; docker/.dockerfilelintrc).
+    const bases = [...text.matchAll(/^ARG (\w+_IMAGE)=(\S+)$/gm)].map((m) => [m[1], m[2]] as const);
+    expect(bases.map(([k]) => k).sort()).toEqual(['BASE_IMAGE', 'FETCH_IMAGE', 'NODE_IMAGE']);
+    for (const [k, v] of bases) expect(v, k).toMatch(/^[\w./-]+:[\w.-]+$/);
+    const node = /^ARG NODE_IMAGE=node:(\d+)\.(\d+)\.\d+/m.exec(text)!;
     expect(Number(node[1]) > 20 || (Number(node[1]) === 20 && Number(node[2]) >= 19)).toBe(true);
-    expect(text).toMatch(/^ENTRYPOINT \["\/usr\/local\/bin\/nvshmem-efa-entrypoint"\]$/m);
+    // Every download is a named stage that --build-context can replace with a directory of the same shape.
+    for (const stage of ['efa-installer', 'gdrcopy-src', 'nvshmem-src', 'efa-io-defs', 'deepep-src']) {
+      expect(text).toMatch(new RegExp(`^FROM scratch AS ${stage}$`, 'm'));
+      expect(text).toMatch(new RegExp(`^COPY --from=${stage} / `, 'm'));
+    }
+    // tini as process 1 (a command exec'd as process 1 would ignore docker stop's SIGTERM); the default target builds at start.
+    expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--", "\/usr\/local\/bin\/nvshmem-efa-entrypoint"\]$/m);
+    expect(text.trimEnd().split('\n').pop()).toBe('FROM runtime AS start');
     // The efa_io_defs.h it bakes in is the one third_party/efa_gda/lock.json pins.
     const lock = JSON.parse(readFileSync(path.join(ROOT, 'third_party/efa_gda/lock.json'), 'utf8'));
     expect(text).toContain(`ARG EFA_IO_DEFS_URL=${lock.url}`);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -109,8 +110,29 @@ void host_checks(Context &c) {
               n ? "install the EFA driver (aws-efa-installer)" : "");
     }
 
-    // GDRCopy: NVSHMEM's EFA path stages atomics through it.
+    // GDRCopy's kernel module, where EFA devices are: NVSHMEM's EFA provider needs GDRCopy, and gdrdrv < 2.4 has no
+    // GET_INFO_V2 ioctl for the libgdrapi 2.5 the build makes. The same rule as `doctor` (src/commands/doctor.ts).
     const bool gdr_dev = access(c.path("/dev/gdrdrv").c_str(), F_OK) == 0;
+    {
+        const char *fix = "install and load GDRCopy's kernel module, gdrdrv >= 2.4: from the EFA installer or AMI that provides it, "
+                          "or the gdrdrv-dkms package (gdrcopy-kmod on RPM systems), or from a GDRCopy checkout: make driver, then "
+                          "sudo ./insmod.sh (loads gdrdrv.ko and creates /dev/gdrdrv); in a container, pass /dev/gdrdrv through";
+        std::string gv;
+        const bool have_ver = read_file(c.path("/sys/module/gdrdrv/version"), &gv);
+        gv = trim(gv);
+        if (!n) c.add("gdrdrv", "GDRCopy's kernel module (gdrdrv)", Status::Skip, "no EFA device: NVSHMEM's EFA provider does not run here");
+        else if (!gdr_dev)
+            c.add("gdrdrv", "GDRCopy's kernel module (gdrdrv)", Status::Fail,
+                  have_ver ? "gdrdrv " + gv + " is loaded, but /dev/gdrdrv is missing" : std::string("no /dev/gdrdrv: gdrdrv is not loaded"), fix);
+        else if (!have_ver || gv.empty() || !isdigit((unsigned char)gv[0]))
+            c.add("gdrdrv", "GDRCopy's kernel module (gdrdrv)", Status::Warn, "/dev/gdrdrv present, but no version to compare in /sys/module/gdrdrv/version",
+                  std::string("check the loaded module's version (modinfo gdrdrv); if it is older than 2.4, ") + fix);
+        else if (version_cmp(gv, "2.4") < 0)
+            c.add("gdrdrv", "GDRCopy's kernel module (gdrdrv)", Status::Fail, "gdrdrv " + gv + " is older than 2.4", fix);
+        else c.add("gdrdrv", "GDRCopy's kernel module (gdrdrv)", Status::Pass, "gdrdrv " + gv + ", /dev/gdrdrv");
+    }
+
+    // GDRCopy's user library: NVSHMEM dlopens libgdrapi.so.2 (the build's run-time LD_LIBRARY_PATH names a built one).
     void *gdr = dlopen("libgdrapi.so.2", RTLD_NOW | RTLD_LOCAL);
     if (gdr) dlclose(gdr);
     if (gdr_dev && gdr) c.add("gdrcopy", "GDRCopy", Status::Pass, "/dev/gdrdrv and libgdrapi.so.2 present");

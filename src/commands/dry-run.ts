@@ -196,6 +196,11 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
           `# libfabric: ${fab.libfabric.action === 'build' ? `build ${fab.libfabric.ref} from pinned sources` : `use ${fab.libfabric.home}`} (${fab.libfabric.why})`,
         ]
       : [];
+    // GDRCopy: the step that builds it is not in the build plan below, so say here which one the build uses.
+    const gdr = found.env.gdrcopy;
+    fabric.push(gdr
+      ? gdr.build ? `# gdrcopy: build libgdrapi from pinned sources (third_party/gdrcopy/lock.json) into ${gdr.home}` : `# gdrcopy: use ${gdr.home}`
+      : "# gdrcopy: none: NVSHMEM is built without GDRCopy, and its EFA provider will refuse to start (the warning below says why)");
     out(
       [
         '',

@@ -63,6 +63,7 @@ describe.skipIf(!!HOST_GDRCOPY)(`GDRCopy from pinned sources${HOST_GDRCOPY ? ` [
     const dry = cli([...args(work), '--dry-run'], env);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`-DGDRCOPY_HOME=${prefix}`);
+    expect(dry.stdout).toContain(`# gdrcopy: build libgdrapi from pinned sources (third_party/gdrcopy/lock.json) into ${prefix}`);
     expect(rep.runtimeEnv.LD_LIBRARY_PATH?.split(':')).toContain(path.join(prefix, 'lib'));
     const fix = rep.fixes.find((f) => f.id === 'gdrcopy-source');
     expect(fix).toMatchObject({ status: 'applied', anchor: expect.stringContaining('gdrcopy v2.5.1') });

@@ -17,7 +17,7 @@ function buildProbe(): string {
 }
 
 /** A fake /sys, /proc and /dev: the shapes the probe reads, written for this test. */
-function fakeHost(o: { product?: string; efa: number; uverbs: number; efaVersion?: string; gpuNuma?: string[]; registryDwords?: string }): string {
+function fakeHost(o: { product?: string; efa: number; uverbs: number; efaVersion?: string; gpuNuma?: string[]; registryDwords?: string; gdrdrv?: { dev: boolean; version?: string } }): string {
   const r = mkdtempSync(path.join(os.tmpdir(), 'probe-root-'));
   const w = (p: string, s: string) => {
     mkdirSync(path.dirname(path.join(r, p)), { recursive: true });
@@ -46,6 +46,8 @@ function fakeHost(o: { product?: string; efa: number; uverbs: number; efaVersion
   for (let i = 0; i < o.uverbs; i++) w(`dev/infiniband/uverbs${i}`, '');
   if (o.efaVersion) w('sys/module/efa/version', `${o.efaVersion}\n`);
   if (o.registryDwords !== undefined) w('sys/module/nvidia/parameters/NVreg_RegistryDwords', `${o.registryDwords}\n`);
+  if (o.gdrdrv?.dev) w('dev/gdrdrv', '');
+  if (o.gdrdrv?.version) w('sys/module/gdrdrv/version', `${o.gdrdrv.version}\n`);
   w('proc/meminfo', 'MemTotal: 1 kB\nHugePages_Total:      16\n');
   return r;
 }
@@ -104,6 +106,25 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('native/probe (built against Debi
     const human = probe(bin, root, true).out;
     expect(human).toMatch(/^fail  EFA devices/m);
     expect(human).toMatch(/^verdict: no EFA device/m);
+  });
+
+  it("GDRCopy's kernel module where EFA devices are: missing or older than 2.4 fails with the fix (as doctor does); without EFA it is not looked at", () => {
+    const efa = { product: 'p5.48xlarge', efa: 2, uverbs: 2, efaVersion: '3.3.1', gpuNuma: ['0', '1'], registryDwords: 'PeerMappingOverride=1;' };
+    const ok = byId(probe(bin, fakeHost({ ...efa, gdrdrv: { dev: true, version: '2.5.1' } })).doc!);
+    expect(ok['gdrdrv']).toMatchObject({ status: 'pass', evidence: 'gdrdrv 2.5.1, /dev/gdrdrv' });
+    for (const [g, evidence] of [
+      [undefined, /no \/dev\/gdrdrv: gdrdrv is not loaded/],
+      [{ dev: false, version: '2.5.1' }, /gdrdrv 2\.5\.1 is loaded, but \/dev\/gdrdrv is missing/],
+      [{ dev: true, version: '2.3' }, /gdrdrv 2\.3 is older than 2\.4/],
+    ] as const) {
+      const { doc, code } = probe(bin, fakeHost({ ...efa, gdrdrv: g }));
+      const c = byId(doc!)['gdrdrv']!;
+      expect(c.status, JSON.stringify(g)).toBe('fail');
+      expect(c.evidence).toMatch(evidence);
+      expect(c.fix).toMatch(/gdrdrv >= 2\.4.*insmod\.sh/);
+      expect(code).toBe(1);
+    }
+    expect(byId(probe(bin, fakeHost({ efa: 0, uverbs: 0 })).doc!)['gdrdrv']?.status).toBe('skip');
   });
 
   it('refuses an unknown argument (exit 2)', () => {

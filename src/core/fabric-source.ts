@@ -205,6 +205,19 @@ export async function obtainSource(pkg: FabricPackage, pin: FabricPin, origin: F
 }
 
 /** Runs `install` into a fresh staging DESTDIR; returns where it put `prefix` (an install that put nothing there fails). */
+/** The files an install put into its stage outside the prefix (a folder on the way to the prefix is not one). */
+async function filesOutside(stage: string, prefix: string): Promise<string[]> {
+  const outside: string[] = [];
+  await walkTree(
+    stage,
+    (e) => {
+      if (e.type !== 'dir') outside.push('/' + e.rel);
+    },
+    { skip: [(e) => '/' + e.rel === prefix] },
+  );
+  return outside;
+}
+
 async function installIntoStage(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<string> {
   await rm(stage, { recursive: true, force: true });
   await makeDirs(stage);
@@ -221,15 +234,7 @@ async function installIntoStage(prefix: string, stage: string, install: (destdir
  */
 export async function stagedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ outside: string[] }> {
   const staged = await installIntoStage(prefix, stage, install);
-  const outside: string[] = [];
-  await walkTree(
-    stage,
-    (e) => {
-      // Every file outside the prefix is named (a folder on the way to the prefix is not one of them).
-      if (e.type !== 'dir') outside.push('/' + e.rel);
-    },
-    { skip: [(e) => '/' + e.rel === prefix] },
-  );
+  const outside = await filesOutside(stage, prefix);
   await rm(prefix, { recursive: true, force: true });
   await makeDirs(path.dirname(prefix));
   await rename(staged, prefix);
@@ -240,10 +245,12 @@ export async function stagedInstall(prefix: string, stage: string, install: (des
 /**
  * Runs an install into a staging DESTDIR and copies what it put under `prefix` into the existing prefix, file by
  * file, never over a file already there (those are returned as clashes and left as they were): for a package that
- * installs into another one's prefix (fabtests into libfabric's). A failed install changes nothing in the prefix.
+ * installs into another one's prefix (fabtests into libfabric's). A failed install changes nothing in the prefix;
+ * what the install put outside the prefix is installed nowhere and returned, as stagedInstall does.
  */
-export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[] }> {
+export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[]; outside: string[] }> {
   const staged = await installIntoStage(prefix, stage, install);
+  const outside = await filesOutside(stage, prefix);
   const clashes: string[] = [];
   await walkTree(staged, async (e) => {
     const to = path.join(prefix, e.rel);
@@ -252,5 +259,5 @@ export async function mergedInstall(prefix: string, stage: string, install: (des
     else await cp(e.abs, to, { verbatimSymlinks: true, preserveTimestamps: true });
   });
   await rm(stage, { recursive: true, force: true });
-  return { clashes };
+  return { clashes, outside };
 }

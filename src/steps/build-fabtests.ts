@@ -71,6 +71,7 @@ export const buildFabtestsStep: Step = {
     const log = await openLog(io.logPath);
     const common = { log, logPath: io.logPath, signal: ctx.signal };
     let clashes: string[];
+    let outside: string[];
     try {
       if (!existsSync(path.join(source.dir, 'configure'))) {
         io.progress('generating configure (autogen.sh)');
@@ -92,7 +93,7 @@ export const buildFabtestsStep: Step = {
       });
       io.progress('installing fabtests into the libfabric prefix');
       // Merged into libfabric's prefix (selftest looks in its bin/), never over a file libfabric installed.
-      ({ clashes } = await mergedInstall(prefix, path.join(ctx.paths.workDir, 'build', 'fabtests-stage'), async (destdir) => {
+      ({ clashes, outside } = await mergedInstall(prefix, path.join(ctx.paths.workDir, 'build', 'fabtests-stage'), async (destdir) => {
         await run('make', ['install', `DESTDIR=${destdir}`], { ...common, cwd: build, fix: `check that ${ctx.paths.workDir} is writable` });
       }));
     } finally {
@@ -111,6 +112,7 @@ export const buildFabtestsStep: Step = {
         detail: `built from ${source.origin} (${source.verified}) against ${prefix} and installed into ${prefix}/bin (${FABTESTS_NEEDED.join(', ')} and the rest)${clashes.length ? `; not installed over libfabric's own: ${clashes.slice(0, 6).join(', ')}` : ''}`,
       },
     ];
+    if (outside.length) fixes.push({ id: 'fabtests-install-outside-prefix', anchor: prefix, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `fabtests' install also wanted ${outside.slice(0, 8).join(', ')}${outside.length > 8 ? ` and ${outside.length - 8} more` : ''}; not installed` });
     return record(ctx, { built: true, prefix, fixes });
   },
   restore(ctx, result) {

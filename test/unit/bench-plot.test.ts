@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parsePutTable, putChartSvg, PUT_PLOT } from '../../src/commands/bench.ts';
 import { cli, ENV } from '../helpers/cli.ts';
+import { FAKE_PUT } from '../helpers/fake-put.ts';
 
 /**
  * Issue 22, part 7: `nvshmem-efa bench` writes its put table as an SVG plot next to the report
@@ -13,23 +14,6 @@ import { cli, ENV } from '../helpers/cli.ts';
  */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RECORDED = path.join(ROOT, 'bench/results/efaemu-gpu-h200x2/run6/put.txt');
-
-// PE 0 prints a ROW per size and mode (bytes, us, GB/s), PE 1 a CHECK; FAKE_NO_GDA: GDA off, FAKE_PUT_FAIL_PE: that PE fails.
-const FAKE_PUT = `#!/usr/bin/env bash
-r=$2; sizes=$6
-[ "\${FAKE_PUT_FAIL_PE:-}" = "$r" ] && { echo "FAIL PE $r: cudaMalloc: out of memory"; exit 1; }
-[ "$r" = 0 ] && [ -n "\${FAKE_NO_GDA:-}" ] && echo "SKIP gda EFA GDA off: not requested"
-for s in \${sizes//,/ }; do
-  n=\${s%[KM]}; case $s in *K) n=$((n << 10)) ;; *M) n=$((n << 20)) ;; esac
-  for m in gda proxy; do
-    [ "$m" = gda ] && [ -n "\${FAKE_NO_GDA:-}" ] && continue
-    us=$([ $m = gda ] && echo 2.000 || echo 8.000)
-    [ "$r" = 0 ] && echo "ROW $n $m 10 $us $(awk -v b=$n -v u=$us 'BEGIN { printf "%.4f", b / (u * 1e3) }')"
-    [ "$r" = 1 ] && echo "CHECK $n $m ok 0"
-  done
-done
-exit 0
-`;
 
 function rig() {
   const d = mkdtempSync(path.join(os.tmpdir(), 'bench-plot-'));

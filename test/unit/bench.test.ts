@@ -7,31 +7,15 @@ import { describe, expect, it } from 'vitest';
 import { benchInvocation, type BenchOptions } from '../../src/commands/bench.ts';
 import { EnvironmentError, UsageError } from '../../src/core/errors.ts';
 import { cli } from '../helpers/cli.ts';
+import { FAKE_PUT } from '../helpers/fake-put.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SCRIPT = path.join(ROOT, 'bench/gda-signals/bench.sh');
 const LL = path.join(ROOT, 'bench/gda-signals/deepep_ll.py');
 const PYTHON = ['python3', 'python'].find((p) => spawnSync(p, ['--version']).status === 0);
 
-// Stand-ins for what bench.sh runs on a GPU host: put_bw (one PE of the put table) and the DeepEP rank driver. Each
-// prints what the real one prints; FAKE_* variables make them misbehave.
-const FAKE_PUT = `#!/usr/bin/env bash
-r=$2; sizes=$6
-[ "\${FAKE_PUT_FAIL_PE:-}" = "$r" ] && { echo "FAIL PE $r: cudaMalloc: out of memory"; exit 1; }
-[ "\${FAKE_PUT_HANG_PE:-}" = "$r" ] && exec sleep 300
-echo "INFO PE $r: EFA GDA active: fake"
-[ "$r" = 0 ] && [ -n "\${FAKE_NO_GDA:-}" ] && echo "SKIP gda EFA GDA off: not requested"
-for s in \${sizes//,/ }; do
-  n=\${s%[KM]}; case $s in *K) n=$((n << 10)) ;; *M) n=$((n << 20)) ;; esac
-  for m in gda proxy; do
-    [ "$m" = gda ] && [ -n "\${FAKE_NO_GDA:-}" ] && continue
-    us=$([ $m = gda ] && echo 2.000 || echo 8.000)
-    [ "$r" = 0 ] && echo "ROW $n $m 10 $us $(awk -v b=$n -v u=$us 'BEGIN { printf "%.4f", b / (u * 1e3) }')"
-    [ "$r" = 1 ] && echo "CHECK $n $m $([ "\${FAKE_BAD:-}" = $m ] && echo 'bad 3' || echo 'ok 0')"
-  done
-done
-exit 0
-`;
+// Stand-ins for what bench.sh runs on a GPU host: put_bw (one PE of the put table; test/helpers/fake-put.ts) and the
+// DeepEP rank driver. Each prints what the real one prints; FAKE_* variables make them misbehave.
 const FAKE_LL = `#!/usr/bin/env bash
 # Run as "$PYTHON deepep_ll.py DEEPEP_DIR ARGS" with PYTHON=bash.
 mode=\${NVSHMEM_EFA_SHIM_SIGNALS:-gda}

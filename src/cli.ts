@@ -163,6 +163,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--no-put', 'skip the put table')
     .option('--no-deepep', 'skip the DeepEP part')
     .option('--dry-run', 'print the command it would run and run nothing')
+    .option('--json', "print the result as JSON (the script's own output goes to stderr)")
     .action(async (raw: Record<string, unknown>) => {
       const s = (k: string) => (typeof raw[k] === 'string' ? path.resolve(raw[k] as string) : undefined);
       const { benchCommand } = await import('./commands/bench.ts');
@@ -170,7 +171,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
         workDir: path.resolve(raw.workDir as string), nvshmemHome: s('nvshmemHome'), deepepDir: s('deepepDir'), fabric: raw.fabric as string,
         efaemuBuild: s('efaemuBuild'), libfabricHome: s('libfabricHome'), results: s('results'), sizes: raw.sizes as string | undefined,
         bytesPerSize: raw.bytesPerSize as string | undefined, deepepArgs: raw.deepepArgs as string | undefined, put: raw.put !== false,
-        deepep: raw.deepep !== false, dryRun: raw.dryRun === true,
+        deepep: raw.deepep !== false, dryRun: raw.dryRun === true, json: raw.json === true,
       }, out);
     });
 

@@ -30,6 +30,8 @@ export interface BenchOptions {
   put: boolean;
   deepep: boolean;
   dryRun: boolean;
+  /** Print one JSON document on stdout; the script's own output goes to stderr. */
+  json?: boolean;
 }
 
 export const BENCH_SCRIPT = path.join('bench', 'gda-signals', 'bench.sh');
@@ -115,6 +117,8 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInv
 
 /** The put table's plot, next to gda-signals.md in the results dir. */
 export const PUT_PLOT = 'put-bandwidth.svg';
+/** The schema name of `bench --json`. */
+export const BENCH_JSON = 'nvshmem-efa-bench/1';
 
 /** The put table of a bench report (gda-signals.md, or the script's stdout): GB/s per size for each path. */
 export interface PutTable {
@@ -234,6 +238,10 @@ export async function benchCommand(o: BenchOptions, out: (s: string) => void): P
   const line = [...Object.entries(inv.env).map(([k, v]) => `${k}=${shellQuote(v)}`), 'bash', shellQuote(inv.script), ...inv.args.map(shellQuote)].join(' ');
   const b = inv.efaemuToBuild;
   if (o.dryRun) {
+    if (o.json) {
+      out(JSON.stringify({ schema: BENCH_JSON, dryRun: true, ...(b ? { efaemuBuild: { libfabricHome: b.libfabricHome, dir: b.dir } } : {}), command: line }, null, 2));
+      return 0;
+    }
     if (b) out(`would build efaemu against ${b.libfabricHome} into ${b.dir}`);
     out(`would run: ${line}`);
     return 0;
@@ -247,12 +255,24 @@ export async function benchCommand(o: BenchOptions, out: (s: string) => void): P
   }
   process.stderr.write(`running: ${line}\n`);
   const code = await new Promise<number>((resolve, reject) => {
-    const child = spawn('bash', [inv.script, ...inv.args], { stdio: 'inherit', env: { ...process.env, ...inv.env } });
+    // With --json, stdout is the JSON document alone: the script's report lines go to stderr.
+    const child = spawn('bash', [inv.script, ...inv.args], { stdio: ['inherit', o.json ? process.stderr : 'inherit', 'inherit'], env: { ...process.env, ...inv.env } });
     child.on('error', reject);
     // The script's exit codes are the CLI's: 0 passed, 1 a part failed, 2 usage, 4 an input is missing.
     child.on('close', (code, sig) => resolve(sig ? 130 : [0, 1, 2, 4].includes(code ?? 1) ? (code ?? 1) : 1));
   });
   // 0 or 1: the script ran and wrote its report (2, 4, 130: it stopped before, or was stopped).
-  if (code === 0 || code === 1) writePutPlot(inv.env.RESULTS!, o.put, out);
+  const results = inv.env.RESULTS!;
+  const plot = code === 0 || code === 1 ? writePutPlot(results, o.put, o.json ? (s) => process.stderr.write(`${s}\n`) : out) : { why: `the script stopped (exit ${code}) before its report` };
+  if (o.json) {
+    const reportPath = path.join(results, 'gda-signals.md');
+    const report = existsSync(reportPath) ? readFileSync(reportPath, 'utf8') : undefined;
+    const table = report ? parsePutTable(report) : undefined;
+    out(JSON.stringify({
+      schema: BENCH_JSON, exitCode: code, results, ...(report !== undefined ? { report: reportPath } : {}),
+      ...(table?.fabric ? { fabric: table.fabric } : {}), put: table?.rows ?? [], ...(table?.gdaOff ? { gdaOff: table.gdaOff } : {}),
+      ...(plot.svg ? { plot: plot.svg } : { plotNotWritten: plot.why }),
+    }, null, 2));
+  }
   return code;
 }

@@ -66,6 +66,22 @@ describe('parsePutTable: the put table of a bench report', () => {
   });
 });
 
+describe('nvshmem-efa bench --json', () => {
+  it('prints one JSON document on stdout (the script\'s own output on stderr): exit code, results, report, put rows, plot', () => {
+    const d = rig();
+    const r = bench(d, ['--fabric', 'efa', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j).toMatchObject({ schema: 'nvshmem-efa-bench/1', exitCode: 0, results: r.results, report: path.join(r.results, 'gda-signals.md'), fabric: 'efa', plot: r.svgPath });
+    expect(j.put.map((x: { bytes: number }) => x.bytes)).toEqual([256, 4096, 1 << 20, 64 << 20]);
+    expect(j.put[0]).toMatchObject({ gda: expect.any(Number), proxy: expect.any(Number) });
+    expect(r.stderr).toContain('| size | GDA GB/s |');
+    const dry = bench(d, ['--fabric', 'efa', '--json', '--dry-run']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ schema: 'nvshmem-efa-bench/1', dryRun: true, command: expect.stringContaining('bench.sh') });
+  });
+});
+
 describe('nvshmem-efa bench writes the put plot next to the report', () => {
   it('over EFA: <results>/put-bandwidth.svg with both paths, its path on stdout and in gda-signals.md', () => {
     const d = rig();

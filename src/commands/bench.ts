@@ -193,16 +193,18 @@ export function putChartSvg(t: PutTable, footnote = t.meta): string {
  * saying where (or why not) on stdout and at the end of the report. No table (--no-put) or no rows: no plot, and an
  * earlier run's plot is removed, so the one there always belongs to the report beside it.
  */
-export function writePutPlot(results: string, put: boolean, out: (s: string) => void): { svg?: string; why?: string } {
+export function writePutPlot(results: string, put: boolean, out: (s: string) => void): { svg?: string; why?: string; report?: string; table?: PutTable } {
   const svg = path.join(results, PUT_PLOT);
   const reportPath = path.join(results, 'gda-signals.md');
-  let report = '';
+  let report: string | undefined;
   try {
     report = readFileSync(reportPath, 'utf8');
   } catch {
     /* the script stopped before writing it: nothing to plot */
   }
-  const t = put ? parsePutTable(report) : undefined;
+  const t = put && report !== undefined ? parsePutTable(report) : undefined;
+  // What was read, for bench --json: the report's path and its put table (read once, before the line below is added).
+  const read = { ...(report !== undefined ? { report: reportPath } : {}), ...(t ? { table: t } : {}) };
   const say = (line: string) => {
     out(line);
     try {
@@ -218,7 +220,7 @@ export function writePutPlot(results: string, put: boolean, out: (s: string) => 
       /* a plot that cannot be removed is one that could not have been written either */
     }
     if (why) say(`Put plot: not written (${why})`);
-    return why === undefined ? {} : { why };
+    return why === undefined ? read : { ...read, why };
   };
   if (!t) return drop(put && report ? 'the report has no put table' : undefined);
   if (!t.rows.some((r) => r.gda !== undefined || r.proxy !== undefined)) return drop('the put table has no rows');
@@ -230,7 +232,7 @@ export function writePutPlot(results: string, put: boolean, out: (s: string) => 
   const has = (k: 'gda' | 'proxy') => t.rows.some((r) => r[k] !== undefined);
   const what = has('gda') && has('proxy') ? 'GDA and proxy' : has('gda') ? 'GDA only: proxy not measured' : 'proxy only: GDA not measured';
   say(`Put plot: ${svg} (GB/s against message size, ${what})`);
-  return { svg };
+  return { ...read, svg };
 }
 
 export async function benchCommand(o: BenchOptions, out: (s: string) => void): Promise<number> {
@@ -263,14 +265,12 @@ export async function benchCommand(o: BenchOptions, out: (s: string) => void): P
   });
   // 0 or 1: the script ran and wrote its report (2, 4, 130: it stopped before, or was stopped).
   const results = inv.env.RESULTS!;
-  const plot = code === 0 || code === 1 ? writePutPlot(results, o.put, o.json ? (s) => process.stderr.write(`${s}\n`) : out) : { why: `the script stopped (exit ${code}) before its report` };
+  const plot: ReturnType<typeof writePutPlot> = code === 0 || code === 1 ? writePutPlot(results, o.put, o.json ? (s) => process.stderr.write(`${s}\n`) : out) : { why: `the script stopped (exit ${code}) before its report` };
   if (o.json) {
-    const reportPath = path.join(results, 'gda-signals.md');
-    const report = existsSync(reportPath) ? readFileSync(reportPath, 'utf8') : undefined;
-    const table = report ? parsePutTable(report) : undefined;
+    const t = plot.table;
     out(JSON.stringify({
-      schema: BENCH_JSON, exitCode: code, results, ...(report !== undefined ? { report: reportPath } : {}),
-      ...(table?.fabric ? { fabric: table.fabric } : {}), put: table?.rows ?? [], ...(table?.gdaOff ? { gdaOff: table.gdaOff } : {}),
+      schema: BENCH_JSON, exitCode: code, results, ...(plot.report ? { report: plot.report } : {}),
+      ...(t?.fabric ? { fabric: t.fabric } : {}), put: t?.rows ?? [], ...(t?.gdaOff ? { gdaOff: t.gdaOff } : {}),
       ...(plot.svg ? { plot: plot.svg } : { plotNotWritten: plot.why }),
     }, null, 2));
   }

@@ -7,6 +7,7 @@ import { EnvironmentError, FilesystemError, VerificationError } from './errors.t
 import { openLog, run } from './exec.ts';
 import { cloneRepo, readHeadCommit, resetCloneTo } from './git.ts';
 import { archiveName, fabricEnvKey, GDRCOPY_SWITCH, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
+import type { FixRecord } from '../patchers/engine/fix.ts';
 import { makeDirs } from './make-dirs.ts';
 import { walkTree } from './walk-tree.ts';
 import { recordDownload } from './work-dir.ts';
@@ -204,7 +205,6 @@ export async function obtainSource(pkg: FabricPackage, pin: FabricPin, origin: F
   return { dir: dest, kind: 'archive', origin: origin.url, verified: `sha256 ${pin.archive.sha256}` };
 }
 
-/** Runs `install` into a fresh staging DESTDIR; returns where it put `prefix` (an install that put nothing there fails). */
 /** The files an install put into its stage outside the prefix (a folder on the way to the prefix is not one). */
 async function filesOutside(stage: string, prefix: string): Promise<string[]> {
   const outside: string[] = [];
@@ -218,6 +218,17 @@ async function filesOutside(stage: string, prefix: string): Promise<string[]> {
   return outside;
 }
 
+/**
+ * The warned fix for what a staged install put outside its prefix (installed nowhere, see stagedInstall and
+ * mergedInstall); none when it put nothing there.
+ */
+export function outsidePrefixFixes(pkg: string, prefix: string, outside: readonly string[]): FixRecord[] {
+  if (!outside.length) return [];
+  const more = outside.length > 8 ? ` and ${outside.length - 8} more` : '';
+  return [{ id: `${pkg}-install-outside-prefix`, anchor: prefix, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `${pkg}${pkg.endsWith('s') ? "'" : "'s"} install also wanted ${outside.slice(0, 8).join(', ')}${more}; not installed` }];
+}
+
+/** Runs `install` into a fresh staging DESTDIR; returns where it put `prefix` (an install that put nothing there fails). */
 async function installIntoStage(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<string> {
   await rm(stage, { recursive: true, force: true });
   await makeDirs(stage);

@@ -5,7 +5,7 @@ import { EnvironmentError } from '../core/errors.ts';
 import { openLog, run } from '../core/exec.ts';
 import { fabricOrigin, fabricPin, fabtestsPin, loadFabricLock, type FabricPin } from '../core/fabric-lock.ts';
 import { fabricPrefixes } from '../core/fabric-plan.ts';
-import { mergedInstall, obtainSource, type FabricSource } from '../core/fabric-source.ts';
+import { mergedInstall, obtainSource, outsidePrefixFixes, type FabricSource } from '../core/fabric-source.ts';
 import { makeDirs } from '../core/make-dirs.ts';
 import { toolVersion } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
@@ -112,7 +112,7 @@ export const buildFabtestsStep: Step = {
         detail: `built from ${source.origin} (${source.verified}) against ${prefix} and installed into ${prefix}/bin (${FABTESTS_NEEDED.join(', ')} and the rest)${clashes.length ? `; not installed over libfabric's own: ${clashes.slice(0, 6).join(', ')}` : ''}`,
       },
     ];
-    if (outside.length) fixes.push({ id: 'fabtests-install-outside-prefix', anchor: prefix, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `fabtests' install also wanted ${outside.slice(0, 8).join(', ')}${outside.length > 8 ? ` and ${outside.length - 8} more` : ''}; not installed` });
+    fixes.push(...outsidePrefixFixes('fabtests', prefix, outside));
     return record(ctx, { built: true, prefix, fixes });
   },
   restore(ctx, result) {

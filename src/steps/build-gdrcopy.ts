@@ -4,7 +4,7 @@ import { gdrcopyPrefix } from '../core/environment.ts';
 import { EnvironmentError } from '../core/errors.ts';
 import { openLog, run } from '../core/exec.ts';
 import { fabricOrigin, GDRCOPY_SWITCH, gdrcopyPin, gdrcopyTurnedOff, loadGdrcopyLock } from '../core/fabric-lock.ts';
-import { obtainSource, stagedInstall } from '../core/fabric-source.ts';
+import { obtainSource, outsidePrefixFixes, stagedInstall } from '../core/fabric-source.ts';
 import { toolVersion } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Ctx, GdrcopyBuildResult, Step } from './types.ts';
@@ -96,7 +96,7 @@ export const buildGdrcopyStep: Step = {
       status: 'applied',
       detail: `built GDRCopy ${pin.version}'s libgdrapi from ${source.origin} (${source.verified}) into ${prefix}: NVSHMEM and a libfabric built here are built with it, and jobs load ${prefix}/lib (LD_LIBRARY_PATH). The gdrdrv kernel module (/dev/gdrdrv) is not built: the host must load it (nvshmem-efa doctor checks it on EFA hosts)`,
     }];
-    if (outside.length) fixes.push({ id: 'gdrcopy-install-outside-prefix', anchor: prefix, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `gdrcopy's install also wanted ${outside.slice(0, 8).join(', ')}; not installed` });
+    fixes.push(...outsidePrefixFixes('gdrcopy', prefix, outside));
     return record(ctx, { prefix, ref: pin.ref, version: pin.version, origin: source.origin, verified: source.verified, fixes });
   },
   restore(ctx, result) {

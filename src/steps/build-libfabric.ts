@@ -6,7 +6,7 @@ import { EnvironmentError } from '../core/errors.ts';
 import { openLog, queryTool, run } from '../core/exec.ts';
 import { fabricOrigin, fabricPin, loadFabricLock } from '../core/fabric-lock.ts';
 import { fabricPrefixes } from '../core/fabric-plan.ts';
-import { obtainSource, stagedInstall } from '../core/fabric-source.ts';
+import { obtainSource, outsidePrefixFixes, stagedInstall } from '../core/fabric-source.ts';
 import { makeDirs } from '../core/make-dirs.ts';
 import { toolVersion } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
@@ -155,7 +155,7 @@ export const buildLibfabricStep: Step = {
       detail: `${choice.why}: built libfabric ${version} from ${source.origin} (${source.verified}) into ${prefixes.libfabric}: EFA provider with ${GDA_DEFINES.join(', ')}; CUDA ${features.HAVE_CUDA ? 'on (dlopen)' : 'off'}${features.HAVE_CUDA_DMABUF ? ', dma-buf' : ''}; GDRCopy ${env.gdrcopy ? `on (${env.gdrcopy.home})` : 'off (not found)'}; rdma-core ${rdmaPrefix ? `${ctx.rdmaCore?.version ?? ''} at ${rdmaPrefix}` : 'of the host'}`,
     });
     if (!features.HAVE_CUDA) fixes.push({ id: 'libfabric-cuda', anchor: `${build}/config.h`, why: 'NVSHMEM registers GPU memory with FI_HMEM_CUDA', status: 'warned', detail: `libfabric was configured without CUDA (cuda_runtime.h not found under ${env.cuda.home}/include): GPU memory registration will fail` });
-    if (outside.length) fixes.push({ id: 'libfabric-install-outside-prefix', anchor: prefixes.libfabric, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `libfabric's install also wanted ${outside.slice(0, 8).join(', ')}; not installed` });
+    fixes.push(...outsidePrefixFixes('libfabric', prefixes.libfabric, outside));
     const result: FabricBuildResult = { package: 'libfabric', action: 'built', version, prefix: prefixes.libfabric, ref: pin.ref, origin: source.origin, verified: source.verified, features, why: choice.why, fixes };
     return record(ctx, result, version, gdaReason(result));
   },

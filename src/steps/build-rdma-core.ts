@@ -6,7 +6,7 @@ import { EnvironmentError } from '../core/errors.ts';
 import { openLog, run } from '../core/exec.ts';
 import { fabricOrigin, fabricPin, loadFabricLock } from '../core/fabric-lock.ts';
 import { fabricPrefixes } from '../core/fabric-plan.ts';
-import { obtainSource, stagedInstall } from '../core/fabric-source.ts';
+import { obtainSource, outsidePrefixFixes, stagedInstall } from '../core/fabric-source.ts';
 import { toolVersion } from '../core/paths.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import type { Ctx, FabricBuildResult, Step } from './types.ts';
@@ -111,9 +111,7 @@ export const buildRdmaCoreStep: Step = {
       status: 'applied',
       detail: `${choice.why}: built rdma-core ${pin.version} from ${source.origin} (${source.verified}) into ${prefix}`,
     }];
-    if (outside.length) {
-      fixes.push({ id: 'rdma-core-install-outside-prefix', anchor: prefix, why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `rdma-core's install also wanted ${outside.slice(0, 8).join(', ')}${outside.length > 8 ? ` and ${outside.length - 8} more` : ''}; not installed` });
-    }
+    fixes.push(...outsidePrefixFixes('rdma-core', prefix, outside));
     return record(ctx, { package: 'rdma-core', action: 'built', version: pin.version, prefix, ref: pin.ref, origin: source.origin, verified: source.verified, features, why: choice.why, fixes });
   },
   restore(ctx, result) {

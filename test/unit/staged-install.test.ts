@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { mergedInstall, stagedInstall } from '../../src/core/fabric-source.ts';
+import { mergedInstall, outsidePrefixFixes, stagedInstall } from '../../src/core/fabric-source.ts';
 
 /**
  * The two ways a fabric build installs from its DESTDIR stage: stagedInstall replaces the prefix, mergedInstall
@@ -43,5 +43,13 @@ describe('staged installs', () => {
     expect(readFileSync(path.join(prefix, 'bin/fi_info'), 'utf8')).toBe('libfabric');
     expect(existsSync(path.join(prefix, 'bin/fi_rma_bw'))).toBe(true);
     expect(existsSync(path.join(w, 'usr'))).toBe(false);
+  });
+
+  it('what an install put outside the prefix is one warned fix per package, naming the first 8 files', () => {
+    expect(outsidePrefixFixes('libfabric', '/w/install/lf', [])).toEqual([]);
+    const files = Array.from({ length: 10 }, (_, i) => `/etc/f${i}`);
+    const [f] = outsidePrefixFixes('fabtests', '/w/install/lf', files);
+    expect(f).toEqual({ id: 'fabtests-install-outside-prefix', anchor: '/w/install/lf', why: 'a work-dir build writes nothing outside the work dir', status: 'warned', detail: `fabtests' install also wanted ${files.slice(0, 8).join(', ')} and 2 more; not installed` });
+    expect(outsidePrefixFixes('rdma-core', '/p', ['/etc/x'])[0]?.detail).toBe("rdma-core's install also wanted /etc/x; not installed");
   });
 });

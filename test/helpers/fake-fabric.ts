@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -21,6 +21,19 @@ function write(file: string, content: string, exec = false): void {
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, content);
   if (exec) chmodSync(file, 0o755);
+}
+
+/**
+ * Makes `repo` a git repository (if it is not one yet), commits everything in it and points `tag` at that
+ * commit (moving it if it exists): a mirror whose tag a test can pin, or move. Returns the commit.
+ */
+export function commitAndTag(repo: string, tag: string, message: string): string {
+  const git = (...a: string[]) => execFileSync('git', ['-C', repo, ...a], { encoding: 'utf8' }).trim();
+  if (!existsSync(path.join(repo, '.git'))) git('init', '-q');
+  git('add', '-A');
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', message);
+  git('tag', '-f', tag);
+  return git('rev-parse', 'HEAD');
 }
 
 /** Marker a test can look for: the absolute-path file the fake rdma-core's install asks for. */

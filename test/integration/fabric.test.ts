@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, ENV, IO_DEFS, report, spawnCli, stepStatus, tmp, type CliResult } from '../helpers/cli.ts';
-import { fabricLock, fakeFabtestsTree, fakeLibfabricTree, fakeRdmaCoreTree, serveDir, SYSTEM_FILE, tarball } from '../helpers/fake-fabric.ts';
+import { commitAndTag, fabricLock, fakeFabtestsTree, fakeLibfabricTree, fakeRdmaCoreTree, serveDir, SYSTEM_FILE, tarball } from '../helpers/fake-fabric.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { materialize } from '../helpers/golden.ts';
 import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
@@ -128,12 +128,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     const repo = fakeLibfabricTree(tmp('nvshmem-efa-lfgit-'), { layout: 'checkout' });
     // libfabric's repository carries its fabtests: the build takes them from the verified clone, no tarball.
     fakeFabtestsTree(path.join(repo, 'fabtests'), { marker: 'from-git' });
-    const git = (...a: string[]) => execFileSync('git', ['-C', repo, ...a], { encoding: 'utf8' }).trim();
-    git('init', '-q');
-    git('add', '-A');
-    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'fake libfabric');
-    git('tag', 'v2.3.0');
-    const commit = git('rev-parse', 'HEAD');
+    const commit = commitAndTag(repo, 'v2.3.0', 'fake libfabric');
     const w = tmp();
     const genv = { ...env, NVSHMEM_EFA_LIBFABRIC_GIT: repo, NVSHMEM_EFA_FABRIC_LOCK: fabricLock({ libfabric: { sha256: sums.libfabric, commit }, rdmaCore: { sha256: sums.rdmaCore }, fabtests: { sha256: sums.fabtests }, baseUrl: server.url }) };
     const fetched = server.requests.length;
@@ -146,9 +141,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(report(w).fabric?.find((f) => f.package === 'libfabric')).toMatchObject({ action: 'built', origin: repo, verified: `commit ${commit}` });
     // The same tag moved to another commit: refused.
     writeFileSync(path.join(repo, 'NEWS.md'), 'moved\n');
-    git('add', '-A');
-    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'moved');
-    git('tag', '-f', 'v2.3.0');
+    commitAndTag(repo, 'v2.3.0', 'moved');
     const w2 = tmp();
     const bad = await run(['build', '--nvshmem-src', src, '--work-dir', w2, '--libfabric-ref', 'v2.3.0', '--efa-io-defs', IO_DEFS], genv);
     expect(bad.code, bad.stderr).toBe(5);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GDRCOPY_PREFIXES } from '../../src/core/environment.ts';
 import { cli, IO_DEFS, report, spawnCli, stepStatus, tmp, type CliResult } from '../helpers/cli.ts';
-import { serveDir, tarball } from '../helpers/fake-fabric.ts';
+import { commitAndTag, serveDir, tarball } from '../helpers/fake-fabric.ts';
 import { fakeGdrcopyTree, gdrcopyLock, gdrdrvSysroot } from '../helpers/fake-gdrcopy.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { materialize } from '../helpers/golden.ts';
@@ -150,12 +150,7 @@ describe.skipIf(!!HOST_GDRCOPY)(`GDRCopy from pinned sources${HOST_GDRCOPY ? ` [
 
   it('a git mirror (NVSHMEM_EFA_GDRCOPY_GIT): built from the clone whose tag is the pinned commit', async () => {
     const repo = fakeGdrcopyTree(tmp('nvshmem-efa-gdrgit-'), { marker: 'from-git' });
-    const git = (...a: string[]) => execFileSync('git', ['-C', repo, ...a], { encoding: 'utf8' }).trim();
-    git('init', '-q');
-    git('add', '-A');
-    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'fake gdrcopy');
-    git('tag', 'v2.5.1');
-    const commit = git('rev-parse', 'HEAD');
+    const commit = commitAndTag(repo, 'v2.5.1', 'fake gdrcopy');
     const w = tmp();
     const before = server.requests.length;
     const r = await run(args(w), { ...env, NVSHMEM_EFA_GDRCOPY_GIT: repo, NVSHMEM_EFA_GDRCOPY_LOCK: gdrcopyLock({ sha256: sum, baseUrl: server.url, commit }) });

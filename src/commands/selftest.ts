@@ -48,8 +48,6 @@ export interface SelftestRow {
   modes: string;
 }
 
-// The table itself lives in selftest-checks.ts, which --help reads without loading this module.
-export { SELFTEST_CHECKS, type CheckModes } from './selftest-checks.ts';
 
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
 const NO_MODES = '-';

@@ -44,8 +44,6 @@ export interface DetectInput {
 
 const MIN_GDA_LIBFABRIC = [2, 3, 0] as const;
 
-// Where GDRCopy is looked for: in a module of its own, which --help reads without loading this one.
-export { GDRCOPY_PREFIXES };
 
 /** Where the work dir's GDRCopy is installed when the build builds it (the gdrcopy step). */
 export const gdrcopyPrefix = (workDir: string) => path.join(workDir, 'install', 'gdrcopy');

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GDRCOPY_PREFIXES } from '../../src/core/environment.ts';
+import { GDRCOPY_PREFIXES } from '../../src/core/gdrcopy-prefixes.ts';
 import { cli, IO_DEFS, report, spawnCli, stepStatus, tmp, type CliResult } from '../helpers/cli.ts';
 import { commitAndTag, serveDir, tarball } from '../helpers/fake-fabric.ts';
 import { fakeGdrcopyTree, gdrcopyLock, gdrdrvSysroot } from '../helpers/fake-gdrcopy.ts';

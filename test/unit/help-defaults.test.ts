@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GDRCOPY_PREFIXES } from '../../src/core/environment.ts';
+import { GDRCOPY_PREFIXES } from '../../src/core/gdrcopy-prefixes.ts';
 import { DEEPEP_PINS } from '../../src/pins.ts';
 import { cli, ROOT } from '../helpers/cli.ts';
 

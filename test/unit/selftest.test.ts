@@ -12,13 +12,13 @@ import {
   parseResult,
   PATTERN_PROGRAMS,
   renderTable,
-  SELFTEST_CHECKS,
   selftestCommand,
   skipReason,
   survey,
   type HostQueries,
   type SelftestOptions,
 } from '../../src/commands/selftest.ts';
+import { SELFTEST_CHECKS } from '../../src/commands/selftest-checks.ts';
 import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
 import { cli } from '../helpers/cli.ts';
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, tmp } from '../helpers/cli.ts';
 import { slurmUnavailable, startSlurm } from '../helpers/slurm.ts';
-import { imageBuildArgs, imageTestUnavailable, podman, prepareStandins, STANDIN_INSTALLER_VERSION, type StandinContexts } from '../helpers/standin-image.ts';
+import { imageBuildArgs, imageTestUnavailable, podman, podmanEnv, prepareStandins, STANDIN_INSTALLER_VERSION, type StandinContexts } from '../helpers/standin-image.ts';
 
 /**
  * docker/Dockerfile, built by rootful podman from stand-ins (docker/standin/make-bases.sh's Debian and Node
@@ -181,7 +181,8 @@ vols=(); IFS=, read -r -a ms <<< "$mounts"; for m in "\${ms[@]}"; do vols+=(-v "
 # In the task: podman's containers get the task's own limits (more is refused), nproc at most conmon's 32768.
 exec ${realSrun} "\${args[@]}" bash -c 'cap() { [ "$1" = unlimited ] || [ "$1" -gt 32768 ] && echo 32768 || echo "$1"; }; exec podman run --rm --network none --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit "nproc=$(cap "$(ulimit -Su)"):$(cap "$(ulimit -Hu)")" --user 0 --entrypoint /usr/bin/env --env "SLURM_*" --env PAYLOAD --env PAYLOAD_ARGS --env MASTER_ADDR --env MASTER_PORT "$@"' _ "\${vols[@]}" "$image" "\${cmd[@]}"
 `, { mode: 0o755 });
-    const slurm = await startSlurm({ ...process.env, PATH: `${bin}:${process.env.PATH}` });
+    // The jobs' podman uses the same containers.conf (runc, limits) as the rest of this test.
+    const slurm = await startSlurm({ ...podmanEnv(), PATH: `${bin}:${process.env.PATH}` });
     try {
       const script = path.join(ROOT, 'examples/slurm/deepep-pyxis.sbatch');
       const ok = await slurm.submit(script, ['-N', '1', '--ntasks-per-node', '2'], { CONTAINER_IMAGE: BAKED, PAYLOAD: 'doctor', CONTAINER_MOUNTS: `${logs}:/results` });

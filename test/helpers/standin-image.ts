@@ -19,8 +19,8 @@ export const STANDIN = {
 export const CONTAINERS_CONF = path.join(ROOT, 'docker/standin/containers.conf');
 export const podmanEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CONTAINERS_CONF });
 
-export function podman(args: string[], o: { timeout?: number; input?: string } = {}) {
-  const r = spawnSync('podman', args, { env: podmanEnv(), encoding: 'utf8', timeout: o.timeout ?? 600_000, input: o.input, maxBuffer: 64 << 20 });
+export function podman(args: string[], o: { timeout?: number } = {}) {
+  const r = spawnSync('podman', args, { env: podmanEnv(), encoding: 'utf8', timeout: o.timeout ?? 600_000, maxBuffer: 64 << 20 });
   return { code: r.status ?? (r.signal ? 128 : 1), out: r.stdout ?? '', err: r.stderr ?? '', all: `${r.stdout ?? ''}${r.stderr ?? ''}` };
 }
 

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, tmp } from '../helpers/cli.ts';
+import { ROOT, tmp, waitFor } from '../helpers/cli.ts';
 import { slurmUnavailable, startSlurm } from '../helpers/slurm.ts';
 import { imageBuildArgs, imageTestUnavailable, podman, podmanEnv, prepareStandins, STANDIN_INSTALLER_VERSION, type StandinContexts } from '../helpers/standin-image.ts';
 
@@ -42,14 +42,6 @@ function volume(): string {
   expect(podman(['volume', 'create', v]).code).toBe(0);
   volumes.push(v);
   return v;
-}
-
-async function until(what: string, f: () => boolean, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!f()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --network none${UNAVAILABLE ? ` [skipped: ${UNAVAILABLE}]` : ''}`, () => {
@@ -126,7 +118,7 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     const c1 = `nvshmem-efa-test-${id}-sleep`;
     containers.push(c1);
     expect(podman(['run', '-d', '--name', c1, '--network', 'none', '-v', `${v}:/cache`, '-e', 'NVSHMEM_EFA_SKIP_BUILD=1', IMG, 'sleep', '300']).code).toBe(0);
-    await until('the sleep to start', () => podman(['exec', c1, 'pgrep', '-x', 'sleep']).code === 0);
+    await waitFor('the sleep to start', () => podman(['exec', c1, 'pgrep', '-x', 'sleep']).code === 0);
     const t0 = Date.now();
     podman(['stop', '-t', '30', c1]);
     expect(Date.now() - t0).toBeLessThan(15_000);
@@ -136,7 +128,7 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     const c2 = `nvshmem-efa-test-${id}-hang`;
     containers.push(c2);
     expect(podman(['run', '-d', '--name', c2, '--network', 'none', '-v', `${v2}:/cache`, '-e', 'FAKE_HANG=build', IMG, 'true']).code).toBe(0);
-    await until('the fake build to hang', () => podman(['exec', c2, 'test', '-s', '/tmp/grandchild']).code === 0, 120_000);
+    await waitFor('the fake build to hang', () => podman(['exec', c2, 'test', '-s', '/tmp/grandchild']).code === 0, 120_000);
     podman(['kill', '-s', 'TERM', c2]);
     const w = podman(['wait', c2], { timeout: 60_000 });
     expect(w.out.trim()).toBe('130');

@@ -141,6 +141,11 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     expect(noEntry.out).toContain('T=libfabric');
     expect(noEntry.out).toMatch(/L=\/opt\/nvshmem-efa-build\/install\/nvshmem\/lib:/);
     expect(noEntry.out).toContain('built');
+    // BASH_ENV is read by every non-interactive bash, nested ones too: the library path is prepended once, not once per level.
+    const nested = run(BAKED, ['-c', 'echo "$LD_LIBRARY_PATH"; bash -c \'bash -c "echo \\$LD_LIBRARY_PATH"\''], { entry: '/bin/bash', user: '0' });
+    const [outer, inner] = nested.out.trim().split('\n');
+    expect(nested.code, nested.all).toBe(0);
+    expect(inner).toBe(outer);
     // docker run: the entrypoint finds the build done and does not build (no network, no cache volume needed).
     const withEntry = run(BAKED, ['bash', '-c', 'echo "T=$NVSHMEM_REMOTE_TRANSPORT"']);
     expect(withEntry.code, withEntry.all).toBe(0);

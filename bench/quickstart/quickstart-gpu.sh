@@ -11,7 +11,7 @@
 # .carry/qs/fabric-lock.json); the commits are the pinned ones.
 #
 #   PHASE=build     node + bundle, sources, doctor, build (into /tmp/qs, kept while the machine stays warm)
-#   PHASE=selftest  eval env, selftest (CHECKS: default all)
+#   PHASE=selftest  eval env, selftest (CHECKS: default all; LIMIT: seconds before SIGTERM)
 # Logs under $OUT.
 set -uo pipefail
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -61,7 +61,8 @@ stamp "3. env"
 eval "$(nvshmem-efa env --work-dir "$W/wd")" && env | grep -E '^(NVSHMEM_|FI_EFA|LD_LIBRARY_PATH|PYTHONPATH)' | sort | tee "$OUT/env.txt"
 stamp "4. selftest ${CHECKS:-(all)}"
 s0=$(date +%s)
-nvshmem-efa selftest --work-dir "$W/wd" ${CHECKS:+--checks "$CHECKS"} >"$OUT/selftest.txt" 2>&1
+# LIMIT (seconds) ends the selftest with SIGTERM before the call's own limit, so its logs come back.
+${LIMIT:+timeout -s TERM "$LIMIT"} "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" ${CHECKS:+--checks "$CHECKS"} >"$OUT/selftest.txt" 2>&1
 rc=$?; echo "selftest exit $rc in $(( $(date +%s) - s0 )) s" | tee -a "$OUT/selftest.txt"
 tail -40 "$OUT/selftest.txt"
 tar czf "$OUT/selftest-results.tgz" -C "$W/wd" selftest 2>/dev/null

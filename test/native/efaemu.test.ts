@@ -691,6 +691,34 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     }
   });
 
+  // DeepEP at its default sizes with every unkind mode on outlasts the check's bound (0.69 s per dispatch + combine on
+  // 2x H200 with the signals through the proxy: bench/results/quickstart-gpu.md, call 5), so with a mode on the DeepEP
+  // checks take small sizes unless DEEPEP_ARGS is set, and say which. A stand-in interpreter records its arguments.
+  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh deepep_ll: small DeepEP sizes when an efaemu mode is on, DeepEP\'s own without, DEEPEP_ARGS (even empty) wins; the evidence names them', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-deepep-'));
+    const py = path.join(tmp, 'python');
+    // The check also reads efaemu's statistics with $PYTHON: only DeepEP's test is stood in.
+    writeFileSync(py, `#!/bin/sh\ncase "$*" in *test_low_latency.py*) ;; *) exec python3 "$@" ;; esac\necho "$*" > "${tmp}/args.$RANK"\necho "Traceback: stand-in"\nexit 1\n`, { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const check = (extra: Record<string, string>) => {
+      const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), PYTHON: py, DEEPEP_DIR: tmp, NVSHMEM_HOME: tmp,
+        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '20', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
+      if (!('DEEPEP_ARGS' in extra)) delete env.DEEPEP_ARGS;
+      const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'deepep_ll'], { encoding: 'utf8', timeout: 60_000, env });
+      return { out: r.stdout + r.stderr, args: readFileSync(path.join(tmp, 'args.0'), 'utf8').trim() };
+    };
+    const small = '--num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4';
+    const all = check({ EFAEMU_MODES: 'all' });
+    expect(all.args).toMatch(new RegExp(`test_low_latency\\.py --num-processes 1 --disable-nvlink ${small}$`));
+    expect(all.out).toMatch(new RegExp(`RESULT\tdeepep_ll\tfail\t.*; DeepEP args: ${small}; efaemu modes all: EFAEMU_PLACE_ORDER=`));
+    const none = check({ EFAEMU_MODES: 'none' });
+    expect(none.args).toMatch(/--disable-nvlink$/);
+    expect(none.out).toMatch(/RESULT\tdeepep_ll\tfail\t.*; DeepEP args: none \(its defaults\)$/m);
+    expect(check({ EFAEMU_MODES: 'all', DEEPEP_ARGS: '' }).args).toMatch(/--disable-nvlink$/);
+    expect(check({ EFAEMU_MODES: 'none', DEEPEP_ARGS: '--num-tokens 64' }).args).toMatch(/--disable-nvlink --num-tokens 64$/);
+  });
+
   // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,
   // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test
   // chooses. The check must pass only when both NICs carried GDA bytes, and say SKIP for an NVSHMEM that gave GDA one NIC.

@@ -27,6 +27,7 @@
 #                   deepep_pattern_no_quiet, deepep_pattern_other_rail (bench/efaemu/build-gpu-programs.sh)
 #   GDA_TIMEOUT_MS  NVSHMEM_EFA_GDA_TIMEOUT_MS of the bound checks (default 3000)
 #   DEEPEP_DIR      DeepEP built in place by nvshmem-efa (deep_ep_cpp*.so, tests/); optional
+#   DEEPEP_ARGS     arguments to DeepEP's tests (default: small sizes when a mode is on, else DeepEP's own; see deepep_pair)
 #   RESULTS         where logs and efaemu statistics go
 #   CHECK_TIMEOUT   seconds a pair of processes may take (default 240); PRESSURE_SECONDS bounds --pressure-test
 #   PYTHON          interpreter with torch (default python3)
@@ -329,6 +330,14 @@ check_gda_rails() {
 # deepep_pair NAME EXTRA_ENV TEST_ARGS...: DeepEP's low-latency test on both ranks; the DEEPEP_WRAP array (e.g.
 # RAILS_WRAP) goes before the interpreter.
 DEEPEP_WRAP=()
+# DeepEP's test sizes. With an unkind mode on, its defaults (128 tokens, hidden 7168, 288 experts) outlast the bound:
+# under `duplicate` the shim sends every signal through NVSHMEM's proxy after a flush read, and each read waits for
+# efaemu's deferred placement: 0.69 s per dispatch + combine on 2x H200, and deepep_ll was still running at 240 s
+# (bench/results/quickstart-gpu.md, call 5). So with a mode on the DeepEP checks take small sizes (the same code
+# paths and signals, fewer experts) unless DEEPEP_ARGS is set (empty: DeepEP's defaults); the evidence names them.
+SMALL_DEEPEP_ARGS="--num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4"
+if [ -z "${DEEPEP_ARGS+set}" ] && [ -n "$MODES_ENV" ]; then DEEPEP_ARGS=$SMALL_DEEPEP_ARGS; fi
+deepep_args_note() { echo "; DeepEP args: ${DEEPEP_ARGS:-none (its defaults)}"; }
 deepep_pair() {
   local name=$1 extra=$2; shift 2
   local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
@@ -349,9 +358,9 @@ check_deepep_ll() {
   sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
   if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
-    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw$(modes_note)"
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw$(deepep_args_note)$(modes_note)"
   else
-    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)$(modes_note)"
+    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)$(deepep_args_note)$(modes_note)"
   fi
 }
 
@@ -378,9 +387,9 @@ print(sum(1 for f in files if all(nic(json.load(open(f)), n) > 0 for n in ('efae
 PYEOF
 )
   if deepep_ok deepep_rails && [ "$said" -ge 1 ] && [ "$both" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
-    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s$(modes_note)"
+    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s$(deepep_args_note)$(modes_note)"
   else
-    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)$(modes_note)"
+    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)$(deepep_args_note)$(modes_note)"
   fi
 }
 
@@ -396,9 +405,9 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   gda_off=$(estat deepep_counters paths.gda.write.ops)
   local on_payload=$((on - on_small)) off_payload=$((off - off_small))
   if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
-    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(modes_note)"
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(deepep_args_note)$(modes_note)"
   else
-    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)$(modes_note)"
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)$(deepep_args_note)$(modes_note)"
   fi
 }
 
@@ -623,9 +632,9 @@ check_deepep_silent_bound() {
   t1=$(grep -hE -m1 "$DEEPEP_TRAP_RE" "$RESULTS/deepep_silent_bound.pe1.log" | cut -c1-160)
   if [ "$RC0" != 0 ] && [ "$RC1" != 0 ] && [ "${RC0#killed}" = "$RC0" ] && [ "${RC1#killed}" = "$RC1" ] && [ "$RC0" != 124 ] && [ "$RC1" != 124 ] &&
      [ "$ELAPSED" -le $((start_s + ms / 1000 + 10)) ] && [ -n "$t0" ] && [ -n "$t1" ]; then
-    result deepep_silent_bound pass "both PEs ended by themselves in ${ELAPSED}s (start-up allowance ${start_s}s + bound ${ms} ms; rc $RC0/$RC1), each with the trap message: PE 0: $t0; PE 1: $t1"
+    result deepep_silent_bound pass "both PEs ended by themselves in ${ELAPSED}s (start-up allowance ${start_s}s + bound ${ms} ms; rc $RC0/$RC1), each with the trap message: PE 0: $t0; PE 1: $t1$(deepep_args_note)"
   else
-    result deepep_silent_bound fail "rc $RC0/$RC1 in ${ELAPSED}s (allowance ${start_s}s + ${ms} ms); trap message on PE 0: ${t0:-none}; PE 1: ${t1:-none}; $(deepep_tail deepep_silent_bound)"
+    result deepep_silent_bound fail "rc $RC0/$RC1 in ${ELAPSED}s (allowance ${start_s}s + ${ms} ms); trap message on PE 0: ${t0:-none}; PE 1: ${t1:-none}; $(deepep_tail deepep_silent_bound)$(deepep_args_note)"
   fi
 }
 

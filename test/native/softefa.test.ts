@@ -183,6 +183,40 @@ describe('software EFA (CPU)', () => {
     ]);
   });
 
+  // NVSHMEM's device API over GDA (issue 23): what nvshmemi_transfer_* does once patched, with NVSHMEM's proxy a
+  // counting stand-in that notes whether the GDA data ordered before each of its operations was in place.
+  const signalRule = 'put with SET signal (writes delivered once): the signal is a GDA write, seen only after its payload, which the NIC held (large:4096:16); no proxy call';
+  const addRule = 'put with SIGNAL_ADD: the payload over GDA, the add through the proxy only once the payload (held by the NIC) completed and was flushed; counted as an atomic';
+  const fenceRule = 'fence: a GDA put after it is seen only after the GDA put before it, which the NIC held';
+  it("routes NVSHMEM's device API: RMA over GDA, what GDA cannot serve through the proxy by reason, quiet and fence over both paths, signals after their payload", () => {
+    expect(runChecks(path.join(dir, 'device_api_cpu_test'))).toEqual([
+      signalRule,
+      addRule,
+      fenceRule,
+      'put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in place after quiet, which makes no proxy quiet (random:7:8)',
+      'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
+      'a put from memory GDA did not register goes through the proxy, counted (no region); the next quiet makes one proxy quiet, the quiet after it none',
+      'a fence after a proxy operation waits for the proxy (its quiet), so a GDA put after it cannot pass it',
+      'p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may land twice, go through the proxy (counted as values); g goes through the proxy (counted)',
+      'put with SET signal where writes may land twice: the payload over GDA, the SET through the proxy after it was in place',
+      'an atomic after GDA puts runs through the proxy only once they are in place; a second atomic with no GDA write since needs no flush (fetching atomics too)',
+    ]);
+  });
+
+  // Its negative controls, one test switch each: exactly the rule it breaks is broken. softefa places a write's
+  // bytes with its completion, so NO_FLUSH_BEFORE_PROXY is caught here by the missing quiet; the flush alone
+  // (placement after completion) needs efaemu's EFAEMU_PLACE_DEFER_US.
+  for (const [name, ctl, broken, rule] of [
+    ['signal_no_wait', 'NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT', 'a SET signal over GDA is seen before its held payload', signalRule],
+    ['no_flush_before_proxy', 'NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY', "the proxy's SIGNAL_ADD runs before its held GDA payload is in place", addRule],
+    ['fence_no_gda_quiet', 'NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET', 'a put after a fence is seen before the held put before it', fenceRule],
+  ] as const) {
+    it(`device API negative control ${ctl}: ${broken}; the other rules hold`, () => {
+      const expected = [signalRule, addRule, fenceRule].map((r) => (r === rule ? `negative control ${ctl}: ${broken}` : r));
+      expect(runChecks(path.join(dir, `device_api_cpu_test_${name}`))).toEqual(expected);
+    });
+  }
+
   it("gives the same results with the post out of line, as normal mode's internode.cu includes the shim", () => {
     expect(runChecks(path.join(dir, 'shim_cpu_test_put_out_of_line'))).toEqual(runChecks(path.join(dir, 'shim_cpu_test')));
   });

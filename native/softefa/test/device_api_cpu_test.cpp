@@ -1,0 +1,338 @@
+// NVSHMEM's device API over EFA GDA (templates/transport_efa_gda/nvshmemx_efa_gda_device_api.cuh), compiled as host
+// C++ (test/cuda_on_cpu.h) and called as NVSHMEM's patched nvshmemi_transfer_* functions call it, on CPU threads
+// against the software EFA. NVSHMEM's proxy is a counting stand-in that applies each operation to PE 1 at once, as
+// soon as it is called, and notes whether the GDA data the program ordered before it was in place by then: on EFA
+// the proxy is another requester, which a GDA write that completed but was not yet placed could be overtaken by.
+// Checks which path each operation takes, what is counted, and the ordering rules: a SET signal never lands
+// before its payload, a proxy operation never runs before the GDA data ordered before it is in place, a fence
+// orders a GDA write after a held one.
+// Built once more with each negative control of the device API (NVSHMEMX_EFA_GDA_API_TEST_*): those builds run
+// the ordering checks only, expecting the one rule their switch breaks to be broken and the others to hold.
+// Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
+#include "cuda_on_cpu.h"
+
+#include "nvshmemx_efa_gda_device.cuh"
+
+#include "gda_rig.h"
+
+#include <chrono>
+
+// What the device API takes from NVSHMEM (transfer_device.cuh's includes), as stand-ins.
+#define __constant__
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+typedef enum { NVSHMEMI_THREADGROUP_THREAD = 0, NVSHMEMI_THREADGROUP_WARP = 1, NVSHMEMI_THREADGROUP_BLOCK = 3 } threadgroup_t;
+typedef enum { NVSHMEMI_OP_PUT = 1, NVSHMEMI_OP_GET = 3 } nvshmemi_op_t;
+typedef enum { NVSHMEMI_AMO_ADD = 4, NVSHMEMI_AMO_SIGNAL = 8, NVSHMEMI_AMO_SIGNAL_SET = 9, NVSHMEMI_AMO_SIGNAL_ADD = 10 } nvshmemi_amo_t;
+template <threadgroup_t S>
+int nvshmemi_thread_id_in_threadgroup() {
+    return 0;  // the calling thread is the group's first
+}
+template <threadgroup_t S>
+void nvshmemi_threadgroup_sync() {}
+
+static Rig *g_rig;
+// What the proxy saw: its calls, and whether the GDA data the test expects before each was in place when it ran.
+static struct {
+    std::atomic<int> rma{0}, p{0}, g{0}, amo{0}, amo_fetch{0}, fence{0}, quiet{0};
+    std::function<bool()> ordered_before;  // the GDA data a proxy operation must find in place
+    std::atomic<int> ran_early{0};         // proxy operations that ran before it was
+    int total() const { return rma + p + g + amo + amo_fetch + fence + quiet; }
+} g_proxy;
+static uint8_t *on_pe1(const void *sym) { return g_rig->heap1.data() + ((const uint8_t *)sym - g_rig->heap0.data()); }
+static void proxy_saw() {
+    if (g_proxy.ordered_before && !g_proxy.ordered_before()) g_proxy.ran_early++;
+}
+void nvshmemi_proxy_rma_nbi(void *rptr, void *lptr, size_t bytes, int, nvshmemi_op_t op) {
+    proxy_saw();
+    g_proxy.rma++;
+    if (op == NVSHMEMI_OP_PUT) memcpy(on_pe1(rptr), lptr, bytes);
+    else memcpy(lptr, on_pe1(rptr), bytes);
+}
+void nvshmemi_proxy_quiet(bool) { g_proxy.quiet++; }
+void nvshmemi_proxy_fence() { g_proxy.fence++; }
+template <typename T>
+void nvshmemi_proxy_rma_p(void *rptr, T value, int) {
+    proxy_saw();
+    g_proxy.p++;
+    memcpy(on_pe1(rptr), &value, sizeof(T));
+}
+template <typename T>
+T nvshmemi_proxy_rma_g(void *rptr, int) {
+    proxy_saw();
+    g_proxy.g++;
+    T v;
+    memcpy(&v, on_pe1(rptr), sizeof(T));
+    return v;
+}
+template <typename T>
+void nvshmemi_proxy_amo_nonfetch(void *rptr, T value, int, nvshmemi_amo_t op) {
+    proxy_saw();
+    g_proxy.amo++;
+    T *at = (T *)on_pe1(rptr);
+    if (op == NVSHMEMI_AMO_SIGNAL_SET) __atomic_store_n(at, value, __ATOMIC_SEQ_CST);
+    else __atomic_fetch_add(at, value, __ATOMIC_SEQ_CST);
+}
+template <typename T>
+void nvshmemi_proxy_amo_fetch(void *rptr, void *ret, T value, T, int, nvshmemi_amo_t) {
+    proxy_saw();
+    g_proxy.amo_fetch++;
+    *(T *)ret = __atomic_fetch_add((T *)on_pe1(rptr), value, __ATOMIC_SEQ_CST);
+}
+
+#include "nvshmemx_efa_gda_device_api.cuh"
+
+nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
+
+#if defined(NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT";
+#elif defined(NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET";
+#elif defined(NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY";
+#else
+static const char *const kControl = nullptr;
+#endif
+static bool broken(const char *ctl) { return kControl != nullptr && strcmp(kControl ? kControl : "", ctl) == 0; }
+
+// The slot and shared block as the host fills them for PE 0.
+static nvshmemx_efa_gda_api_shared_t g_shared;
+static unsigned int g_flushed[2];
+static void setup(Rig &r, bool values_over_gda) {
+    g_rig = &r;
+    g_shared = {};
+    g_flushed[0] = g_flushed[1] = 0;
+    g_shared.flushed_at = g_flushed;
+    nvshmemi_efa_gda_api_d = {NVSHMEMX_EFA_GDA_API_ABI, 1, &r.s0, &g_shared, values_over_gda ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u, 0};
+    g_proxy.rma = g_proxy.p = g_proxy.g = g_proxy.amo = g_proxy.amo_fetch = g_proxy.fence = g_proxy.quiet = 0;
+    g_proxy.ordered_before = nullptr;
+    g_proxy.ran_early = 0;
+}
+static void fill(Rig &r, uint64_t off, uint64_t n, uint8_t v) {
+    memset(r.sym(off), v, n);
+    memset(r.heap1.data() + off, 0, n);
+}
+static bool landed(Rig &r, uint64_t off, uint64_t n, uint8_t v) {
+    const volatile uint8_t *at = r.heap1.data() + off;
+    return at[0] == v && at[n / 2] == v && at[n - 1] == v;
+}
+// Waits up to ms for the 8 bytes at off on PE 1 to read non-zero; then says whether [poff, poff + pn) held v.
+static bool poll_then_check(Rig &r, uint64_t off, int ms, uint64_t poff, uint64_t pn, uint8_t v, bool *seen) {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); std::chrono::steady_clock::now() < until;) {
+        if (__atomic_load_n((const uint64_t *)(r.heap1.data() + off), __ATOMIC_ACQUIRE)) {
+            *seen = true;
+            return landed(r, poff, pn, v);
+        }
+        std::this_thread::yield();
+    }
+    *seen = false;
+    return false;
+}
+
+// The NIC holds a WQE of 4 KiB or more until 16 later ones completed, or 100 ms pass without a doorbell.
+#define HELD_RIG Rig r("large:4096:16", 256, 16, 1 << 20, 64, 64, 100000)
+constexpr uint64_t kTok = 8192, kFlag = 11ull << 20;
+
+// A put of kTok bytes (held by the NIC) and then `then` on another thread; the receiver polls kFlag on PE 1 and
+// reports whether the payload was in place when the flag appeared.
+static bool flag_after_held_payload(Rig &r, const std::function<void()> &then) {
+    fill(r, 0, kTok, 0x5C);
+    memset(r.heap1.data() + kFlag, 0, 8);
+    std::thread t([&] {
+        nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), kTok, 1);
+        then();
+    });
+    bool seen = false;
+    const bool in_place = poll_then_check(r, kFlag, 3000, 0, kTok, 0x5C, &seen);
+    t.join();
+    CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+    CHECK(seen, "the flag never landed");
+    CHECK(landed(r, 0, kTok, 0x5C), "the payload landed in the end");
+    return in_place;
+}
+
+static void ordering_checks() {
+    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
+    {
+        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT");
+        test(((b ? ctl : std::string()) + (b ? "a SET signal over GDA is seen before its held payload"
+                                              : "put with SET signal (writes delivered once): the signal is a GDA write, seen only after its "
+                                                "payload, which the NIC held (large:4096:16); no proxy call"))
+                 .c_str(),
+             [&] {
+                 HELD_RIG;
+                 setup(r, true);
+                 fill(r, 0, kTok, 0x5C);
+                 memset(r.heap1.data() + kFlag, 0, 8);
+                 std::thread t([&] {
+                     nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_WARP>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
+                 });
+                 bool seen = false;
+                 const bool in_place = poll_then_check(r, kFlag, 3000, 0, kTok, 0x5C, &seen);
+                 t.join();
+                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+                 CHECK(seen && *(uint64_t *)(r.heap1.data() + kFlag) == 7, "the signal never landed");
+                 CHECK(in_place == !b, in_place ? "the signal waited for its payload" : "the signal was seen before its payload");
+                 CHECK(g_proxy.total() == 0, "the proxy was called");
+             });
+    }
+    {
+        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY");
+        test(((b ? ctl : std::string()) + (b ? "the proxy's SIGNAL_ADD runs before its held GDA payload is in place"
+                                              : "put with SIGNAL_ADD: the payload over GDA, the add through the proxy only once the payload "
+                                                "(held by the NIC) completed and was flushed; counted as an atomic"))
+                 .c_str(),
+             [&] {
+                 HELD_RIG;
+                 setup(r, true);
+                 g_proxy.ordered_before = [&] { return landed(r, 0, kTok, 0x5C); };
+                 fill(r, 0, kTok, 0x5C);
+                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 2, NVSHMEMI_AMO_SIGNAL_ADD, 1, true);
+                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+                 CHECK(g_proxy.amo == 1, "one proxy atomic");
+                 CHECK((g_proxy.ran_early == 0) == !b, g_proxy.ran_early ? "the add ran before the payload was in place" : "the add waited for the payload");
+                 CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC] == 1 && g_shared.proxy_issued == 1, "counted once, as an atomic");
+             });
+    }
+    {
+        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET");
+        test(((b ? ctl : std::string()) + (b ? "a put after a fence is seen before the held put before it"
+                                              : "fence: a GDA put after it is seen only after the GDA put before it, which the NIC held"))
+                 .c_str(),
+             [&] {
+                 HELD_RIG;
+                 setup(r, true);
+                 static uint64_t one;
+                 one = 1;
+                 memcpy(r.sym(kFlag + 64), &one, 8);  // the flag's source, in PE 0's heap
+                 const bool in_place = flag_after_held_payload(r, [&] {
+                     nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+                     nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(kFlag), r.sym(kFlag + 64), 8, 1);
+                 });
+                 CHECK(in_place == !b, in_place ? "the later put waited for the fence" : "the later put was seen first");
+                 CHECK(g_proxy.total() == 0, "the proxy was called (it had no work)");
+             });
+    }
+}
+
+int main() {
+    ordering_checks();
+    if (kControl) {
+        printf("%d failed\n", failures);
+        return failures ? 1 : 0;
+    }
+
+    test("put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in "
+         "place after quiet, which makes no proxy quiet (random:7:8)",
+         [&] {
+             Rig r("random:7:8");
+             setup(r, true);
+             fill(r, 4 << 20, 2 << 20, 0x11);  // across two of the heap's registered regions (5 MiB, 4 MiB, 3 MiB)
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(4 << 20), r.sym(4 << 20), 2 << 20, 1);
+             fill(r, 6 << 20, 4096, 0x22);
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_PUT>(r.sym(6 << 20), r.sym(6 << 20), 4096, 1);
+             memset(r.heap1.data() + (7 << 20), 0x33, 4096);
+             memset(r.sym(7 << 20), 0, 4096);
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_BLOCK, NVSHMEMI_OP_GET>(r.sym(7 << 20), r.sym(7 << 20), 4096, 1);
+             nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_BLOCK>(false);
+             CHECK(landed(r, 4 << 20, 2 << 20, 0x11) && landed(r, 6 << 20, 4096, 0x22), "the puts landed");
+             CHECK(r.sym(7 << 20)[0] == 0x33 && r.sym(7 << 20)[4095] == 0x33, "the get's data is in place");
+             CHECK(g_proxy.total() == 0, "the proxy was called");
+             CHECK(r.violations().empty(), r.violations());
+         });
+
+    test("blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)", [&] {
+        HELD_RIG;
+        setup(r, true);
+        fill(r, 0, kTok, 0x44);
+        nvshmemi_efa_gda_api_rma<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), kTok, 1);
+        CHECK(landed(r, 0, kTok, 0x44), "the blocking put returned before its data landed");
+        memset(r.heap1.data() + (1 << 20), 0x55, kTok);
+        memset(r.sym(1 << 20), 0, kTok);
+        nvshmemi_efa_gda_api_rma<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_GET>(r.sym(1 << 20), r.sym(1 << 20), kTok, 1);
+        CHECK(r.sym(1 << 20)[0] == 0x55 && r.sym(1 << 20)[kTok - 1] == 0x55, "the blocking get returned before its data");
+        CHECK(g_proxy.total() == 0, "the proxy was called");
+    });
+
+    test("a put from memory GDA did not register goes through the proxy, counted (no region); the next quiet makes one proxy "
+         "quiet, the quiet after it none",
+         [&] {
+             Rig r("random:7:8");
+             setup(r, true);
+             std::vector<uint8_t> local(4096, 0x66);  // not in a registered region
+             memset(r.heap1.data() + (2 << 20), 0, 4096);
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(2 << 20), local.data(), 4096, 1);
+             CHECK(g_proxy.rma == 1 && landed(r, 2 << 20, 4096, 0x66), "the put went through the proxy");
+             CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION] == 1 && g_shared.proxy_issued == 1, "counted as no region");
+             nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+             CHECK(g_proxy.quiet == 1, "the quiet quieted the proxy");
+             nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_WARP>(true);
+             nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+             CHECK(g_proxy.quiet == 1 && g_proxy.fence == 0, "a quiet or fence with nothing new on the proxy called it");
+         });
+
+    test("a fence after a proxy operation waits for the proxy (its quiet), so a GDA put after it cannot pass it", [&] {
+        Rig r("random:7:8");
+        setup(r, true);
+        nvshmemi_efa_gda_api_amo_nonfetch<int>(r.sym(3 << 20), 5, 1, NVSHMEMI_AMO_ADD);
+        nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+        CHECK(g_proxy.amo == 1 && g_proxy.quiet == 1, "the fence did not quiet the proxy");
+    });
+
+    test("p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may "
+         "land twice, go through the proxy (counted as values); g goes through the proxy (counted)",
+         [&] {
+             Rig r("random:7:8");
+             setup(r, true);
+             memset(r.heap1.data() + (9 << 20), 0, 64);
+             nvshmemi_efa_gda_api_rma_p<int>(r.sym(9 << 20), 0x01020304, 1);
+             nvshmemi_efa_gda_api_rma_p<double>(r.sym((9 << 20) + 8), 2.5, 1);
+             nvshmemi_efa_gda_api_rma_p<char>(r.sym((9 << 20) + 16), 'x', 1);
+             nvshmemi_efa_gda_api_rma_p<short>(r.sym((9 << 20) + 18), 77, 1);
+             nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+             int i;
+             double d;
+             memcpy(&i, r.heap1.data() + (9 << 20), 4);
+             memcpy(&d, r.heap1.data() + (9 << 20) + 8, 8);
+             CHECK(i == 0x01020304 && d == 2.5, "the GDA values landed");
+             CHECK(r.heap1[(9 << 20) + 16] == 'x' && *(short *)(r.heap1.data() + (9 << 20) + 18) == 77, "the proxy values landed");
+             CHECK(g_proxy.p == 2 && g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_VALUE] == 2, "1 and 2 bytes through the proxy");
+             setup(r, false);
+             nvshmemi_efa_gda_api_rma_p<int>(r.sym(9 << 20), 9, 1);
+             CHECK(g_proxy.p == 1 && *(int *)(r.heap1.data() + (9 << 20)) == 9, "without delivered-once the proxy");
+             CHECK(nvshmemi_efa_gda_api_rma_g<int>(r.sym(9 << 20), 1) == 9 && g_proxy.g == 1, "g through the proxy");
+             CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE] == 1, "g counted");
+         });
+
+    test("put with SET signal where writes may land twice: the payload over GDA, the SET through the proxy after it was in place", [&] {
+        HELD_RIG;
+        setup(r, false);
+        fill(r, 0, kTok, 0x77);
+        g_proxy.ordered_before = [&] { return landed(r, 0, kTok, 0x77); };
+        nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_BLOCK>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 3, NVSHMEMI_AMO_SIGNAL_SET, 1, false);
+        CHECK(g_proxy.amo == 1 && g_proxy.ran_early == 0, "the SET went through the proxy after its payload");
+        CHECK(*(uint64_t *)(r.heap1.data() + kFlag) == 3, "the signal landed");
+        CHECK(g_proxy.rma == 0, "the payload went over GDA");
+    });
+
+    test("an atomic after GDA puts runs through the proxy only once they are in place; a second atomic with no GDA write "
+         "since needs no flush (fetching atomics too)",
+         [&] {
+             HELD_RIG;
+             setup(r, true);
+             fill(r, 0, kTok, 0x12);
+             g_proxy.ordered_before = [&] { return landed(r, 0, kTok, 0x12); };
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), kTok, 1);
+             *(long long *)(r.heap1.data() + (3 << 20)) = 40;
+             const uint64_t reads = r.wqes(0);
+             CHECK(nvshmemi_efa_gda_api_amo_fetch<long long>(r.sym(3 << 20), 2, 0, 1, NVSHMEMI_AMO_ADD) == 40, "fetched");
+             const uint64_t after_first = r.wqes(0);
+             nvshmemi_efa_gda_api_amo_nonfetch<long long>(r.sym(3 << 20), 1, 1, NVSHMEMI_AMO_ADD);
+             CHECK(g_proxy.ran_early == 0, "an atomic ran before the put was in place");
+             CHECK(after_first > reads && r.wqes(0) == after_first, "the first atomic flushed (a read WQE), the second did not");
+             CHECK(*(long long *)(r.heap1.data() + (3 << 20)) == 43, "both adds applied");
+             CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC] == 2, "counted as atomics");
+         });
+
+    printf("%d failed\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,312 @@
+/* nvshmem-efa template transport_efa_gda: installed by nvshmem-efa, which rewrites this file on each run.
+ *
+ * NVSHMEM's own device API over EFA GDA. NVSHMEM sends every remote RMA, signal, atomic, quiet and fence of its
+ * device API (collectives included) through the nvshmemi_transfer_* functions of transfer_device.cuh; the
+ * nvshmem-efa patch puts one line at the top of each of them:
+ *
+ *     if (nvshmemi_efa_gda_api_d.on) return nvshmemi_efa_gda_api_<op>(...);
+ *
+ * so with GDA off a call pays one uniform constant load and a branch, and with it on the work happens in the
+ * functions below, each a __noinline__ entry point, so the register budget of NVSHMEM's own code is unchanged.
+ *
+ * The slot (nvshmemi_efa_gda_api_d) is a __constant__ of NVSHMEM's device library (init_device.cu), one per
+ * module: NVSHMEM returns its address as the transport state of the module and copies the host's value into
+ * every module it registered. The host fills it once GDA is active on every PE and NVSHMEM_EFA_GDA_DEVICE_API
+ * is not 0; a device library and a host library of different builds leave it zero: the proxy path.
+ *
+ * What takes which path, for a remote PE (NVLink peers never come here):
+ *  - put and get (nbi and blocking; thread, warp and block scope: the group's first thread posts): GDA. An
+ *    address outside the regions GDA registered (a local buffer NVSHMEM registered local-only, memory NVSHMEM
+ *    does not know) goes through NVSHMEM's proxy, for that call only, counted by reason.
+ *  - p: a GDA write of the value (4 or 8 bytes) where every PE's NICs deliver a write once; else, and for 1 and
+ *    2 bytes, the proxy. g: the proxy (it needs a read into registered scratch: not yet).
+ *  - put with signal: the payload over GDA, then SET as a GDA write once the payload completed (where writes
+ *    are delivered once), or SET/ADD through the proxy after the payload completed and was flushed.
+ *  - atomics and signal_op: the proxy (efa-direct has no RDMA atomics), after every GDA write this PE posted
+ *    completed and was flushed to that PE (efa_gda_quiet_flush), so the proxy's update, another requester
+ *    than the GDA queue, cannot overtake GDA data the program ordered before it.
+ *  - quiet: the GDA quiet of every queue, then the proxy's quiet only if this PE sent the proxy anything since
+ *    the last proxy quiet (counters in GPU memory: no read over PCIe when it sent nothing).
+ *  - fence: as quiet. A GDA write ordered after a proxy operation must not pass it, and the proxy's own fence
+ *    only orders the proxy's operations.
+ *
+ * Every wait is bounded (NVSHMEM_EFA_GDA_TIMEOUT_MS); an operation that fails traps with a message naming the
+ * operation, the PEs and the queue (efa_gda_check): the device API returns nothing a caller could check. */
+#ifndef NVSHMEMX_EFA_GDA_DEVICE_API_CUH
+#define NVSHMEMX_EFA_GDA_DEVICE_API_CUH
+
+#include "nvshmemx_efa_gda_device.cuh"
+
+#define NVSHMEMX_EFA_GDA_API_ABI 1
+
+/* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
+enum {
+    NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION = 0, /* an address outside the regions GDA registered */
+    NVSHMEMX_EFA_GDA_API_PROXY_VALUE = 1,     /* p of 1 or 2 bytes, or a value write where writes may land twice */
+    NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g: no GDA read into registered scratch yet */
+    NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC = 3,    /* atomics, SIGNAL_ADD, signal_op: no RDMA atomics on efa-direct */
+    NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 4
+};
+
+/* slot.flags */
+#define NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA 0x1u /* every PE's NICs deliver a write once: p and SET may be GDA writes */
+
+/* GPU memory the host allocates once per PE; every module's slot points at the same block. */
+typedef struct {
+    unsigned long long proxy_issued;  /* operations the device API sent to NVSHMEM's proxy */
+    unsigned long long proxy_quieted; /* the highest proxy_issued a finished proxy quiet covered */
+    unsigned long long proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_REASONS];
+    /* [n_pes]: the sum of the GDA queues' reserved counters when a flush to that PE last finished; while the sum
+     * is unchanged, no GDA write was posted since, and a proxy operation to that PE needs no flush. */
+    unsigned int *flushed_at;
+    unsigned long long reserved[4];
+} nvshmemx_efa_gda_api_shared_t;
+
+typedef struct {
+    uint32_t abi; /* NVSHMEMX_EFA_GDA_API_ABI */
+    uint32_t on;  /* 1: the device API takes the GDA path */
+    nvshmemx_efa_gda_device_state_t *state;
+    nvshmemx_efa_gda_api_shared_t *shared;
+    uint32_t flags;
+    uint32_t reserved0;
+} nvshmemx_efa_gda_api_slot_t;
+
+#ifndef NVSHMEMX_EFA_GDA_API_SLOT_ONLY
+
+/* Defined once, in NVSHMEM's device library (init_device.cu, patched). */
+extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
+
+/* The entry points: out of line on the GPU (the hook stays a load and a branch), internal to each translation
+ * unit that includes this (NVSHMEM's device library, its host library's own copy, a perftest's copy). */
+#ifndef NVSHMEMX_EFA_GDA_API_FN
+#if defined(__CUDACC__)
+#define NVSHMEMX_EFA_GDA_API_FN static __device__ __noinline__
+#else
+#define NVSHMEMX_EFA_GDA_API_FN static __attribute__((noinline))
+#endif
+#endif
+
+/* --- the proxy side ------------------------------------------------------------------------------------- */
+
+/* After an operation was handed to the proxy: counted, so the next quiet knows the proxy has work. Counted after
+ * the hand-over, never before: a quiet that reads the count then covers every operation it counts. */
+EFA_GDA_DEV void efa_gda_api_sent_to_proxy(int reason) {
+    nvshmemx_efa_gda_api_shared_t *sh = nvshmemi_efa_gda_api_d.shared;
+    __threadfence();
+    atomicAdd(&sh->proxy_issued, 1ull);
+    atomicAdd(&sh->proxy_reason[reason], 1ull);
+}
+
+/* The sum of every GDA queue's reserved counter (shared and owned, every rail): changes with every GDA post. */
+EFA_GDA_DEV unsigned int efa_gda_api_posted(nvshmemx_efa_gda_device_state_t *s) {
+    const uint32_t n = efa_gda_ro(&s->n_rails);
+    unsigned int sum = 0;
+    for (uint32_t r = 0; r < n && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++) {
+        sum += efa_gda_load(&s->rail[r].qp.sq_reserved);
+        const uint32_t k = efa_gda_ro(&s->rail[r].n_owned);
+        nvshmemx_efa_gda_qp_t *owned = k ? efa_gda_ro(&s->rail[r].owned) : nullptr;
+        for (uint32_t i = 0; i < k; i++) sum += efa_gda_load(&owned[i].sq_reserved);
+    }
+    return sum;
+}
+
+/* What precedes every operation the device API hands to the proxy for pe, because the program may have ordered it
+ * after earlier GDA writes (by a fence, or as the ADD of a put-with-signal), and a fence cannot know which PE comes
+ * next: every GDA write completed (quiet) and, through the NICs it went by, placed at pe (flush: the proxy's write
+ * comes from another requester, which a completed but unplaced GDA write could still be overtaken by). Skipped
+ * while no GDA write was posted since the last flush to pe finished. */
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_before_proxy(int pe) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    unsigned int *flushed = nvshmemi_efa_gda_api_d.shared->flushed_at;
+    const unsigned int posted = efa_gda_api_posted(s);
+    if (flushed && efa_gda_load(&flushed[pe]) == posted) return;
+#ifndef NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY
+    efa_gda_check_quiet(s, efa_gda_quiet_flush(s, pe), "quiet and flush before a proxy operation", pe);
+#endif
+    /* The flush posted one read per rail. If nothing else was posted meanwhile, everything counted now is covered
+     * (the quiet snapshots later counters than `posted`); else leave the mark: the next proxy operation to pe
+     * flushes again, which is only slower. */
+    const unsigned int after = posted + efa_gda_ro(&s->n_rails);
+    if (flushed && efa_gda_api_posted(s) == after) efa_gda_store(&flushed[pe], after);
+}
+
+/* The proxy's quiet, when it has work this PE's device API sent it. */
+EFA_GDA_DEV void efa_gda_api_proxy_quiet_if_pending(bool use_membar) {
+    nvshmemx_efa_gda_api_shared_t *sh = nvshmemi_efa_gda_api_d.shared;
+    const unsigned long long issued = efa_gda_load64((const uint64_t *)&sh->proxy_issued);
+    if (issued == efa_gda_load64((const uint64_t *)&sh->proxy_quieted)) return;
+    nvshmemi_proxy_quiet(use_membar);
+    atomicMax(&sh->proxy_quieted, issued);
+}
+
+/* --- the leader's work ------------------------------------------------------------------------------------ */
+
+/* An error GDA can route around (through the proxy, for this call): the address was not in GDA's regions. */
+EFA_GDA_DEV bool efa_gda_api_no_region(int err) {
+    return err == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION || err == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION ||
+           err == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
+}
+
+/* Posts a put or get; false: it must go through the proxy (counted). Any other failure traps. */
+EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    if (!bytes) return true;
+    const int err = put ? efa_gda_put_nbi(s, rptr, lptr, bytes, pe) : efa_gda_get_nbi(s, lptr, rptr, bytes, pe);
+    if (efa_gda_api_no_region(err)) return false;
+    efa_gda_check(s, err, put ? "put" : "get", rptr, lptr, pe, bytes);
+    return true;
+}
+
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_nbi_leader(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
+    if (efa_gda_api_post(rptr, lptr, bytes, pe, put)) return;
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+}
+
+/* Blocking: the post, then its completion (the GDA quiet covers it; a get's data is in place at completion). */
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_leader(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    if (efa_gda_api_post(rptr, lptr, bytes, pe, put)) {
+        efa_gda_check_quiet(s, efa_gda_quiet(s), put ? "quiet of a blocking put" : "quiet of a blocking get", pe);
+        return;
+    }
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+    efa_gda_api_proxy_quiet_if_pending(false);
+}
+
+/* A value write (p, or a SET signal) over GDA; false: it must go through the proxy. */
+EFA_GDA_DEV bool efa_gda_api_write_value(void *rptr, uint64_t value, uint32_t bytes, int pe, bool after_payload) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    if (!(nvshmemi_efa_gda_api_d.flags & NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA) || (bytes != 4 && bytes != 8)) return false;
+#ifdef NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT
+    after_payload = false;
+#endif
+    const int err = after_payload ? efa_gda_signal(s, rptr, value, bytes, pe) : efa_gda_write_value_nbi(s, rptr, value, bytes, pe);
+    if (efa_gda_api_no_region(err)) return false;
+    efa_gda_check(s, err, after_payload ? "signal after its payload" : "p", rptr, nullptr, pe, bytes);
+    return true;
+}
+
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_p_leader(void *rptr, uint64_t value, uint32_t bytes, int pe) {
+    if (efa_gda_api_write_value(rptr, value, bytes, pe, false)) return;
+    /* Through the proxy, typed as the caller's value (the proxy stages it by size). */
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    switch (bytes) {
+        case 1: nvshmemi_proxy_rma_p<uint8_t>(rptr, (uint8_t)value, pe); break;
+        case 2: nvshmemi_proxy_rma_p<uint16_t>(rptr, (uint16_t)value, pe); break;
+        case 4: nvshmemi_proxy_rma_p<uint32_t>(rptr, (uint32_t)value, pe); break;
+        default: nvshmemi_proxy_rma_p<uint64_t>(rptr, value, pe); break;
+    }
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_VALUE);
+}
+
+/* Put with signal by the group's first thread. The signal never lands before its payload: over GDA it is posted
+ * once the payload completed (efa_gda_signal); through the proxy, once the payload completed and was flushed. */
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_put_signal_leader(void *rptr, void *lptr, size_t bytes, void *sig_addr,
+                                                                   uint64_t signal, nvshmemi_amo_t sig_op, int pe, bool is_nbi) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    if (!efa_gda_api_post(rptr, lptr, bytes, pe, true)) {
+        /* The payload through the proxy: NVSHMEM's own sequence, all of it on the proxy. */
+        nvshmemi_efa_gda_api_before_proxy(pe);
+        nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, NVSHMEMI_OP_PUT);
+        nvshmemi_proxy_fence();
+        nvshmemi_proxy_amo_nonfetch<uint64_t>(sig_addr, signal, pe, sig_op);
+        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+    } else if (sig_op != NVSHMEMI_AMO_SIGNAL_SET || !efa_gda_api_write_value(sig_addr, signal, 8, pe, true)) {
+        nvshmemi_efa_gda_api_before_proxy(pe);
+        nvshmemi_proxy_amo_nonfetch<uint64_t>(sig_addr, signal, pe, sig_op);
+        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+    }
+    if (!is_nbi) {
+        efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet of a blocking put with signal", pe);
+        efa_gda_api_proxy_quiet_if_pending(false);
+    }
+}
+
+/* Atomics: the proxy, after the GDA writes ordered before them are placed at pe. */
+template <typename T>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op) {
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    nvshmemi_proxy_amo_nonfetch<T>(rptr, value, pe, op);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+}
+template <typename T>
+EFA_GDA_DEV T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op) {
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    T ret;
+    nvshmemi_proxy_amo_fetch<T>(rptr, (void *)&ret, value, compare, pe, op);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+    return ret;
+}
+
+template <typename T>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_rma_p(void *rptr, const T value, int pe) {
+    uint64_t v = 0;
+    memcpy(&v, &value, sizeof(T));
+    nvshmemi_efa_gda_api_p_leader(rptr, v, (uint32_t)sizeof(T), pe);
+}
+template <typename T>
+EFA_GDA_DEV T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
+    nvshmemi_efa_gda_api_before_proxy(pe);
+    const T v = nvshmemi_proxy_rma_g<T>(rptr, pe); /* waits for its own completion */
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE);
+    return v;
+}
+
+/* --- scopes: the group's first thread does the work, as NVSHMEM's proxy path does ------------------------- */
+
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe) {
+    if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_rma_nbi_leader(rptr, lptr, bytes, pe, channel_op == NVSHMEMI_OP_PUT);
+}
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_rma(void *rptr, void *lptr, size_t bytes, int pe) {
+    if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) {
+        nvshmemi_efa_gda_api_rma_leader(rptr, lptr, bytes, pe, channel_op == NVSHMEMI_OP_PUT);
+        /* The source may be reused (or the fetched data read) by this thread; a group syncs after the call. */
+        if (SCOPE == NVSHMEMI_THREADGROUP_THREAD) __threadfence_block();
+    }
+}
+template <threadgroup_t SCOPE>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr, uint64_t signal,
+                                                 nvshmemi_amo_t sig_op, int pe, bool is_nbi) {
+    if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) {
+        nvshmemi_efa_gda_api_put_signal_leader(rptr, lptr, bytes, sig_addr, signal, sig_op, pe, is_nbi);
+        if (!is_nbi && SCOPE == NVSHMEMI_THREADGROUP_THREAD) __threadfence_block();
+    }
+}
+
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_quiet_leader(bool use_membar) {
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet", s->my_pe);
+    efa_gda_api_proxy_quiet_if_pending(use_membar);
+    if (use_membar) __threadfence_system();
+}
+template <threadgroup_t SCOPE>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_quiet(bool use_membar) {
+    if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_quiet_leader(use_membar);
+    nvshmemi_threadgroup_sync<SCOPE>();
+}
+
+/* A fence is a quiet of both paths: EFA delivers writes in no order, and what the proxy sent must be done before
+ * a GDA write ordered after it is posted. (A GDA write ordered before a proxy operation is handled by that
+ * operation: nvshmemi_efa_gda_api_before_proxy.) */
+NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_fence_leader() {
+#ifndef NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    efa_gda_check_quiet(s, efa_gda_quiet(s), "fence", s->my_pe);
+#endif
+    efa_gda_api_proxy_quiet_if_pending(false);
+}
+template <threadgroup_t SCOPE>
+EFA_GDA_DEV void nvshmemi_efa_gda_api_fence() {
+    if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_fence_leader();
+    nvshmemi_threadgroup_sync<SCOPE>();
+}
+
+#endif /* NVSHMEMX_EFA_GDA_API_SLOT_ONLY */
+#endif

@@ -76,6 +76,10 @@ typedef struct {
 /* Defined once, in NVSHMEM's device library (init_device.cu, patched). */
 extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
 
+/* The rest calls NVSHMEM's proxy functions, which exist only in the device pass (as does transfer_device.cuh's
+ * code that calls into this); the CPU test compiles it as plain C++. */
+#if defined(__CUDA_ARCH__) || !defined(__CUDACC__)
+
 /* The entry points: out of line on the GPU (the hook stays a load and a branch), internal to each translation
  * unit that includes this (NVSHMEM's device library, its host library's own copy, a perftest's copy). */
 #ifndef NVSHMEMX_EFA_GDA_API_FN
@@ -308,5 +312,6 @@ EFA_GDA_DEV void nvshmemi_efa_gda_api_fence() {
     nvshmemi_threadgroup_sync<SCOPE>();
 }
 
+#endif /* __CUDA_ARCH__ || !__CUDACC__ */
 #endif /* NVSHMEMX_EFA_GDA_API_SLOT_ONLY */
 #endif

@@ -35,43 +35,8 @@
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_API_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_API_CUH
 
+#include "nvshmemx_efa_gda_api.h"
 #include "nvshmemx_efa_gda_device.cuh"
-
-#define NVSHMEMX_EFA_GDA_API_ABI 1
-
-/* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
-enum {
-    NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION = 0, /* an address outside the regions GDA registered */
-    NVSHMEMX_EFA_GDA_API_PROXY_VALUE = 1,     /* p of 1 or 2 bytes, or a value write where writes may land twice */
-    NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g: no GDA read into registered scratch yet */
-    NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC = 3,    /* atomics, SIGNAL_ADD, signal_op: no RDMA atomics on efa-direct */
-    NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 4
-};
-
-/* slot.flags */
-#define NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA 0x1u /* every PE's NICs deliver a write once: p and SET may be GDA writes */
-
-/* GPU memory the host allocates once per PE; every module's slot points at the same block. */
-typedef struct {
-    unsigned long long proxy_issued;  /* operations the device API sent to NVSHMEM's proxy */
-    unsigned long long proxy_quieted; /* the highest proxy_issued a finished proxy quiet covered */
-    unsigned long long proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_REASONS];
-    /* [n_pes]: the sum of the GDA queues' reserved counters when a flush to that PE last finished; while the sum
-     * is unchanged, no GDA write was posted since, and a proxy operation to that PE needs no flush. */
-    unsigned int *flushed_at;
-    unsigned long long reserved[4];
-} nvshmemx_efa_gda_api_shared_t;
-
-typedef struct {
-    uint32_t abi; /* NVSHMEMX_EFA_GDA_API_ABI */
-    uint32_t on;  /* 1: the device API takes the GDA path */
-    nvshmemx_efa_gda_device_state_t *state;
-    nvshmemx_efa_gda_api_shared_t *shared;
-    uint32_t flags;
-    uint32_t reserved0;
-} nvshmemx_efa_gda_api_slot_t;
-
-#ifndef NVSHMEMX_EFA_GDA_API_SLOT_ONLY
 
 /* Defined once, in NVSHMEM's device library (init_device.cu, patched). */
 extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
@@ -313,5 +278,4 @@ EFA_GDA_DEV void nvshmemi_efa_gda_api_fence() {
 }
 
 #endif /* __CUDA_ARCH__ || !__CUDACC__ */
-#endif /* NVSHMEMX_EFA_GDA_API_SLOT_ONLY */
 #endif

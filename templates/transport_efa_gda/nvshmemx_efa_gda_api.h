@@ -1,0 +1,55 @@
+/* nvshmem-efa template transport_efa_gda: installed by nvshmem-efa, which rewrites this file on each run.
+ *
+ * The slot of NVSHMEM's device API over EFA GDA (nvshmemx_efa_gda_device_api.cuh): what the host hands every module
+ * that links NVSHMEM's device library, and the block of GPU memory the device API keeps its counters in. Plain C
+ * types: NVSHMEM's init_device.cu defines the __constant__ slot with them, its host library and the transport fill it. */
+#ifndef NVSHMEMX_EFA_GDA_API_H
+#define NVSHMEMX_EFA_GDA_API_H
+
+#include "nvshmemx_efa_gda.h"
+
+#define NVSHMEMX_EFA_GDA_API_ABI 1
+
+/* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
+enum {
+    NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION = 0, /* an address outside the regions GDA registered */
+    NVSHMEMX_EFA_GDA_API_PROXY_VALUE = 1,     /* p of 1 or 2 bytes, or a value write where writes may land twice */
+    NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g: no GDA read into registered scratch yet */
+    NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC = 3,    /* atomics, SIGNAL_ADD, signal_op: no RDMA atomics on efa-direct */
+    NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 4
+};
+
+/* slot.flags */
+#define NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA 0x1u /* every PE's NICs deliver a write once: p and SET may be GDA writes */
+
+/* GPU memory the host allocates once per PE; every module's slot points at the same block. */
+typedef struct {
+    unsigned long long proxy_issued;  /* operations the device API sent to NVSHMEM's proxy */
+    unsigned long long proxy_quieted; /* the highest proxy_issued a finished proxy quiet covered */
+    unsigned long long proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_REASONS];
+    /* [n_pes]: the sum of the GDA queues' reserved counters when a flush to that PE last finished; while the sum
+     * is unchanged, no GDA write was posted since, and a proxy operation to that PE needs no flush. */
+    unsigned int *flushed_at;
+    unsigned long long reserved[4];
+} nvshmemx_efa_gda_api_shared_t;
+
+typedef struct {
+    uint32_t abi; /* NVSHMEMX_EFA_GDA_API_ABI */
+    uint32_t on;  /* 1: the device API takes the GDA path */
+    nvshmemx_efa_gda_device_state_t *state;
+    nvshmemx_efa_gda_api_shared_t *shared;
+    uint32_t flags;
+    uint32_t reserved0;
+} nvshmemx_efa_gda_api_slot_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Fills *slot for this PE: on when GDA is active and NVSHMEM_EFA_GDA_DEVICE_API is not 0 (zero otherwise).
+ * Returns 0, or -1 when the shared block could not be allocated (the slot is then off and the status says why). */
+int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,47 @@
+// The device API patch (issue 23: NVSHMEM's nvshmemi_transfer_* functions routed through EFA GDA, and the slot they
+// read) on miniature trees written for these tests in NVSHMEM 3.4.5's, 3.5's and AWS's 3.5.7 shapes: the expected
+// patch, nothing more on a second run, and refusals that name what differs.
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
+import { planPatches, type PatchPlan } from '../../src/patchers/engine/plan.ts';
+import { deviceApiSpecs, HOOKS, hookShapeProblem } from '../../src/patchers/nvshmem/device-api.ts';
+import { golden, goldenCases, materialize } from '../helpers/golden.ts';
+
+const ROOT = path.join(import.meta.dirname, 'device-api');
+const refusalText = (plan: PatchPlan) => plan.refusals.map((r) => `${r.id} (${r.file}: ${r.anchor})\n  ${r.detail}\n`).join('');
+
+describe.each(goldenCases(ROOT))('device API golden $name', (c) => {
+  it(`${c.expect === 'patch' ? 'produces the expected patch' : 'is refused with the expected message'} (${c.note})`, async () => {
+    const plan = await planPatches(materialize(c, ROOT), deviceApiSpecs());
+    if (c.expect === 'refuse') {
+      expect(plan.refusals.length).toBeGreaterThan(0);
+      golden(path.join(c.dir, 'expected-refusals.txt'), refusalText(plan));
+      return;
+    }
+    expect(refusalText(plan)).toBe('');
+    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes));
+  });
+
+  if (c.expect !== 'patch') return;
+  it('changes nothing when run a second time', async () => {
+    const tree = materialize(c, ROOT);
+    await writeChanges(tree, (await planPatches(tree, deviceApiSpecs())).changes);
+    const again = await planPatches(tree, deviceApiSpecs());
+    expect(again.changes).toEqual([]);
+    expect(again.refusals).toEqual([]);
+    expect(new Set(again.fixes.map((f) => f.status))).toEqual(new Set(['already-present']));
+  });
+});
+
+describe('device API hook shapes', () => {
+  it('every hook names only parameters its function has in both layouts, and says which are missing otherwise', () => {
+    const nbi = HOOKS.find((h) => h.fn === 'nvshmemi_transfer_rma_nbi')!;
+    const head = 'template <threadgroup_t SCOPE, nvshmemi_op_t channel_op> __device__ void nvshmemi_transfer_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe)';
+    expect(hookShapeProblem(head, nbi)).toBeUndefined();
+    expect(hookShapeProblem(head.replace('int pe)', 'int pe, nvshmemx_qp_handle_t qp_index)'), nbi)).toBeUndefined();
+    expect(hookShapeProblem(head.replace('channel_op>', 'op>').replace('size_t bytes', 'size_t n'), nbi)).toBe(
+      'the hook calls the GDA path with names this definition lacks: no template parameter channel_op (found <SCOPE, op>); no parameter bytes (found (rptr, lptr, n, pe))',
+    );
+  });
+});

@@ -20,7 +20,7 @@ cp "$O/tree/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in" "$O/hook
 cp "$O/tree/src/device/init/init_device.cu" "$O/init_device.cu"
 for f in orig hooked init_device; do
   nvcc -std=c++17 -rdc=true -arch=sm_90 -maxrregcount=32 -Xptxas -v -c "$O/$f.cu" -o "$O/$f.o" \
-    -I "$O/gen" -I "$N/src/include" -I "$R/templates/transport_efa_gda" -I "$R/test/efa_abi" > "$O/$f.log" 2>&1 ||
+    -I "$O/gen" -I "$O/tree/src/include" -I "$R/test/efa_abi" > "$O/$f.log" 2>&1 ||
     { echo "nvcc failed on $f.cu:"; grep -m5 error "$O/$f.log"; exit 1; }
 done
 echo "patched transfer_device.cuh.in and init_device.cu compile (sm_90, -rdc); init_device.o defines the slot: $(nm "$O/init_device.o" | grep -c " B nvshmemi_efa_gda_api_d$") (host shadow of the __constant__)"

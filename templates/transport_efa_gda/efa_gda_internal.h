@@ -212,6 +212,7 @@ struct Gda {
     void *hot_buf[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* the region each hot slot holds (nullptr once retired) */
     bool hot_used[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* filled once: a slot is never filled again */
     CUdeviceptr d_state = 0;
+    CUdeviceptr d_api = 0;   /* the device API's shared block (efa_gda_api.cpp), allocated on first request */
     std::vector<CUdeviceptr> tables; /* every regions table published; freed at finalize */
 
     Rail &rail(size_t k) { return offered[(size_t)used[k]]; }

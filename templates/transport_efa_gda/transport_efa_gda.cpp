@@ -99,6 +99,8 @@ void teardown(Gda &s) {
     for (Rail &rl : s.offered) teardown_rail(s, rl);
     if (s.d_state) s.cu.memFree(s.d_state);
     s.d_state = 0;
+    if (s.d_api) s.cu.memFree(s.d_api);
+    s.d_api = 0;
     for (CUdeviceptr t : s.tables) s.cu.memFree(t);
     s.tables.clear();
     if (s.stream) s.cu.streamDestroy(s.stream);

@@ -5,29 +5,36 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
 import { planPatches, type PatchPlan } from '../../src/patchers/engine/plan.ts';
-import { deviceApiSpecs, HOOKS, hookShapeProblem } from '../../src/patchers/nvshmem/device-api.ts';
+import { deviceApiSpecs, HEADERS_DIR, HOOKS, hookShapeProblem } from '../../src/patchers/nvshmem/device-api.ts';
+import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
 import { golden, goldenCases, materialize } from '../helpers/golden.ts';
 
 const ROOT = path.join(import.meta.dirname, 'device-api');
+const template = await loadTemplate();
+const specs = () => deviceApiSpecs(template);
 const refusalText = (plan: PatchPlan) => plan.refusals.map((r) => `${r.id} (${r.file}: ${r.anchor})\n  ${r.detail}\n`).join('');
 
 describe.each(goldenCases(ROOT))('device API golden $name', (c) => {
   it(`${c.expect === 'patch' ? 'produces the expected patch' : 'is refused with the expected message'} (${c.note})`, async () => {
-    const plan = await planPatches(materialize(c, ROOT), deviceApiSpecs());
+    const plan = await planPatches(materialize(c, ROOT), specs());
     if (c.expect === 'refuse') {
       expect(plan.refusals.length).toBeGreaterThan(0);
       golden(path.join(c.dir, 'expected-refusals.txt'), refusalText(plan));
       return;
     }
     expect(refusalText(plan)).toBe('');
-    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes));
+    // The headers copied into src/include/nvshmem_efa/ are the templates themselves: checked here, not in the golden.
+    const headers = plan.changes.filter((ch) => ch.file.startsWith(`${HEADERS_DIR}/`));
+    expect(headers.map((h) => path.basename(h.file)).sort()).toEqual(template.manifest.installHeaders.filter((n) => n !== 'efa_io_defs.h').sort());
+    for (const h of headers) expect(h.after).toBe(template.files.find((f) => f.name === path.basename(h.file))!.content);
+    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes.filter((ch) => !headers.includes(ch))));
   });
 
   if (c.expect !== 'patch') return;
   it('changes nothing when run a second time', async () => {
     const tree = materialize(c, ROOT);
-    await writeChanges(tree, (await planPatches(tree, deviceApiSpecs())).changes);
-    const again = await planPatches(tree, deviceApiSpecs());
+    await writeChanges(tree, (await planPatches(tree, specs())).changes);
+    const again = await planPatches(tree, specs());
     expect(again.changes).toEqual([]);
     expect(again.refusals).toEqual([]);
     expect(new Set(again.fixes.map((f) => f.status))).toEqual(new Set(['already-present']));

@@ -242,6 +242,8 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('EFA GDA host code against the in
     const out = harness('with_gda', ['-I', path.join(ROOT, 'test/efa_abi/include')]);
     expect(out).toContain('init=-1 gathers=1 active=0 state=(nil)');
     expect(out).toMatch(/status: EFA GDA off: no efa-direct fabric for this NIC \(fi_getinfo: .*\): needs an EFA device and libfabric >= 2\.3\.0/);
+    // The device API's slot with GDA off: zero, so NVSHMEM's device API stays on its proxy path.
+    expect(out).toContain('api slot: rc=0 abi=0 on=0 state=(nil) shared=(nil) flags=0');
     expect(out).toContain('after fini: gathers=1 active=0');
   });
 
@@ -249,6 +251,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('EFA GDA host code against the in
     const out = harness('without_gda', []);
     expect(out).toContain('init=-1 gathers=0 active=0');
     expect(out).toContain('without FI_EFA_GDA_OPS (needs libfabric >= 2.3.0');
+    expect(out).toContain('api slot: rc=0 abi=0 on=0 state=(nil) shared=(nil) flags=0');
   });
 });
 

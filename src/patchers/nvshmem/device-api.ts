@@ -1,6 +1,8 @@
-import type { Doc, InsertSpec, Located } from '../engine/plan.ts';
+import type { Doc, InsertSpec, OwnedFileSpec, PatchSpec } from '../engine/plan.ts';
 import type { FunctionAnchor } from '../engine/cpp.ts';
-import { afterLine, indentAt, lineStart, literal, nearestNames, wholeLine } from '../engine/text.ts';
+import { afterLine, indentAt, lineStart, literal, wholeLine } from '../engine/text.ts';
+import { similarNames, withFunction } from './find-function.ts';
+import { OWNER_MARK, type Template, type VendoredFile } from './template.ts';
 
 /**
  * NVSHMEM's own device API over EFA GDA (issue 23): the hooks that send NVSHMEM's nvshmemi_transfer_* functions to
@@ -13,6 +15,13 @@ import { afterLine, indentAt, lineStart, literal, nearestNames, wholeLine } from
  */
 export const TRANSFER_DEVICE = 'src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in';
 export const INIT_DEVICE = 'src/device/init/init_device.cu';
+/**
+ * Where the public headers also go in the source tree: under src/include, which every NVSHMEM target (the device
+ * library's own project included) has on its include path, as nvshmem_efa/, the directory they are installed in.
+ * So `#include "nvshmem_efa/..."` resolves in NVSHMEM's build and in every application's (transfer_device.cuh is
+ * installed and included by NVSHMEM's device headers) without a CMake change.
+ */
+export const HEADERS_DIR = 'src/include/nvshmem_efa';
 
 /** Compiled only where NVSHMEM has no IBGDA (whose transport state the slot's pointer would take) and for the GPU. */
 const GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT) && !defined(__clang_llvm_bitcode_lib__)';
@@ -47,25 +56,6 @@ export const HOOKS: readonly Hook[] = [
 /** The hook's line (inside #ifdef DEVICE_API_MACRO). */
 export function hookLine(h: Hook): string {
   return `if (${SLOT}.on) return ${h.call};`;
-}
-
-function similarNames(doc: Doc, name: string): string {
-  const near = nearestNames(name, doc.cpp?.functionNames ?? []);
-  return near.length ? `nearest: ${near.map((n) => `${n}()`).join(', ')}; renamed?` : 'no function with a similar name';
-}
-
-/** The raw parse of a function, else the #if-flattened one, whichever `need` accepts; else the first refusal. */
-function withFunction(doc: Doc, name: string, need: (f: FunctionAnchor) => string | Located): Located {
-  const found = doc.cpp!.findFunction(name);
-  if (!found) return { refuse: `no definition of ${name}() found (${similarNames(doc, name)})` };
-  let first = '';
-  for (const f of [found.raw, found.flattened]) {
-    if (!f) continue;
-    const r = need(f);
-    if (typeof r !== 'string') return r;
-    first ||= r;
-  }
-  return { refuse: `in ${name}(): ${first}` };
 }
 
 /** The text of a definition from the start of its template header (if any) up to the body. */
@@ -128,7 +118,7 @@ function hookSpec(h: Hook): InsertSpec {
  */
 const PROXY_INCLUDE = /^[ \t]*#[ \t]*include[ \t]+"non_abi\/device\/pt-to-pt\/proxy_device\.cuh"[ \t]*\r?$/gm;
 function includeSpec(): InsertSpec {
-  const include = '#include "nvshmemx_efa_gda_device_api.cuh"';
+  const include = '#include "nvshmem_efa/nvshmemx_efa_gda_device_api.cuh"';
   return {
     kind: 'insert',
     id: 'device-api-include',
@@ -157,7 +147,7 @@ function slotSpec(): InsertSpec {
     style: 'c',
     anchor: 'after the last unconditional top-level #include',
     why: "the device API's slot: a __constant__ of every module that links NVSHMEM's device library, which the host fills once GDA is active",
-    lines: [GUARD, '#include "nvshmemx_efa_gda_api.h"', `__constant__ nvshmemx_efa_gda_api_slot_t ${SLOT};`, '#endif'],
+    lines: [GUARD, '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', `__constant__ nvshmemx_efa_gda_api_slot_t ${SLOT};`, '#endif'],
     footprint: [literal(`nvshmemx_efa_gda_api_slot_t ${SLOT}`)],
     locate(doc) {
       const inc = doc.cpp!.lastTopLevelInclude;
@@ -202,6 +192,226 @@ function memHandleSpec(): InsertSpec {
 }
 
 /** The device side of the device API: the glue's include and the hooks, the slot and its registration. */
-export function deviceApiSpecs(): InsertSpec[] {
+export function deviceSideSpecs(): InsertSpec[] {
   return [includeSpec(), ...HOOKS.map(hookSpec), slotSpec(), memHandleSpec()];
+}
+
+/* --- the host side: filling the slot ------------------------------------------------------------------------ */
+
+export const TRANSPORT_CPP = 'src/host/transport/transport.cpp';
+export const INIT_CU = 'src/host/init/init.cu';
+const HOST_SLOT = 'nvshmemi_efa_gda_api_h';
+/** The modules' slots, counted by registration (NVSHMEM's own map of transport states exists only with IBGDA). */
+const MODULES = 'nvshmemi_efa_gda_api_slots';
+const HOST_GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT)';
+
+/** A line matching `re` exactly once in the file (for top-level anchors the parse does not index). */
+function onlyLine(doc: Doc, re: RegExp, what: string): number | { refuse: string } {
+  const hits = [...doc.src.matchAll(new RegExp(re.source, 'gm'))];
+  if (hits.length !== 1) return { refuse: `expected one ${what}, found ${hits.length}` };
+  return hits[0]!.index!;
+}
+
+/**
+ * The host's copy of the slot, next to the transport plugin's handle (file-static in transport.cpp, which is why
+ * the slot is fetched there): NVSHMEM's host library defines it, init.cu copies it.
+ */
+function hostSlotSpec(): InsertSpec {
+  return {
+    kind: 'insert',
+    id: 'device-api-host-slot',
+    file: TRANSPORT_CPP,
+    parse: 'text',
+    style: 'c',
+    anchor: 'after `static void *transport_lib = NULL;`',
+    why: "the host's copy of the device API slot, filled from the transport plugin and copied into every module",
+    lines: [HOST_GUARD, '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', `nvshmemx_efa_gda_api_slot_t ${HOST_SLOT};`, '#endif'],
+    footprint: [literal(`nvshmemx_efa_gda_api_slot_t ${HOST_SLOT};`)],
+    locate(doc) {
+      const at = onlyLine(doc, /^static[ \t]+void[ \t]*\*[ \t]*transport_lib[ \t]*=[ \t]*NULL[ \t]*;[ \t]*$/, '`static void *transport_lib = NULL;` line');
+      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
+    },
+  };
+}
+
+/**
+ * After the remote transport connected its endpoints (GDA starts there) and before NVSHMEM copies its state into the
+ * modules: ask the plugin for the slot. A plugin without the function (another transport, an unpatched build) and a
+ * failed request leave it zero: the proxy path.
+ */
+const CONNECT_CALL = 'connect_endpoints';
+const UPDATE_CALL = 'nvshmemi_update_device_state';
+function hostFillSpec(): InsertSpec {
+  const dlsym = 'dlsym(transport_lib, "nvshmemx_efa_gda_get_api_slot")';
+  return {
+    kind: 'insert',
+    id: 'device-api-host-fill',
+    file: TRANSPORT_CPP,
+    parse: 'cpp',
+    style: 'c',
+    anchor: `nvshmemi_setup_connections(): before the ${UPDATE_CALL}() call that follows ${CONNECT_CALL}()`,
+    why: "fills the host's slot from the transport plugin once GDA started (in connect_endpoints), before NVSHMEM copies its state into every module",
+    lines: [
+      HOST_GUARD,
+      '{',
+      '    nvshmemx_efa_gda_api_slot_t efa_gda_slot = nvshmemx_efa_gda_api_slot_t();',
+      '    typedef int (*get_api_slot_fn)(nvshmemx_efa_gda_api_slot_t *);',
+      `    get_api_slot_fn get_api_slot = transport_lib ? (get_api_slot_fn)${dlsym} : NULL;`,
+      '    if (get_api_slot && get_api_slot(&efa_gda_slot) != 0) efa_gda_slot = nvshmemx_efa_gda_api_slot_t();',
+      `    ${HOST_SLOT} = efa_gda_slot;`,
+      '}',
+      '#endif',
+    ],
+    footprint: [literal(dlsym)],
+    locate(doc) {
+      return withFunction(doc, 'nvshmemi_setup_connections', (f) => {
+        const connect = f.calls.filter((c) => c.name === CONNECT_CALL);
+        if (connect.length !== 1) return `expected one ${CONNECT_CALL}() call, found ${connect.length}`;
+        const updates = f.calls.filter((c) => c.name === UPDATE_CALL && c.span.start > connect[0]!.span.start);
+        if (updates.length !== 1) return `expected one ${UPDATE_CALL}() call after ${CONNECT_CALL}(), found ${updates.length}`;
+        const at = lineStart(doc.src, updates[0]!.span.start);
+        return { offset: at, indent: indentAt(doc.src, at) };
+      });
+    },
+  };
+}
+
+/** At finalize, before NVSHMEM updates the modules after closing each transport: the slot goes off first. */
+function hostClearSpec(): InsertSpec {
+  const clear = `${HOST_SLOT} = nvshmemx_efa_gda_api_slot_t();`;
+  return {
+    kind: 'insert',
+    id: 'device-api-host-clear',
+    file: TRANSPORT_CPP,
+    parse: 'cpp',
+    style: 'c',
+    anchor: 'nvshmemi_transport_finalize(): first in the body',
+    why: 'turns the slot off before the transports close, so the state update after each finalize leaves no module pointing at freed GDA state',
+    lines: [HOST_GUARD, clear, '#endif'],
+    footprint: [wholeLine(clear)],
+    locate(doc) {
+      return withFunction(doc, 'nvshmemi_transport_finalize', (f) => {
+        const first = f.statements[0];
+        return { offset: afterLine(doc.src, f.body.start), indent: first ? indentAt(doc.src, first.start) : '    ' };
+      });
+    },
+  };
+}
+
+/**
+ * Where NVSHMEM copies its device state into every registered module (and, with IBGDA, IBGDA's state into every
+ * registered transport pointer): the host's slot into every registered transport pointer, which without IBGDA is
+ * the slot of each module (init_device.cu, patched).
+ */
+function hostCopySpec(): InsertSpec {
+  const copy = `cudaMemcpy(it->first, &${HOST_SLOT}, sizeof(${HOST_SLOT}), cudaMemcpyHostToDevice)`;
+  return {
+    kind: 'insert',
+    id: 'device-api-host-copy',
+    file: INIT_CU,
+    parse: 'cpp',
+    style: 'c',
+    anchor: `${UPDATE_CALL}(): before its final return`,
+    why: "copies the host's slot into the slot of every module NVSHMEM registered, each time NVSHMEM updates their device state",
+    lines: [
+      HOST_GUARD,
+      `for (auto it = ${MODULES}.cbegin(); status == 0 && it != ${MODULES}.cend(); ++it) {`,
+      `    status = ${copy};`,
+      '}',
+      '#endif',
+    ],
+    footprint: [literal(copy)],
+    locate(doc) {
+      return withFunction(doc, UPDATE_CALL, (f) => {
+        const body = doc.src.slice(f.body.start, f.end);
+        if (!/\bint\s+status\b/.test(body)) return 'no local `int status`';
+        if (!f.finalReturn || !/^return\s+status\s*;$/.test(doc.src.slice(f.finalReturn.start, f.finalReturn.end).trim())) return 'no final `return status;`';
+        return { offset: lineStart(doc.src, f.finalReturn.start), indent: indentAt(doc.src, f.finalReturn.start) };
+      });
+    },
+  };
+}
+
+/** What init.cu needs, before the first function that uses it (register_state_ptr): the host's slot and the map. */
+function hostDeclSpec(): InsertSpec {
+  const decl = `extern nvshmemx_efa_gda_api_slot_t ${HOST_SLOT};`;
+  return {
+    kind: 'insert',
+    id: 'device-api-host-decl',
+    file: INIT_CU,
+    parse: 'cpp',
+    style: 'c',
+    anchor: 'before the definition of register_state_ptr()',
+    why: "declares the host's slot (defined in transport.cpp) and the map of the modules' slots it is copied into",
+    lines: [HOST_GUARD, '#include <map>', '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', decl, `static std::map<void *, int> ${MODULES};`, '#endif'],
+    footprint: [wholeLine(decl)],
+    locate(doc) {
+      return withFunction(doc, 'register_state_ptr', (f) => ({ offset: lineStart(doc.src, f.start), indent: '' }));
+    },
+  };
+}
+
+/**
+ * Registering and dropping a module's slot. Without IBGDA, NVSHMEM's register_state_ptr() refuses a transport
+ * pointer ("IBGDA not enabled by host lib") and unregister_state_ptr() ignores it; these keep the device API's
+ * slots in a map of their own, counted as NVSHMEM counts the device states, and hand NVSHMEM's own code a NULL.
+ */
+function hostRegisterSpec(kind: 'register' | 'unregister'): InsertSpec {
+  const fn = `${kind}_state_ptr`;
+  const lines =
+    kind === 'register'
+      ? ['if (transport != NULL) {', `    ${MODULES}[transport]++;`, '    transport = NULL;', '}']
+      : [
+          'if (transport != NULL) {',
+          `    auto efa_gda_slot = ${MODULES}.find(transport);`,
+          `    if (efa_gda_slot != ${MODULES}.end() && --efa_gda_slot->second <= 0) ${MODULES}.erase(efa_gda_slot);`,
+          '    transport = NULL;',
+          '}',
+        ];
+  return {
+    kind: 'insert',
+    id: `device-api-host-${kind}`,
+    file: INIT_CU,
+    parse: 'cpp',
+    style: 'c',
+    anchor: `${fn}(): first in the body`,
+    why:
+      kind === 'register'
+        ? "keeps each module's device API slot (its transport state pointer) for the copies, where NVSHMEM without IBGDA would refuse it"
+        : "drops a module's device API slot when the module goes, so no copy targets a module that is gone",
+    lines: [HOST_GUARD, ...lines, '#endif'],
+    footprint: [wholeLine(lines[1]!)],
+    locate(doc) {
+      return withFunction(doc, fn, (f) => {
+        const head = doc.src.slice(f.start, f.body.start);
+        if (!/\bvoid\s*\*\s*transport\s*\)/.test(head)) return 'no last parameter `void *transport`';
+        const first = f.statements[0];
+        return { offset: afterLine(doc.src, f.body.start), indent: first ? indentAt(doc.src, first.start) : '    ' };
+      });
+    },
+  };
+}
+
+/** The host side: the slot in NVSHMEM's host library, filled from the plugin, registered per module, copied, cleared. */
+export function hostApiSpecs(): InsertSpec[] {
+  return [hostSlotSpec(), hostFillSpec(), hostClearSpec(), hostRegisterSpec('register'), hostRegisterSpec('unregister'), hostDeclSpec(), hostCopySpec()];
+}
+
+/** The installed headers (and the vendored efa_io_defs.h), copied to src/include/nvshmem_efa/ (see HEADERS_DIR). */
+export function deviceApiHeaderSpecs(t: Template, vendored: VendoredFile[] = []): OwnedFileSpec[] {
+  const why = 'the GDA headers the device API hooks include, where NVSHMEM\'s own targets find them under the name they are installed by';
+  const specs: OwnedFileSpec[] = [];
+  for (const name of t.manifest.installHeaders) {
+    const file = t.files.find((f) => f.name === name);
+    const v = vendored.find((x) => x.name === name);
+    const content = file?.content ?? (v ? `/* ${OWNER_MARK} ${t.manifest.name}: vendored by nvshmem-efa from ${v.origin}. */\n${v.content}` : undefined);
+    if (content === undefined) continue; // efa_io_defs.h when it could not be had: the include then fails loudly
+    specs.push({ kind: 'owned-file', id: `device-api-header:${name}`, file: `${HEADERS_DIR}/${name}`, anchor: `templates/${t.manifest.name}/${name}`, why, content, ownerMark: OWNER_MARK });
+  }
+  return specs;
+}
+
+/** Everything the device API patch writes into NVSHMEM. */
+export function deviceApiSpecs(t: Template, vendored: VendoredFile[] = []): PatchSpec[] {
+  return [...deviceSideSpecs(), ...hostApiSpecs(), ...deviceApiHeaderSpecs(t, vendored)];
 }

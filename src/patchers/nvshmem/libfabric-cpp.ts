@@ -1,6 +1,7 @@
-import type { CheckSpec, Doc, InsertSpec, Located } from '../engine/plan.ts';
+import type { CheckSpec, Doc, InsertSpec } from '../engine/plan.ts';
 import type { FunctionAnchor, Span } from '../engine/cpp.ts';
-import { afterLine, callOf, indentAt, lineStart, nearestNames, startsLine, wholeLine } from '../engine/text.ts';
+import { afterLine, callOf, indentAt, lineStart, startsLine, wholeLine } from '../engine/text.ts';
+import { withFunction } from './find-function.ts';
 import { detectLayout, LIBFABRIC_H, type LayoutId } from './layout.ts';
 import type { Template } from './template.ts';
 
@@ -10,31 +11,6 @@ const CONNECT = 'nvshmemt_libfabric_connect_endpoints';
 const FINALIZE = 'nvshmemt_libfabric_finalize';
 const GET_MEM_HANDLE = 'nvshmemt_libfabric_get_mem_handle';
 const RELEASE_MEM_HANDLE = 'nvshmemt_libfabric_release_mem_handle';
-
-/** A renamed anchor: the nearest function names by edit distance, closest first. */
-function similarNames(doc: Doc, name: string): string {
-  const near = nearestNames(name, doc.cpp?.functionNames ?? []);
-  return near.length ? `nearest: ${near.map((n) => `${n}()`).join(', ')}; renamed?` : 'no function with a similar name';
-}
-
-/**
- * Picks the raw or the `#if`-flattened parse of a function, whichever satisfies `need`; refuses when neither
- * does. This is the "use an anchor only outside ERROR nodes, else flatten, else refuse" rule.
- */
-function withFunction(doc: Doc, name: string, need: (f: FunctionAnchor) => string | Located): Located {
-  const found = doc.cpp!.findFunction(name);
-  if (!found) return { refuse: `no definition of ${name}() found (${similarNames(doc, name)})` };
-  let firstProblem = '';
-  // The flattened parse is made only if the raw one does not do.
-  for (const pick of [() => found.raw, () => found.flattened]) {
-    const f = pick();
-    if (!f) continue;
-    const r = need(f);
-    if (typeof r !== 'string') return r;
-    firstProblem ||= r;
-  }
-  return { refuse: `in ${name}(): ${firstProblem}` };
-}
 
 function bodyIndent(doc: Doc, f: FunctionAnchor): string {
   const first = f.statements[0];

@@ -1,0 +1,92 @@
+/* nvshmem-efa template transport_efa_gda: installed by nvshmem-efa, which rewrites this file on each run.
+ *
+ * The slot of NVSHMEM's device API over GDA (nvshmemx_efa_gda_api.h, nvshmemx_efa_gda_device_api.cuh). NVSHMEM's
+ * host library asks for it once it connected this transport (transport.cpp, patched) and copies it into the
+ * __constant__ slot of every module that links NVSHMEM's device library. On while GDA is active and
+ * NVSHMEM_EFA_GDA_DEVICE_API is 1 (the default); the first call adds which to the status line. Compiled whether
+ * or not libfabric has the GDA ops: without them GDA is never active and the slot stays off. */
+#include "efa_gda_internal.h"
+#include "nvshmemx_efa_gda_api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NVSHMEM_EFA_GDA_DEVICE_API_ENV "NVSHMEM_EFA_GDA_DEVICE_API"
+
+using namespace efa_gda;
+
+#if !defined(FI_EFA_GDA_OPS)
+
+extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) {
+    if (!slot) return -1;
+    memset(slot, 0, sizeof *slot);
+    return 0;
+}
+
+#else
+
+namespace efa_gda {
+namespace {
+
+/* 1 (the default) or 0; anything else is off, and says so: a typo must not pass for a choice. */
+bool api_requested(char *why, size_t whylen) {
+    const char *v = getenv(NVSHMEM_EFA_GDA_DEVICE_API_ENV);
+    if (!v || !*v || !strcmp(v, "1")) return true;
+    if (!strcmp(v, "0")) snprintf(why, whylen, "off (%s=0)", NVSHMEM_EFA_GDA_DEVICE_API_ENV);
+    else snprintf(why, whylen, "off: %s=%s is neither 0 nor 1", NVSHMEM_EFA_GDA_DEVICE_API_ENV, v);
+    return false;
+}
+
+/* Appended to the status line once, by the first call. */
+bool g_api_noted = false;
+void note_api(const char *what) {
+    if (g_api_noted) return;
+    g_api_noted = true;
+    const size_t n = strlen(g_status);
+    snprintf(g_status + n, sizeof g_status - n, "; NVSHMEM device API over GDA %s", what);
+}
+
+}  // namespace
+}  // namespace efa_gda
+
+extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) {
+    if (!slot) return -1;
+    memset(slot, 0, sizeof *slot);
+    if (!g_active || !g) return 0;
+    char why[200];
+    if (!api_requested(why, sizeof why)) {
+        note_api(why);
+        return 0;
+    }
+    if (!g->d_api) {
+        /* The shared block, then flushed_at[n_pes]: zero, but for the pointer to flushed_at. */
+        const size_t bytes = sizeof(nvshmemx_efa_gda_api_shared_t) + (size_t)g->boot.n_pes * sizeof(unsigned int);
+        CUdeviceptr d = 0;
+        nvshmemx_efa_gda_api_shared_t h;
+        memset(&h, 0, sizeof h);
+        CUresult r = g->cu.memAlloc(&d, bytes);
+        if (r == CUDA_SUCCESS) {
+            h.flushed_at = (unsigned int *)(uintptr_t)(d + sizeof h);
+            r = g->cu.memsetD8(d, 0, bytes);
+        }
+        if (r == CUDA_SUCCESS) r = upload(*g, d, &h, sizeof h);
+        if (r != CUDA_SUCCESS) {
+            if (d) g->cu.memFree(d);
+            snprintf(why, sizeof why, "off: allocating its %zu-byte block of GPU memory failed (CUDA error %d)", bytes, (int)r);
+            note_api(why);
+            return -1;
+        }
+        g->d_api = d;
+    }
+    slot->abi = NVSHMEMX_EFA_GDA_API_ABI;
+    slot->on = 1;
+    slot->state = (nvshmemx_efa_gda_device_state_t *)(uintptr_t)g->d_state;
+    slot->shared = (nvshmemx_efa_gda_api_shared_t *)(uintptr_t)g->d_api;
+    slot->flags = g_delivered_once ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u;
+    note_api(g_delivered_once ? "on (p and SET signals as GDA writes: every NIC delivers a write once)"
+                              : "on (p and SET signals through NVSHMEM's proxy: a write may land twice)");
+    return 0;
+}
+
+#endif

@@ -48,7 +48,6 @@ export interface SelftestRow {
   modes: string;
 }
 
-
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
 const NO_MODES = '-';
 

@@ -44,7 +44,6 @@ export interface DetectInput {
 
 const MIN_GDA_LIBFABRIC = [2, 3, 0] as const;
 
-
 /** Where the work dir's GDRCopy is installed when the build builds it (the gdrcopy step). */
 export const gdrcopyPrefix = (workDir: string) => path.join(workDir, 'install', 'gdrcopy');
 

@@ -38,13 +38,12 @@ bool api_requested(char *why, size_t whylen) {
     return false;
 }
 
-/* Appended to the status line once, by the first call. */
-bool g_api_noted = false;
+/* Appended to the status line once: while the line start-up set still carries it, a later call adds nothing. */
+const char kApiNote[] = "; NVSHMEM device API over GDA ";
 void note_api(const char *what) {
-    if (g_api_noted) return;
-    g_api_noted = true;
+    if (strstr(g_status, kApiNote)) return;
     const size_t n = strlen(g_status);
-    snprintf(g_status + n, sizeof g_status - n, "; NVSHMEM device API over GDA %s", what);
+    snprintf(g_status + n, sizeof g_status - n, "%s%s", kApiNote, what);
 }
 
 }  // namespace

@@ -3,11 +3,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
-import { planDeepEp, type DeepEpPlan } from '../../src/patchers/deepep/index.ts';
-import { GOLDEN_DEEPEP, golden, goldenCases, materialize } from '../helpers/golden.ts';
+import { planDeepEp } from '../../src/patchers/deepep/index.ts';
+import { GOLDEN_DEEPEP, golden, goldenCases, materialize, refusalText } from '../helpers/golden.ts';
 
 
-const refusalText = (plan: DeepEpPlan) => plan.refusals.map((r) => `${r.id} (${r.file ?? '-'}: ${r.anchor})\n  ${r.detail}\n`).join('');
 
 describe.each(goldenCases(GOLDEN_DEEPEP))('golden deepep $name', (c) => {
   it(`${c.expect === 'patch' ? 'produces the expected patch' : 'is refused with the expected message'} (${c.note})`, async () => {

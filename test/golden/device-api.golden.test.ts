@@ -4,15 +4,14 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
-import { planPatches, type PatchPlan } from '../../src/patchers/engine/plan.ts';
+import { planPatches } from '../../src/patchers/engine/plan.ts';
 import { deviceApiSpecs, HEADERS_DIR, HOOKS, hookShapeProblem } from '../../src/patchers/nvshmem/device-api.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
-import { golden, goldenCases, materialize } from '../helpers/golden.ts';
+import { golden, goldenCases, materialize, refusalText } from '../helpers/golden.ts';
 
 const ROOT = path.join(import.meta.dirname, 'device-api');
 const template = await loadTemplate();
 const specs = () => deviceApiSpecs(template);
-const refusalText = (plan: PatchPlan) => plan.refusals.map((r) => `${r.id} (${r.file}: ${r.anchor})\n  ${r.detail}\n`).join('');
 
 describe.each(goldenCases(ROOT))('device API golden $name', (c) => {
   it(`${c.expect === 'patch' ? 'produces the expected patch' : 'is refused with the expected message'} (${c.note})`, async () => {

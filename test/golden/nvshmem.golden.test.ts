@@ -3,16 +3,12 @@ import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
-import type { PatchPlan } from '../../src/patchers/engine/plan.ts';
 import { planNvshmem } from '../../src/patchers/nvshmem/index.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
-import { GOLDEN, golden, goldenCases, materialize } from '../helpers/golden.ts';
+import { GOLDEN, golden, goldenCases, materialize, refusalText } from '../helpers/golden.ts';
 import { libfabricPrefix, needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 
 
-function refusalText(plan: PatchPlan): string {
-  return plan.refusals.map((r) => `${r.id} (${r.file}: ${r.anchor})\n  ${r.detail}\n`).join('');
-}
 
 const template = await loadTemplate();
 

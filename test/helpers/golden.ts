@@ -91,3 +91,8 @@ export function golden(file: string, actual: string): void {
   }
   expect(actual).toBe(readFileSync(file, 'utf8'));
 }
+
+/** A plan's refusals as the golden expected-refusals.txt files hold them: id, file and anchor, then the detail. */
+export function refusalText(plan: { refusals: readonly { id: string; file?: string; anchor: string; detail?: string }[] }): string {
+  return plan.refusals.map((r) => `${r.id} (${r.file ?? '-'}: ${r.anchor})\n  ${r.detail}\n`).join('');
+}

@@ -1,8 +1,8 @@
 import type { Doc, InsertSpec, OwnedFileSpec, PatchSpec } from '../engine/plan.ts';
 import type { FunctionAnchor } from '../engine/cpp.ts';
 import { afterLine, indentAt, lineStart, literal, wholeLine } from '../engine/text.ts';
-import { similarNames, withFunction } from './find-function.ts';
-import { OWNER_MARK, type Template, type VendoredFile } from './template.ts';
+import { bodyIndent, firstInBody, similarNames, withFunction } from './find-function.ts';
+import { OWNER_MARK, vendoredContent, type Template, type VendoredFile } from './template.ts';
 
 /**
  * NVSHMEM's own device API over EFA GDA (issue 23): the hooks that send NVSHMEM's nvshmemi_transfer_* functions to
@@ -102,21 +102,24 @@ function hookSpec(h: Hook): InsertSpec {
     footprint: [wholeLine(hookLine(h))],
     locate(doc) {
       return withFunction(doc, h.fn, (f) => {
-        const problem = hookShapeProblem(headOf(doc, f), h);
-        if (problem) return problem;
-        const first = f.statements[0];
-        const indent = first ? indentAt(doc.src, first.start) : '    ';
-        return { offset: afterLine(doc.src, f.body.start), indent };
+        return hookShapeProblem(headOf(doc, f), h) ?? firstInBody(doc, f);
       });
     },
   };
+}
+
+/** A line matching `re` exactly once in the file (for top-level anchors the parse does not index). */
+function onlyLine(doc: Doc, re: RegExp, what: string): number | { refuse: string } {
+  const hits = [...doc.src.matchAll(new RegExp(re.source, 'gm'))];
+  if (hits.length !== 1) return { refuse: `expected one ${what}, found ${hits.length}` };
+  return hits[0]!.index!;
 }
 
 /**
  * The glue's include, right after the include of proxy_device.cuh, whose functions the glue calls for what goes
  * through NVSHMEM's proxy (the file's includes sit inside its include guard, so none is top-level).
  */
-const PROXY_INCLUDE = /^[ \t]*#[ \t]*include[ \t]+"non_abi\/device\/pt-to-pt\/proxy_device\.cuh"[ \t]*\r?$/gm;
+const PROXY_INCLUDE = /^[ \t]*#[ \t]*include[ \t]+"non_abi\/device\/pt-to-pt\/proxy_device\.cuh"[ \t]*\r?$/;
 function includeSpec(): InsertSpec {
   const include = '#include "nvshmem_efa/nvshmemx_efa_gda_device_api.cuh"';
   return {
@@ -130,9 +133,8 @@ function includeSpec(): InsertSpec {
     lines: [GUARD, `#define ${DEVICE_API_MACRO} 1`, include, '#endif'],
     footprint: [wholeLine(include)],
     locate(doc) {
-      const hits = [...doc.src.matchAll(PROXY_INCLUDE)];
-      if (hits.length !== 1) return { refuse: `expected one #include of non_abi/device/pt-to-pt/proxy_device.cuh, found ${hits.length}` };
-      return { offset: afterLine(doc.src, hits[0]!.index!), indent: '' };
+      const at = onlyLine(doc, PROXY_INCLUDE, '#include of non_abi/device/pt-to-pt/proxy_device.cuh');
+      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
     },
   };
 }
@@ -181,11 +183,9 @@ function memHandleSpec(): InsertSpec {
       return withFunction(doc, name, (f) => {
         const head = doc.src.slice(f.start, f.body.start);
         if (!/\bvoid\s*\*\*\s*transport_dev_state_ptr\b/.test(head)) return 'no parameter `void **transport_dev_state_ptr`';
-        const first = f.statements[0];
-        const indent = first ? indentAt(doc.src, first.start) : '    ';
         // Before the final return (AWS's int version), else before the closing brace.
         const at = f.finalReturn ? lineStart(doc.src, f.finalReturn.start) : lineStart(doc.src, f.end - 1);
-        return { offset: at, indent };
+        return { offset: at, indent: bodyIndent(doc, f) };
       });
     },
   };
@@ -204,13 +204,6 @@ const HOST_SLOT = 'nvshmemi_efa_gda_api_h';
 /** The modules' slots, counted by registration (NVSHMEM's own map of transport states exists only with IBGDA). */
 const MODULES = 'nvshmemi_efa_gda_api_slots';
 const HOST_GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT)';
-
-/** A line matching `re` exactly once in the file (for top-level anchors the parse does not index). */
-function onlyLine(doc: Doc, re: RegExp, what: string): number | { refuse: string } {
-  const hits = [...doc.src.matchAll(new RegExp(re.source, 'gm'))];
-  if (hits.length !== 1) return { refuse: `expected one ${what}, found ${hits.length}` };
-  return hits[0]!.index!;
-}
 
 /**
  * The host's copy of the slot, next to the transport plugin's handle (file-static in transport.cpp, which is why
@@ -290,10 +283,7 @@ function hostClearSpec(): InsertSpec {
     lines: [HOST_GUARD, clear, '#endif'],
     footprint: [wholeLine(clear)],
     locate(doc) {
-      return withFunction(doc, 'nvshmemi_transport_finalize', (f) => {
-        const first = f.statements[0];
-        return { offset: afterLine(doc.src, f.body.start), indent: first ? indentAt(doc.src, first.start) : '    ' };
-      });
+      return withFunction(doc, 'nvshmemi_transport_finalize', (f) => firstInBody(doc, f));
     },
   };
 }
@@ -385,8 +375,7 @@ function hostRegisterSpec(kind: 'register' | 'unregister'): InsertSpec {
       return withFunction(doc, fn, (f) => {
         const head = doc.src.slice(f.start, f.body.start);
         if (!/\bvoid\s*\*\s*transport\s*\)/.test(head)) return 'no last parameter `void *transport`';
-        const first = f.statements[0];
-        return { offset: afterLine(doc.src, f.body.start), indent: first ? indentAt(doc.src, first.start) : '    ' };
+        return firstInBody(doc, f);
       });
     },
   };
@@ -404,7 +393,7 @@ export function deviceApiHeaderSpecs(t: Template, vendored: VendoredFile[] = [])
   for (const name of t.manifest.installHeaders) {
     const file = t.files.find((f) => f.name === name);
     const v = vendored.find((x) => x.name === name);
-    const content = file?.content ?? (v ? `/* ${OWNER_MARK} ${t.manifest.name}: vendored by nvshmem-efa from ${v.origin}. */\n${v.content}` : undefined);
+    const content = file?.content ?? (v ? vendoredContent(t, v) : undefined);
     if (content === undefined) continue; // efa_io_defs.h when it could not be had: the include then fails loudly
     specs.push({ kind: 'owned-file', id: `device-api-header:${name}`, file: `${HEADERS_DIR}/${name}`, anchor: `templates/${t.manifest.name}/${name}`, why, content, ownerMark: OWNER_MARK });
   }

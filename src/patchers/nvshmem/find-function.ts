@@ -1,6 +1,6 @@
 import type { FunctionAnchor } from '../engine/cpp.ts';
 import type { Doc, Located } from '../engine/plan.ts';
-import { nearestNames } from '../engine/text.ts';
+import { afterLine, indentAt, nearestNames } from '../engine/text.ts';
 
 /** A renamed anchor: the nearest function names by edit distance, closest first. */
 export function similarNames(doc: Doc, name: string): string {
@@ -25,4 +25,15 @@ export function withFunction(doc: Doc, name: string, need: (f: FunctionAnchor) =
     firstProblem ||= r;
   }
   return { refuse: `in ${name}(): ${firstProblem}` };
+}
+
+/** The indent of the body's statements (its first statement's), or four spaces for an empty body. */
+export function bodyIndent(doc: Doc, f: FunctionAnchor): string {
+  const first = f.statements[0];
+  return first ? indentAt(doc.src, first.start) : '    ';
+}
+
+/** First in the body: the line after the one holding its opening brace, at the body's indent. */
+export function firstInBody(doc: Doc, f: FunctionAnchor): Located {
+  return { offset: afterLine(doc.src, f.body.start), indent: bodyIndent(doc, f) };
 }

@@ -1,7 +1,7 @@
 import type { CheckSpec, Doc, InsertSpec } from '../engine/plan.ts';
 import type { FunctionAnchor, Span } from '../engine/cpp.ts';
-import { afterLine, callOf, indentAt, lineStart, startsLine, wholeLine } from '../engine/text.ts';
-import { withFunction } from './find-function.ts';
+import { afterLine, callOf, lineStart, startsLine, wholeLine } from '../engine/text.ts';
+import { bodyIndent, withFunction } from './find-function.ts';
 import { detectLayout, LIBFABRIC_H, type LayoutId } from './layout.ts';
 import type { Template } from './template.ts';
 
@@ -11,11 +11,6 @@ const CONNECT = 'nvshmemt_libfabric_connect_endpoints';
 const FINALIZE = 'nvshmemt_libfabric_finalize';
 const GET_MEM_HANDLE = 'nvshmemt_libfabric_get_mem_handle';
 const RELEASE_MEM_HANDLE = 'nvshmemt_libfabric_release_mem_handle';
-
-function bodyIndent(doc: Doc, f: FunctionAnchor): string {
-  const first = f.statements[0];
-  return first ? indentAt(doc.src, first.start) : '    ';
-}
 
 
 /** The body's text without comments (offsets are not kept): for shape checks on statements. */

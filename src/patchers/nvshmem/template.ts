@@ -59,6 +59,11 @@ export interface VendoredFile {
   origin: string;
 }
 
+/** A vendored file as the tree gets it: a first line naming its origin (how a rerun recognises the copy as ours), then the verified file, unchanged. */
+export function vendoredContent(t: Template, v: VendoredFile): string {
+  return `/* ${OWNER_MARK} ${t.manifest.name}: vendored by nvshmem-efa from ${v.origin}. */\n${v.content}`;
+}
+
 export function vendoredFileSpec(t: Template, v: VendoredFile): OwnedFileSpec {
   return {
     kind: 'owned-file',
@@ -66,8 +71,7 @@ export function vendoredFileSpec(t: Template, v: VendoredFile): OwnedFileSpec {
     file: `${t.manifest.destination}/${v.name}`,
     anchor: v.origin,
     why: 'the upstream EFA I/O definitions the GDA device header includes (pinned, sha256-verified)',
-    // The first line is how a rerun recognises the copy as ours; the rest is the verified file, unchanged.
-    content: `/* ${OWNER_MARK} ${t.manifest.name}: vendored by nvshmem-efa from ${v.origin}. */\n${v.content}`,
+    content: vendoredContent(t, v),
     ownerMark: OWNER_MARK,
   };
 }

@@ -30,7 +30,7 @@ Exit codes:
   130  interrupted (rerun to resume)`;
 
 /** Options that name a directory: a file there is exit 6, in every command (checked before any action). */
-const DIR_OPTIONS = new Set(['--nvshmem-src', '--deepep-src', '--cuda-home', '--libfabric-home', '--gdrcopy-home', '--work-dir', '--export', '--root', '--nvshmem-home', '--deepep-dir', '--efaemu-build', '--results']);
+const DIR_OPTIONS = new Set(['--nvshmem-src', '--deepep-src', '--cuda-home', '--libfabric-home', '--gdrcopy-home', '--work-dir', '--export', '--root', '--nvshmem-home', '--deepep-dir', '--efaemu-build', '--results', '--output-dir']);
 /** Options whose empty value means something (no extra arguments). */
 const MAY_BE_EMPTY = new Set(['--deepep-args']);
 
@@ -60,6 +60,7 @@ function addSourceOptions(c: Command): Command {
     .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
     .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (pinned: ${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it; no default: DeepEP is left alone unless --deepep-src or --deepep-ref is given`)
     .option('--efa-io-defs <file>', "rdma-core's efa_io_defs.h pinned in third_party/efa_gda/lock.json (default: download it; checked by sha256)")
+    .option('--device-api', "also route NVSHMEM's own device API (nvshmem_put*, p/g, signals, quiet, fence of any NVSHMEM program) over EFA GDA; off by default (docs/device-api.md says what is proven); NVSHMEM_EFA_GDA_DEVICE_API=0 turns it off at run time")
     .option('--force', 'rerun every step even if its inputs did not change')
     .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')
     .option('--verbose', 'print every step event and output line');
@@ -202,6 +203,33 @@ async function runCli(argv: readonly string[]): Promise<number> {
         checks: typeof raw.checks === 'string' ? raw.checks.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
         libfabricHome: str('libfabricHome'), efaemuBuild: str('efaemuBuild'), peTest: str('peTest'), deepepDir: str('deepepDir'), results: str('results'),
         timeoutSec: timeout, efaemuModes: String(raw.efaemuModes), patternDir: str('patternDir'), dryRun: raw.dryRun === true, json: raw.json === true,
+      }, out, (s) => process.stderr.write(s + '\n'));
+    });
+
+  program
+    .command('launch')
+    .description("run N copies of an NVSHMEM program on this host, bootstrapped by NVSHMEM's default PMI-1 (simple PMI) served by this command: " +
+      "for programs that call nvshmem_init() (NVSHMEM's perftests and examples) where there is no hydra, srun or MPI; a failing rank ends the job, exit status: the first failure's")
+    .argument('<command...>', 'the program and its arguments (after --)')
+    .requiredOption('-n, --ranks <n>', 'how many ranks')
+    .option('--one-gpu-each', 'CUDA_VISIBLE_DEVICES=<rank> for each rank: every process sees only its own GPU')
+    .option('--output-dir <dir>', 'write each rank\'s output to DIR/rank<r>.log (default: the terminal, lines prefixed [r])')
+    .option('--timeout <seconds>', 'stop the job after this long (exit 124; default: none)')
+    .option('--grace <seconds>', 'once a rank failed, how long the others may take to end on their own before they are stopped', '15')
+    .option('--dry-run', 'print each rank\'s environment and command and run nothing')
+    .option('--json', 'print each rank\'s exit status and time as JSON (their output goes to stderr)')
+    .action(async (command: string[], raw: Record<string, unknown>) => {
+      const ranks = Number(raw.ranks);
+      if (!(Number.isInteger(ranks) && ranks > 0)) throw new UsageError(`--ranks must be a positive integer, got '${String(raw.ranks)}'`, 'pass e.g. -n 2');
+      const timeout = raw.timeout === undefined ? 0 : Number(raw.timeout);
+      if (!(Number.isInteger(timeout) && timeout >= 0)) throw new UsageError(`--timeout must be a whole number of seconds, got '${String(raw.timeout)}'`, 'pass seconds, e.g. --timeout 300');
+      const grace = Number(raw.grace);
+      if (!(Number.isFinite(grace) && grace >= 0)) throw new UsageError(`--grace must be seconds, got '${String(raw.grace)}'`, 'pass seconds, e.g. --grace 5');
+      const { launchCommand } = await import('./commands/launch.ts');
+      code = await launchCommand({
+        ranks, command, timeoutSec: timeout, graceSec: grace, oneGpuEach: raw.oneGpuEach === true,
+        ...(typeof raw.outputDir === 'string' ? { outputDir: path.resolve(raw.outputDir) } : {}),
+        dryRun: raw.dryRun === true, json: raw.json === true,
       }, out, (s) => process.stderr.write(s + '\n'));
     });
 

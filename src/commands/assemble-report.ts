@@ -25,6 +25,18 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
   return { status: 'unknown', reason: 'the run stopped before this was known' };
 }
 
+/** Whether NVSHMEM's own device API takes the GDA path (the --device-api hooks), and what decides it at run time. */
+export function deviceApiStatus(ctx: Ctx): Report['deviceApi'] {
+  if (!ctx.patch) return undefined;
+  if (!ctx.patch.deviceApi) {
+    return { status: 'off', reason: "without --device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
+  }
+  const gda = gdaStatus(ctx).status;
+  const hooks = 'hooks in NVSHMEM\'s nvshmemi_transfer_* functions route remote put/get (all scopes), p/g, put-with-signal and signal_op SET, quiet and fence over GDA; atomics and SIGNAL_ADD stay on the proxy, ordered after the GDA data they follow (docs/device-api.md)';
+  const when = `on at run time where GDA is active (${ctx.patch.gdaEnv}=1); NVSHMEM_EFA_GDA_DEVICE_API=0 keeps the proxy path in the same build`;
+  return { status: 'on', reason: gda === 'available' || gda === 'unknown' ? `${hooks}; ${when}` : `${hooks}; but GDA is ${gda} in this build, so every call takes the proxy path` };
+}
+
 /** Environment variables a job needs to run on the result; printed and stored in the report. */
 export function runtimeEnv(ctx: Ctx): Record<string, string> {
   if (!ctx.build) return {};
@@ -110,6 +122,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
     ...(ctx.env?.fabric ? { fabric: fabricSection(ctx) } : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
+    ...(deviceApiStatus(ctx) ? { deviceApi: deviceApiStatus(ctx) } : {}),
     fixes: [
       ...ctx.envFixes,
       ...(ctx.gdrcopy?.fixes ?? []),

@@ -186,7 +186,13 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
     return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${what}: patch would refuse it: ${plan.refusals.map((r) => `${r.id}: ${r.detail}`).join('; ')}`, err.fix), facts };
   }
   const toApply = plan.fixes.filter((f) => f.status === 'applied').length;
-  const evidence = `${what}; ${layoutLine(layout!)}; ${toApply} patch(es) to apply, ${plan.fixes.length - toApply} already present`;
+  // --device-api adds patches of its own in other files: whether they would apply is said, not failed on (off by default).
+  const withApi = await planNvshmem(dir, await loadTemplate(), [], { deviceApi: true });
+  const refused = withApi.refusals;
+  const api = refused.length
+    ? `--device-api would be refused (${refused.length} of its patches): ${refused.slice(0, 2).map((r) => `${r.id}: ${r.detail}`).join('; ')}${refused.length > 2 ? '; ...' : ''}`
+    : `--device-api applies too (${withApi.fixes.length - plan.fixes.length} more patches)`;
+  const evidence = `${what}; ${layoutLine(layout!)}; ${toApply} patch(es) to apply, ${plan.fixes.length - toApply} already present; ${api}`;
   const warn = versionWarning(version);
   return { check: warn ? check('nvshmem-tree', TREE_TITLE, 'warn', `${evidence}; ${warn.detail}`, 'build it with care, or use --nvshmem-ref v3.4.5-0') : check('nvshmem-tree', TREE_TITLE, 'pass', evidence), facts };
 }

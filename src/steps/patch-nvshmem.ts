@@ -7,7 +7,7 @@ import { reuseTimes } from '../core/copy-tree.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import { JOURNAL, recoverJournal } from '../patchers/engine/journal.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
-import { AWS_GDA_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
+import { AWS_GDA_FIX, DEVICE_API_LEFTOVER_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPatchChoice, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
@@ -22,13 +22,14 @@ interface KeptPatch extends PatchResult {
 export function refusalError(plan: NvshmemPlan, treeDir: string): PatchRefusedError {
   const general = `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`;
   const unmarked = plan.unmarked ?? [];
-  // The most specific fix first: the whole-tree reason, then hooks without markers, then the general advice
-  // for whatever other refusals remain.
-  const others = plan.refusals.length - unmarked.length - (plan.awsGda ? 1 : 0);
+  // The most specific fix first: the whole-tree reason, then hooks without markers, then device API hooks left
+  // from an earlier run, then the general advice for whatever other refusals remain.
+  const others = plan.refusals.length - unmarked.length - (plan.awsGda ? 1 : 0) - (plan.deviceApiLeftover ? 1 : 0);
   const fix = [
     ...(plan.awsGda ? [AWS_GDA_FIX] : []),
     ...(unmarked.length ? [unmarkedHooksFix(unmarked)] : []),
-    ...(others > 0 || (!plan.awsGda && !unmarked.length) ? [general] : []),
+    ...(plan.deviceApiLeftover ? [DEVICE_API_LEFTOVER_FIX] : []),
+    ...(others > 0 || (!plan.awsGda && !unmarked.length && !plan.deviceApiLeftover) ? [general] : []),
   ].join('; otherwise ');
   return new PatchRefusedError(
     `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,
@@ -55,6 +56,11 @@ export async function recoverCommit(ctx: Ctx, dir: string, io: { progress(s: str
   });
 }
 
+/** The user's choices the patch depends on. */
+export function choiceOf(ctx: Ctx): NvshmemPatchChoice {
+  return { deviceApi: ctx.opts.deviceApi };
+}
+
 async function vendoredFiles(ctx: Ctx): Promise<VendoredFile[]> {
   const v = ctx.vendored;
   return v ? [{ name: v.file, content: await readFile(v.path, 'utf8'), origin: v.origin }] : [];
@@ -72,16 +78,16 @@ export const patchNvshmemStep: Step = {
     const template = hashJson(t.files);
     // The spec digest costs a parser start-up (about a second): the last run's is reused when the same code
     // computed it for the same tree and template (the memo's key), which is exactly when it cannot differ.
-    const key = hashJson([tree, template, await codeIdentity()]);
+    const key = hashJson([tree, template, await codeIdentity(), choiceOf(ctx)]);
     const memo = (ctx.state.get('patch-nvshmem')?.result as KeptPatch | undefined)?.specMemo;
-    const specs = memo?.key === key ? memo.digest : hashJson(await nvshmemSpecDigest(dir, t));
-    return { tree, template, vendored: ctx.vendored?.sha256 ?? null, specs, tool: toolVersion() };
+    const specs = memo?.key === key ? memo.digest : hashJson(await nvshmemSpecDigest(dir, t, [], choiceOf(ctx)));
+    return { tree, template, vendored: ctx.vendored?.sha256 ?? null, specs, tool: toolVersion(), deviceApi: ctx.opts.deviceApi };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
     await recoverCommit(ctx, dir, io);
     const t = await loadTemplate();
-    const plan = await planNvshmem(dir, t, await vendoredFiles(ctx));
+    const plan = await planNvshmem(dir, t, await vendoredFiles(ctx), choiceOf(ctx));
     if (plan.refusals.length) {
       ctx.refusals = plan.refusals;
       throw refusalError(plan, dir);
@@ -103,12 +109,13 @@ export const patchNvshmemStep: Step = {
       templateNote: t.manifest.stageNote,
       gdaEnv: t.manifest.enableEnv,
       deviceHeaders: ctx.vendored ? 'complete' : 'without-efa-io-defs',
+      deviceApi: ctx.opts.deviceApi,
     };
     ctx.patch = result;
     // The memo for the next run's stamp: the patched tree (restampAfterRun stamps it) and its spec digest, the
     // parser already warm.
     const tree = await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS });
-    const specMemo = { key: hashJson([tree, hashJson(t.files), await codeIdentity()]), digest: hashJson(await nvshmemSpecDigest(dir, t)) };
+    const specMemo = { key: hashJson([tree, hashJson(t.files), await codeIdentity(), choiceOf(ctx)]), digest: hashJson(await nvshmemSpecDigest(dir, t, [], choiceOf(ctx))) };
     const kept: KeptPatch = { ...result, specMemo };
     return kept;
   },

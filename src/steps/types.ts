@@ -47,6 +47,8 @@ export interface PatchResult {
   gdaEnv: string;
   /** Whether the installed GDA device headers have the vendored efa_io_defs.h they include. */
   deviceHeaders?: 'complete' | 'without-efa-io-defs';
+  /** Whether NVSHMEM's own device API was hooked to GDA (--device-api). */
+  deviceApi?: boolean;
 }
 
 export interface DeepEpPatchResult {

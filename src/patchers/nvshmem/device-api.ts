@@ -26,7 +26,9 @@ export const HEADERS_DIR = 'src/include/nvshmem_efa';
 /** Compiled only where NVSHMEM has no IBGDA (whose transport state the slot's pointer would take) and for the GPU. */
 const GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT) && !defined(__clang_llvm_bitcode_lib__)';
 export const DEVICE_API_MACRO = 'NVSHMEMI_EFA_GDA_DEVICE_API';
-const SLOT = 'nvshmemi_efa_gda_api_d';
+/** The device-side slot every hook reads (also how a tree with the hooks is recognised). */
+export const DEVICE_API_SLOT = 'nvshmemi_efa_gda_api_d';
+const SLOT = DEVICE_API_SLOT;
 
 /** One transfer function: the template parameters and parameters its hook uses, and the call it makes. */
 interface Hook {

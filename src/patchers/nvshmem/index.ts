@@ -1,24 +1,32 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { skipDirsNamed, skipHiddenDirs, walkTree } from '../../core/walk-tree.ts';
+import type { FixRecord } from '../engine/fix.ts';
 import { planPatches, type PatchPlan, type PatchSpec } from '../engine/plan.ts';
 import { lineOf } from '../engine/text.ts';
 import { cmakeSpecs, SRC_CMAKE, staticLibInstallTail, staticLibSpecs } from './cmake.ts';
+import { deviceApiSpecs, TRANSFER_DEVICE, DEVICE_API_SLOT } from './device-api.ts';
 import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
 import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
+
+/** What the user chose about the patch: `deviceApi` also routes NVSHMEM's own device API over GDA (--device-api). */
+export interface NvshmemPatchChoice {
+  deviceApi?: boolean;
+}
 
 /**
  * Everything the NVSHMEM patcher does for one layout, in the order the report lists it. `staticLibTail`: the
  * tree has NVSHMEM 3.4's combined static library, installed by a line ending in this text (see cmake.ts).
  */
-export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout: LayoutId = 'single-rail', staticLibTail?: string): PatchSpec[] {
+export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout: LayoutId = 'single-rail', staticLibTail?: string, choice: NvshmemPatchChoice = {}): PatchSpec[] {
   return [
     ...libfabricCppSpecs(t, layout),
     ...cmakeSpecs(t),
     ...(staticLibTail === undefined ? [] : staticLibSpecs(staticLibTail)),
     ...templateFileSpecs(t),
     ...vendored.map((v) => vendoredFileSpec(t, v)),
+    ...(choice.deviceApi ? deviceApiSpecs(t, vendored) : []),
   ];
 }
 
@@ -35,7 +43,11 @@ export interface NvshmemPlan extends PatchPlan {
   layout?: NvshmemLayout;
   /** Where the tree shows AWS's own GDA transport (then also a refusal). */
   awsGda?: { file: string; line: number };
+  /** The tree has device API hooks from an earlier --device-api run and this run is without it (also a refusal). */
+  deviceApiLeftover?: boolean;
 }
+
+export const DEVICE_API_LEFTOVER_FIX = 'pass --device-api to build with the device API hooks the tree has, or restore the tree (git checkout -- .) and rerun';
 
 /**
  * AWS's efa-gda NVSHMEM prototype branch carries a GDA transport of its own, switched by the CMake option
@@ -91,18 +103,37 @@ async function findElsewhere(root: string): Promise<string[]> {
 }
 
 /** The tree's layout and the specs for it: what planNvshmem plans and nvshmemSpecDigest stamps. */
-async function treeSpecs(root: string, t: Template, vendored: VendoredFile[]): Promise<{ layout?: NvshmemLayout; specs: PatchSpec[] }> {
+async function treeSpecs(root: string, t: Template, vendored: VendoredFile[], choice: NvshmemPatchChoice): Promise<{ layout?: NvshmemLayout; specs: PatchSpec[] }> {
   const found = await treeLayout(root);
   const layout = found && 'layout' in found ? found.layout : undefined;
-  return { ...(layout ? { layout } : {}), specs: nvshmemSpecs(t, vendored, layout?.id, await readStaticLibTail(root)) };
+  return { ...(layout ? { layout } : {}), specs: nvshmemSpecs(t, vendored, layout?.id, await readStaticLibTail(root), choice) };
+}
+
+/**
+ * A tree that already has the device API hooks (an earlier --device-api run patched it in place) while this run
+ * leaves the device API off: its hooks would still be built, so the build would not be what the option says.
+ * Refused, with the two ways out.
+ */
+async function leftoverDeviceApi(root: string): Promise<FixRecord | undefined> {
+  const src = await readFile(path.join(root, TRANSFER_DEVICE), 'utf8').catch(() => '');
+  const at = src.indexOf(DEVICE_API_SLOT);
+  if (at === -1) return undefined;
+  return {
+    id: 'device-api-left-over',
+    file: TRANSFER_DEVICE,
+    anchor: `${DEVICE_API_SLOT} in ${TRANSFER_DEVICE}`,
+    why: 'without --device-api the build must not route the device API over GDA; hooks left from an earlier run would',
+    status: 'refused',
+    detail: `${TRANSFER_DEVICE}:${lineOf(src, at)}: the NVSHMEM device API hooks of an earlier --device-api run are in this tree, and this run leaves the device API off`,
+  };
 }
 
 /**
  * What the patcher would write into this tree, without locating it (ids, files and lines): part of the patch
  * step's stamp, so a tool whose specs changed re-patches a work dir it patched before.
  */
-export async function nvshmemSpecDigest(root: string, t: Template, vendored: VendoredFile[] = []): Promise<unknown[]> {
-  const { specs } = await treeSpecs(root, t, vendored);
+export async function nvshmemSpecDigest(root: string, t: Template, vendored: VendoredFile[] = [], choice: NvshmemPatchChoice = {}): Promise<unknown[]> {
+  const { specs } = await treeSpecs(root, t, vendored, choice);
   return specs.map((s) => ({ id: s.id, file: s.file, kind: s.kind, ...('lines' in s ? { lines: s.lines } : {}) }));
 }
 
@@ -110,8 +141,8 @@ export async function nvshmemSpecDigest(root: string, t: Template, vendored: Ven
  * Detects the layout from libfabric.h, then plans that layout's hook set. A tree of neither layout is planned
  * with the single-rail set, whose state check then refuses it, naming what it found.
  */
-export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = []): Promise<NvshmemPlan> {
-  const { layout, specs } = await treeSpecs(root, t, vendored);
+export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = [], choice: NvshmemPatchChoice = {}): Promise<NvshmemPlan> {
+  const { layout, specs } = await treeSpecs(root, t, vendored, choice);
   const aws = await findAwsGda(root);
   const plan: NvshmemPlan = await planPatches(root, specs, {
     async explainMissing(file) {
@@ -132,6 +163,11 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
       status: 'refused',
       detail: `${aws.file}:${aws.line}: \`${aws.text}\`: this tree carries AWS's own EFA GDA transport (the ${AWS_GDA_OPTION} option of its efa-gda branch), which nvshmem-efa's transport is not known to coexist with`,
     });
+  }
+  const leftover = choice.deviceApi ? undefined : await leftoverDeviceApi(root);
+  if (leftover) {
+    plan.refusals.push(leftover);
+    plan.deviceApiLeftover = true;
   }
   return layout ? { ...plan, layout } : plan;
 }

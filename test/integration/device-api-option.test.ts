@@ -1,0 +1,85 @@
+// --device-api (issue 23): the option adds the device API patch to `patch` and `build`, the report says whether the
+// device API takes GDA, a work dir copy follows the option, and an in-place tree that has the hooks from an earlier
+// run is refused without the option (never built silently with hooks the command line did not ask for).
+import { cpSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { deviceApiStatus } from '../../src/commands/assemble-report.ts';
+import { nvshmemSpecDigest, planNvshmem } from '../../src/patchers/nvshmem/index.ts';
+import { TRANSFER_DEVICE } from '../../src/patchers/nvshmem/device-api.ts';
+import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
+import type { Ctx } from '../../src/steps/types.ts';
+import { cli, ENV, IO_DEFS, ROOT, tmp } from '../helpers/cli.ts';
+import { materialize } from '../helpers/golden.ts';
+
+const template = await loadTemplate();
+/** The miniature NVSHMEM of the patch goldens with the device API files of the device API goldens laid over it. */
+function treeWithDeviceApi(): string {
+  const dir = materialize('v3.4-like');
+  cpSync(path.join(ROOT, 'test/golden/device-api/v3.4-like/tree'), dir, { recursive: true });
+  return dir;
+}
+
+describe('--device-api', () => {
+  it('adds the device API patch to the plan and to the spec digest; without it the plan is what it was', async () => {
+    const dir = treeWithDeviceApi();
+    const off = await planNvshmem(dir, template);
+    const on = await planNvshmem(dir, template, [], { deviceApi: true });
+    expect(off.refusals).toEqual([]);
+    expect(on.refusals).toEqual([]);
+    expect(off.changes.map((c) => c.file)).not.toContain(TRANSFER_DEVICE);
+    expect(on.changes.map((c) => c.file)).toContain(TRANSFER_DEVICE);
+    expect(on.fixes.length).toBeGreaterThan(off.fixes.length + 20);
+    expect(on.fixes.filter((f) => !off.fixes.some((g) => g.id === f.id)).every((f) => f.file?.startsWith('src/'))).toBe(true);
+    expect(JSON.stringify(await nvshmemSpecDigest(dir, template, [], { deviceApi: true }))).not.toBe(JSON.stringify(await nvshmemSpecDigest(dir, template)));
+  });
+
+  it('patch --dry-run --device-api shows the hooks; patch --in-place then leaves a tree that a run without it refuses (exit 3, the fix names both ways out)', () => {
+    const src = treeWithDeviceApi();
+    const work = () => path.join(tmp(), 'w');
+    const dry = cli(['patch', '--dry-run', '--device-api', '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(`+++ b/${TRANSFER_DEVICE}`);
+    expect(dry.stdout).toContain('nvshmemi_efa_gda_api_d.on');
+    const plain = cli(['patch', '--dry-run', '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).not.toContain(TRANSFER_DEVICE);
+
+    const w = work();
+    const first = cli(['patch', '--in-place', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(first.code, first.stderr).toBe(0);
+    expect(readFileSync(path.join(src, TRANSFER_DEVICE), 'utf8')).toContain('nvshmemi_efa_gda_api_d.on');
+    const report = readFileSync(path.join(w, 'report.md'), 'utf8');
+    expect(report).toMatch(/^- NVSHMEM device API over GDA: on: /m);
+    const again = cli(['patch', '--in-place', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(again.code, again.stderr).toBe(0);
+    const without = cli(['patch', '--in-place', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(without.code, without.stderr).toBe(3);
+    expect(without.stderr).toContain('device-api-left-over');
+    expect(without.stderr).toMatch(/fix: pass --device-api .*restore the tree \(git checkout -- \.\)/);
+  });
+
+  it('a copied tree follows the option: turning it off rebuilds the copy without the hooks', () => {
+    const src = treeWithDeviceApi();
+    const w = path.join(tmp(), 'w');
+    const copied = path.join(w, 'sources/nvshmem', TRANSFER_DEVICE);
+    const on = cli(['patch', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(on.code, on.stderr).toBe(0);
+    expect(readFileSync(copied, 'utf8')).toContain('nvshmemi_efa_gda_api_d.on');
+    const off = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(off.code, off.stderr).toBe(0);
+    expect(readFileSync(copied, 'utf8')).not.toContain('nvshmemi_efa_gda_api_d');
+    expect(readFileSync(path.join(w, 'report.md'), 'utf8')).toMatch(/^- NVSHMEM device API over GDA: off: without --device-api/m);
+  });
+
+  it('the report line says what decides the path at run time, and when GDA itself is not there', () => {
+    const patch = { changedFiles: [], fixes: [], templateStage: 'implemented', templateNote: '', gdaEnv: 'NVSHMEM_EFA_GDA_ENABLE', deviceApi: true };
+    const on = deviceApiStatus({ patch, opts: { command: 'patch' } } as unknown as Ctx);
+    expect(on?.status).toBe('on');
+    expect(on?.reason).toContain('NVSHMEM_EFA_GDA_DEVICE_API=0');
+    const noGda = deviceApiStatus({ patch, opts: { command: 'build' }, env: { libfabric: { gda: { available: false, reason: 'libfabric 1.17 has no GDA ops' } } } } as unknown as Ctx);
+    expect(noGda?.reason).toMatch(/but GDA is unavailable in this build, so every call takes the proxy path/);
+    expect(deviceApiStatus({ patch: { ...patch, deviceApi: false }, opts: { command: 'build' } } as unknown as Ctx)?.status).toBe('off');
+    expect(deviceApiStatus({ opts: { command: 'build' } } as unknown as Ctx)).toBeUndefined();
+  });
+});

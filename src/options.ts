@@ -30,7 +30,7 @@ const Raw = z.object({
   verbose: z.boolean().default(false),
   keepSet: z.boolean().default(false),
   nvshmemStatic: z.boolean().default(false),
-  deviceApi: z.boolean().default(false),
+  nvshmemDeviceApi: z.boolean().default(false),
   overlap: z.boolean().default(true),
 });
 
@@ -65,7 +65,7 @@ export interface Options {
   /** build: also build NVSHMEM 3.4's combined static library (libnvshmem.a) and nvshmem-info. */
   nvshmemStatic: boolean;
   /** build, patch: also route NVSHMEM's own device API over EFA GDA (issue 23; docs/device-api.md). */
-  deviceApi: boolean;
+  nvshmemDeviceApi: boolean;
   /** build: compile DeepEP beside NVSHMEM's build on a cold build (--no-overlap: after it). */
   overlap: boolean;
 }
@@ -124,7 +124,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     verbose: o.verbose,
     keepSet: o.keepSet,
     nvshmemStatic: o.nvshmemStatic,
-    deviceApi: o.deviceApi,
+    nvshmemDeviceApi: o.nvshmemDeviceApi,
     overlap: o.overlap,
   };
 }

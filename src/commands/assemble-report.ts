@@ -26,9 +26,9 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
 }
 
 /** Whether NVSHMEM's own device API takes the GDA path (the --device-api hooks), and what decides it at run time. */
-export function deviceApiStatus(ctx: Ctx): Report['deviceApi'] {
+export function nvshmemDeviceApiStatus(ctx: Ctx): Report['nvshmemDeviceApi'] {
   if (!ctx.patch) return undefined;
-  if (!ctx.patch.deviceApi) {
+  if (!ctx.patch.nvshmemDeviceApi) {
     return { status: 'off', reason: "without --device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
   }
   const gda = gdaStatus(ctx).status;
@@ -122,7 +122,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
     ...(ctx.env?.fabric ? { fabric: fabricSection(ctx) } : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
-    ...(deviceApiStatus(ctx) ? { deviceApi: deviceApiStatus(ctx) } : {}),
+    ...(ctx.patch ? { nvshmemDeviceApi: nvshmemDeviceApiStatus(ctx) } : {}),
     fixes: [
       ...ctx.envFixes,
       ...(ctx.gdrcopy?.fixes ?? []),

@@ -187,7 +187,7 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
   }
   const toApply = plan.fixes.filter((f) => f.status === 'applied').length;
   // --device-api adds patches of its own in other files: whether they would apply is said, not failed on (off by default).
-  const withApi = await planNvshmem(dir, await loadTemplate(), [], { deviceApi: true });
+  const withApi = await planNvshmem(dir, await loadTemplate(), [], { nvshmemDeviceApi: true });
   const refused = withApi.refusals;
   const api = refused.length
     ? `--device-api would be refused (${refused.length} of its patches): ${refused.slice(0, 2).map((r) => `${r.id}: ${r.detail}`).join('; ')}${refused.length > 2 ? '; ...' : ''}`

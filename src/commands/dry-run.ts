@@ -154,7 +154,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   const tree = await pristineTree(opts);
   const template = await loadTemplate();
   const { vendored, omitted } = await vendoredPlan(opts, template.manifest.destination);
-  const plan = await planNvshmem(tree.dir, template, vendored, { deviceApi: opts.deviceApi });
+  const plan = await planNvshmem(tree.dir, template, vendored, { nvshmemDeviceApi: opts.nvshmemDeviceApi });
   if (plan.refusals.length) throw refusalError(plan, tree.dir);
   const parts: ExportPart[] = [{ name: 'nvshmem', tree: tree.dir, changes: plan.changes, ...(tree.note ? { note: tree.note } : {}) }];
   let deepepChanges: FileChange[] = [];

@@ -58,7 +58,7 @@ export const ReportSchema = z.object({
   environment: z.record(z.string(), z.unknown()).optional(),
   gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
   /** NVSHMEM's own device API over GDA (--device-api, issue 23). Absent in reports of older versions. */
-  deviceApi: z.object({ status: z.enum(['on', 'off']), reason: z.string() }).optional(),
+  nvshmemDeviceApi: z.object({ status: z.enum(['on', 'off']), reason: z.string() }).optional(),
   fixes: z.array(Fix),
   steps: z.array(z.object({ id: z.string(), title: z.string(), status: z.enum(['done', 'skipped', 'failed', 'not-run']), reason: z.string().optional(), ms: z.number() })),
   runtimeEnv: z.record(z.string(), z.string()),
@@ -91,7 +91,7 @@ export function renderMarkdown(r: Report): string {
       : `- ${f.package}: ${f.version}${f.prefix ? ` at ${f.prefix}` : ''}, the host's (${f.why})`);
   }
   L.push(`- EFA GDA: ${r.gda.status}: ${r.gda.reason}`);
-  if (r.deviceApi) L.push(`- NVSHMEM device API over GDA: ${r.deviceApi.status}: ${r.deviceApi.reason}`);
+  if (r.nvshmemDeviceApi) L.push(`- NVSHMEM device API over GDA: ${r.nvshmemDeviceApi.status}: ${r.nvshmemDeviceApi.reason}`);
   if (r.probe) {
     const p = r.probe.summary;
     L.push(`- probe: ${r.probe.verdict} (${p.pass} pass, ${p.warn} warn, ${p.fail} fail, ${p.skip} skip)`, ...r.probe.problems.map((x) => `  - ${x}`));

@@ -49,10 +49,10 @@ export const getNvshmemStep: Step = {
       if (!existsSync(o.nvshmemSrc)) throw new UsageError(`--nvshmem-src ${o.nvshmemSrc} does not exist`, 'pass the root of an NVSHMEM source tree');
       // In place, the tree is also the patch step's output; its content is that step's business.
       if (o.inPlace) return { src: o.nvshmemSrc, inPlace: true };
-      return { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, { skip: [ctx.paths.workDir], generated: NVSHMEM_BUILD_OUTPUTS }), patches: await patchesIdentity(o.deviceApi) };
+      return { src: o.nvshmemSrc, tree: await hashTree(o.nvshmemSrc, { skip: [ctx.paths.workDir], generated: NVSHMEM_BUILD_OUTPUTS }), patches: await patchesIdentity(o.nvshmemDeviceApi) };
     }
     const pin = pinFor(o.nvshmemRef);
-    return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches: await patchesIdentity(o.deviceApi) };
+    return { ref: pin.ref, commit: pin.commit, url: gitUrl(), patches: await patchesIdentity(o.nvshmemDeviceApi) };
   },
   async run(ctx, io) {
     const o = ctx.opts;
@@ -121,8 +121,8 @@ function noteVersion(ctx: Ctx, version: string | undefined): void {
  * What the patch step will write. Part of this step's stamp so that a new template or tool version, or turning
  * --device-api off, starts from a fresh copy instead of finding another run's blocks in the work dir's tree.
  */
-async function patchesIdentity(deviceApi: boolean): Promise<string> {
-  return hashJson({ tool: toolVersion(), template: (await loadTemplate()).files, deviceApi });
+async function patchesIdentity(nvshmemDeviceApi: boolean): Promise<string> {
+  return hashJson({ tool: toolVersion(), template: (await loadTemplate()).files, nvshmemDeviceApi });
 }
 
 function gitUrl(): string {

@@ -58,7 +58,7 @@ export async function recoverCommit(ctx: Ctx, dir: string, io: { progress(s: str
 
 /** The user's choices the patch depends on. */
 export function choiceOf(ctx: Ctx): NvshmemPatchChoice {
-  return { deviceApi: ctx.opts.deviceApi };
+  return { nvshmemDeviceApi: ctx.opts.nvshmemDeviceApi };
 }
 
 async function vendoredFiles(ctx: Ctx): Promise<VendoredFile[]> {
@@ -81,7 +81,7 @@ export const patchNvshmemStep: Step = {
     const key = hashJson([tree, template, await codeIdentity(), choiceOf(ctx)]);
     const memo = (ctx.state.get('patch-nvshmem')?.result as KeptPatch | undefined)?.specMemo;
     const specs = memo?.key === key ? memo.digest : hashJson(await nvshmemSpecDigest(dir, t, [], choiceOf(ctx)));
-    return { tree, template, vendored: ctx.vendored?.sha256 ?? null, specs, tool: toolVersion(), deviceApi: ctx.opts.deviceApi };
+    return { tree, template, vendored: ctx.vendored?.sha256 ?? null, specs, tool: toolVersion(), nvshmemDeviceApi: ctx.opts.nvshmemDeviceApi };
   },
   async run(ctx, io) {
     const dir = requireSource(ctx).dir;
@@ -109,7 +109,7 @@ export const patchNvshmemStep: Step = {
       templateNote: t.manifest.stageNote,
       gdaEnv: t.manifest.enableEnv,
       deviceHeaders: ctx.vendored ? 'complete' : 'without-efa-io-defs',
-      deviceApi: ctx.opts.deviceApi,
+      nvshmemDeviceApi: ctx.opts.nvshmemDeviceApi,
     };
     ctx.patch = result;
     // The memo for the next run's stamp: the patched tree (restampAfterRun stamps it) and its spec digest, the

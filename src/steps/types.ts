@@ -48,7 +48,7 @@ export interface PatchResult {
   /** Whether the installed GDA device headers have the vendored efa_io_defs.h they include. */
   deviceHeaders?: 'complete' | 'without-efa-io-defs';
   /** Whether NVSHMEM's own device API was hooked to GDA (--device-api). */
-  deviceApi?: boolean;
+  nvshmemDeviceApi?: boolean;
 }
 
 export interface DeepEpPatchResult {

@@ -4,7 +4,7 @@
 import { cpSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { deviceApiStatus } from '../../src/commands/assemble-report.ts';
+import { nvshmemDeviceApiStatus } from '../../src/commands/assemble-report.ts';
 import { nvshmemSpecDigest, planNvshmem } from '../../src/patchers/nvshmem/index.ts';
 import { TRANSFER_DEVICE } from '../../src/patchers/nvshmem/device-api.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
@@ -24,14 +24,14 @@ describe('--device-api', () => {
   it('adds the device API patch to the plan and to the spec digest; without it the plan is what it was', async () => {
     const dir = treeWithDeviceApi();
     const off = await planNvshmem(dir, template);
-    const on = await planNvshmem(dir, template, [], { deviceApi: true });
+    const on = await planNvshmem(dir, template, [], { nvshmemDeviceApi: true });
     expect(off.refusals).toEqual([]);
     expect(on.refusals).toEqual([]);
     expect(off.changes.map((c) => c.file)).not.toContain(TRANSFER_DEVICE);
     expect(on.changes.map((c) => c.file)).toContain(TRANSFER_DEVICE);
     expect(on.fixes.length).toBeGreaterThan(off.fixes.length + 20);
     expect(on.fixes.filter((f) => !off.fixes.some((g) => g.id === f.id)).every((f) => f.file?.startsWith('src/'))).toBe(true);
-    expect(JSON.stringify(await nvshmemSpecDigest(dir, template, [], { deviceApi: true }))).not.toBe(JSON.stringify(await nvshmemSpecDigest(dir, template)));
+    expect(JSON.stringify(await nvshmemSpecDigest(dir, template, [], { nvshmemDeviceApi: true }))).not.toBe(JSON.stringify(await nvshmemSpecDigest(dir, template)));
   });
 
   it('patch --dry-run --device-api shows the hooks; patch --in-place then leaves a tree that a run without it refuses (exit 3, the fix names both ways out)', () => {
@@ -73,13 +73,13 @@ describe('--device-api', () => {
   });
 
   it('the report line says what decides the path at run time, and when GDA itself is not there', () => {
-    const patch = { changedFiles: [], fixes: [], templateStage: 'implemented', templateNote: '', gdaEnv: 'NVSHMEM_EFA_GDA_ENABLE', deviceApi: true };
-    const on = deviceApiStatus({ patch, opts: { command: 'patch' } } as unknown as Ctx);
+    const patch = { changedFiles: [], fixes: [], templateStage: 'implemented', templateNote: '', gdaEnv: 'NVSHMEM_EFA_GDA_ENABLE', nvshmemDeviceApi: true };
+    const on = nvshmemDeviceApiStatus({ patch, opts: { command: 'patch' } } as unknown as Ctx);
     expect(on?.status).toBe('on');
     expect(on?.reason).toContain('NVSHMEM_EFA_GDA_DEVICE_API=0');
-    const noGda = deviceApiStatus({ patch, opts: { command: 'build' }, env: { libfabric: { gda: { available: false, reason: 'libfabric 1.17 has no GDA ops' } } } } as unknown as Ctx);
+    const noGda = nvshmemDeviceApiStatus({ patch, opts: { command: 'build' }, env: { libfabric: { gda: { available: false, reason: 'libfabric 1.17 has no GDA ops' } } } } as unknown as Ctx);
     expect(noGda?.reason).toMatch(/but GDA is unavailable in this build, so every call takes the proxy path/);
-    expect(deviceApiStatus({ patch: { ...patch, deviceApi: false }, opts: { command: 'build' } } as unknown as Ctx)?.status).toBe('off');
-    expect(deviceApiStatus({ opts: { command: 'build' } } as unknown as Ctx)).toBeUndefined();
+    expect(nvshmemDeviceApiStatus({ patch: { ...patch, nvshmemDeviceApi: false }, opts: { command: 'build' } } as unknown as Ctx)?.status).toBe('off');
+    expect(nvshmemDeviceApiStatus({ opts: { command: 'build' } } as unknown as Ctx)).toBeUndefined();
   });
 });

@@ -14,7 +14,7 @@ import { materialize } from '../helpers/golden.ts';
  */
 function ctxWith(dir: string, memo?: { key: string; digest: string }): Ctx {
   const result = memo ? { specMemo: memo } : undefined;
-  return { source: { dir }, opts: { deviceApi: false }, state: { get: (id: string) => (id === 'patch-nvshmem' && result ? { stamp: 'x', result } : undefined) } } as unknown as Ctx;
+  return { source: { dir }, opts: { nvshmemDeviceApi: false }, state: { get: (id: string) => (id === 'patch-nvshmem' && result ? { stamp: 'x', result } : undefined) } } as unknown as Ctx;
 }
 
 describe("patch-nvshmem's stamp and its spec-digest memo", () => {
@@ -22,7 +22,7 @@ describe("patch-nvshmem's stamp and its spec-digest memo", () => {
     const dir = materialize('v3.4-like');
     const t = await loadTemplate();
     const real = hashJson(await nvshmemSpecDigest(dir, t));
-    const key = hashJson([await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS }), hashJson(t.files), await codeIdentity(), { deviceApi: false }]);
+    const key = hashJson([await hashTree(dir, { generated: NVSHMEM_BUILD_OUTPUTS }), hashJson(t.files), await codeIdentity(), { nvshmemDeviceApi: false }]);
     const fresh = (await patchNvshmemStep.stamp!(ctxWith(dir))) as { specs: string };
     expect(fresh.specs).toBe(real);
     // A memo under the right key is taken as it is (a planted digest shows it was not recomputed)...

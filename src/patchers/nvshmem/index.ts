@@ -10,9 +10,9 @@ import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
 import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
 
-/** What the user chose about the patch: `deviceApi` also routes NVSHMEM's own device API over GDA (--device-api). */
+/** What the user chose about the patch: `nvshmemDeviceApi` also routes NVSHMEM's own device API over GDA (--device-api). */
 export interface NvshmemPatchChoice {
-  deviceApi?: boolean;
+  nvshmemDeviceApi?: boolean;
 }
 
 /**
@@ -26,7 +26,7 @@ export function nvshmemSpecs(t: Template, vendored: VendoredFile[] = [], layout:
     ...(staticLibTail === undefined ? [] : staticLibSpecs(staticLibTail)),
     ...templateFileSpecs(t),
     ...vendored.map((v) => vendoredFileSpec(t, v)),
-    ...(choice.deviceApi ? deviceApiSpecs(t, vendored) : []),
+    ...(choice.nvshmemDeviceApi ? deviceApiSpecs(t, vendored) : []),
   ];
 }
 
@@ -164,7 +164,7 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
       detail: `${aws.file}:${aws.line}: \`${aws.text}\`: this tree carries AWS's own EFA GDA transport (the ${AWS_GDA_OPTION} option of its efa-gda branch), which nvshmem-efa's transport is not known to coexist with`,
     });
   }
-  const leftover = choice.deviceApi ? undefined : await leftoverDeviceApi(root);
+  const leftover = choice.nvshmemDeviceApi ? undefined : await leftoverDeviceApi(root);
   if (leftover) {
     plan.refusals.push(leftover);
     plan.deviceApiLeftover = true;

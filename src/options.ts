@@ -30,7 +30,7 @@ const Raw = z.object({
   verbose: z.boolean().default(false),
   keepSet: z.boolean().default(false),
   nvshmemStatic: z.boolean().default(false),
-  nvshmemDeviceApi: z.boolean().default(false),
+  deviceApi: z.boolean().default(false),
   overlap: z.boolean().default(true),
 });
 
@@ -124,7 +124,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     verbose: o.verbose,
     keepSet: o.keepSet,
     nvshmemStatic: o.nvshmemStatic,
-    nvshmemDeviceApi: o.nvshmemDeviceApi,
+    nvshmemDeviceApi: o.deviceApi,
     overlap: o.overlap,
   };
 }

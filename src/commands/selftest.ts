@@ -64,11 +64,25 @@ export interface Survey {
   libfabricHome?: string;
   cudaArch?: string;
   deepepDir?: string;
+  /** The NVSHMEM source tree whose perftests and examples device_api builds. */
+  nvshmemSource?: string;
   python: string;
 }
 
 /** The build the work dir holds, as its state says (build-nvshmem and build-deepep results). */
-export function readBuild(workDir: string): { prefix?: string; libfabricHome?: string; cudaArch?: string; deviceApi?: boolean; deepepModule?: string; layout?: string; why?: string } {
+export function readBuild(workDir: string): {
+  prefix?: string;
+  libfabricHome?: string;
+  cudaArch?: string;
+  deviceApi?: boolean;
+  /** The build has NVSHMEM's device API hooked to GDA (--device-api). */
+  nvshmemDeviceApi?: boolean;
+  /** The NVSHMEM source tree it was built from (perftest/ and examples/ for device_api). */
+  sourceDir?: string;
+  deepepModule?: string;
+  layout?: string;
+  why?: string;
+} {
   const file = path.join(workDir, 'state.json');
   if (!existsSync(file)) return { why: `${workDir} is not an nvshmem-efa work dir (no state.json): run nvshmem-efa build --work-dir ${workDir} first` };
   let steps: Record<string, { result?: unknown }> = {};
@@ -81,8 +95,12 @@ export function readBuild(workDir: string): { prefix?: string; libfabricHome?: s
   if (!b?.prefix) return { why: `no finished NVSHMEM build in ${workDir}: run nvshmem-efa build --work-dir ${workDir}` };
   const arg = (name: string) => b.cmakeArgs?.find((a) => a.startsWith(`-D${name}=`))?.slice(name.length + 3);
   const d = steps['build-deepep']?.result as { module?: string } | undefined;
-  const layout = (steps['patch-nvshmem']?.result as { layout?: { id?: string } } | undefined)?.layout?.id;
-  return { prefix: b.prefix, libfabricHome: arg('LIBFABRIC_HOME'), cudaArch: arg('CMAKE_CUDA_ARCHITECTURES'), deviceApi: b.deviceApi?.available !== false, deepepModule: d?.module, layout };
+  const patch = steps['patch-nvshmem']?.result as { layout?: { id?: string }; nvshmemDeviceApi?: boolean } | undefined;
+  const sourceDir = (steps['get-nvshmem']?.result as { dir?: string } | undefined)?.dir;
+  return {
+    prefix: b.prefix, libfabricHome: arg('LIBFABRIC_HOME'), cudaArch: arg('CMAKE_CUDA_ARCHITECTURES'), deviceApi: b.deviceApi?.available !== false,
+    nvshmemDeviceApi: patch?.nvshmemDeviceApi === true, ...(sourceDir ? { sourceDir } : {}), deepepModule: d?.module, layout: patch?.layout?.id,
+  };
 }
 
 /** What selftest asks the host (a test passes its own answers). */
@@ -173,6 +191,16 @@ export async function survey(o: SelftestOptions, host: HostQueries): Promise<Sur
     if (nvcc) s.have.pattern = `to build with ${nvcc}`;
     else s.missing.pattern = 'no nvcc (CUDA_HOME, /usr/local/cuda) to build deepep_pattern';
   }
+  // NVSHMEM's own perftests and examples, built from the build's source against its install: they take the device
+  // API path only in a build with the hooks (--device-api), and need cmake and nvcc to build.
+  if (!s.nvshmemHome) s.missing.nvshmem_tests = 'needs the NVSHMEM build';
+  else if (!b.nvshmemDeviceApi) s.missing.nvshmem_tests = `the build in ${o.workDir} routes no NVSHMEM device API call over GDA: rebuild with nvshmem-efa build --device-api (docs/device-api.md)`;
+  else if (!b.sourceDir || !existsSync(path.join(b.sourceDir, 'perftest', 'CMakeLists.txt'))) s.missing.nvshmem_tests = `the build's NVSHMEM source ${b.sourceDir ?? '(not recorded)'} has no perftest/ to build NVSHMEM's perftests from`;
+  else if (!(await host.nvcc())) s.missing.nvshmem_tests = "no nvcc (CUDA_HOME, /usr/local/cuda) to build NVSHMEM's perftests";
+  else {
+    s.nvshmemSource = b.sourceDir;
+    s.have.nvshmem_tests = `perftests and examples of ${b.sourceDir}`;
+  }
   const deepepDir = o.deepepDir ?? (b.deepepModule ? path.dirname(b.deepepModule) : undefined);
   if (!deepepDir) s.missing.deepep = `no DeepEP build in ${o.workDir} (build with --deepep-src or --deepep-ref, or pass --deepep-dir)`;
   else if (!existsSync(path.join(deepepDir, 'tests', 'test_low_latency.py'))) s.missing.deepep = `${deepepDir} has no tests/test_low_latency.py`;
@@ -241,6 +269,31 @@ async function buildPeTest(nvcc: string, nvshmem: string, arch: string, gda: boo
     await run(nvcc, ['-O2', '-std=c++17', '-rdc=true', ...archs, ...(gda ? ['-DPE_TEST_GDA'] : []), '-I', path.join(nvshmem, 'include'),
       path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'pe_test.cu'), '-o', out, '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device',
       '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`], { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
+  } finally {
+    await log.end();
+  }
+}
+
+/** Where device_api's build of NVSHMEM's perftests and examples lives: in the work dir, so a second selftest reuses it. */
+export function nvshmemTestsDir(workDir: string): string {
+  return path.join(path.resolve(workDir), 'build', 'nvshmem-tests');
+}
+
+/** How checks.sh starts `nvshmem-efa launch`: this node and this tool's script (the standalone bundle's too). */
+export function launchCommandLine(): string {
+  const self = process.argv[1] && /nvshmem-efa(\.[cm]?js)?$/.test(process.argv[1]) ? process.argv[1] : path.join(packageRoot(), 'bin', 'nvshmem-efa.js');
+  return `${process.execPath} ${self}`;
+}
+
+/** Builds the perftest and example targets device_api runs (checks.sh --device-api-targets) with build-nvshmem-tests.sh. */
+async function buildNvshmemTests(src: string, prefix: string, out: string, arch: string, logPath: string, signal: AbortSignal): Promise<void> {
+  const log = await openLog(logPath);
+  try {
+    const gpu = path.join(packageRoot(), 'native', 'efaemu', 'gpu');
+    const targets = (await queryTool('bash', [path.join(gpu, 'checks.sh'), '--device-api-targets']))?.split('\n').filter(Boolean) ?? [];
+    if (!targets.length) throw new Error(`checks.sh --device-api-targets named no target (${gpu})`);
+    const script = path.join(gpu, 'build-nvshmem-tests.sh');
+    await run('bash', [script, src, prefix, out, arch, ...targets], { log, logPath, signal, fix: `read the build error in ${logPath}` });
   } finally {
     await log.end();
   }
@@ -350,6 +403,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${efaemuBuildIn(results).dir}`] : []),
         ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
         ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}`] : []),
+        ...(needsBuilt('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}`] : []),
       ],
       runs: passes.map((p) => ({ modes: p.run.label, checks: p.checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${p.checks.join(' ')}` })),
       skipped: order(rows),
@@ -381,6 +435,12 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       err(`building ${PATTERN_PROGRAMS.join(', ')} in ${patternDir} against ${s.nvshmemHome}`);
       await buildPatterns((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', patternDir, path.join(results, 'patterns-build.log'), signal);
     }
+    let nvshmemTests: string | undefined;
+    if (needsBuilt('nvshmem_tests')) {
+      nvshmemTests = nvshmemTestsDir(o.workDir);
+      err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}`);
+      await buildNvshmemTests(s.nvshmemSource!, s.nvshmemHome!, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal);
+    }
     for (const p of passes) {
       const dir = passDir(modeRuns.indexOf(p.run), p.run);
       await mkdir(dir, { recursive: true });
@@ -396,6 +456,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         ...(peTest ? { PE_TEST: path.resolve(peTest) } : {}),
         ...(patternDir ? { PATTERN_DIR: path.resolve(patternDir) } : {}),
         ...(s.deepepDir ? { DEEPEP_DIR: path.resolve(s.deepepDir) } : {}),
+        ...(nvshmemTests ? { NVSHMEM_TESTS: nvshmemTests, NVSHMEM_EFA_LAUNCH: process.env.NVSHMEM_EFA_LAUNCH ?? launchCommandLine() } : {}),
         ...(o.timeoutSec ? { CHECK_TIMEOUT: String(o.timeoutSec) } : {}),
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
         ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define NVSHMEM_EFA_GDA_DEVICE_API_ENV "NVSHMEM_EFA_GDA_DEVICE_API"
+#define NVSHMEM_EFA_GDA_DEVICE_API_REPORT_ENV "NVSHMEM_EFA_GDA_DEVICE_API_REPORT"
 
 using namespace efa_gda;
 
@@ -25,6 +26,27 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
 }
 
 #else
+
+/* With NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1, at finalize: the status line (which path the device API took) and what
+ * went through NVSHMEM's proxy while it was on, by reason. For programs that cannot ask themselves (NVSHMEM's
+ * perftests, unmodified): selftest reads it from their output. */
+void efa_gda::report_api_at_fini(Gda &s) {
+    const char *v = getenv(NVSHMEM_EFA_GDA_DEVICE_API_REPORT_ENV);
+    if (!v || strcmp(v, "1")) return;
+    fprintf(stderr, "nvshmem-efa: PE %d at finalize: %s\n", s.boot.my_pe, g_status);
+    if (!s.d_api) return;
+    nvshmemx_efa_gda_api_shared_t h;
+    CUresult r = s.cu.memcpyDtoH(&h, s.d_api, sizeof h);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "nvshmem-efa: PE %d: reading the device API's counters failed (CUDA error %d)\n", s.boot.my_pe, (int)r);
+        return;
+    }
+    fprintf(stderr,
+            "nvshmem-efa: PE %d: NVSHMEM device API proxy operations %llu (outside GDA regions %llu, p or value writes %llu, "
+            "g %llu, atomics and signal adds %llu); proxy quiets covered %llu\n",
+            s.boot.my_pe, h.proxy_issued, h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION], h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_VALUE],
+            h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE], h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC], h.proxy_quieted);
+}
 
 namespace efa_gda {
 namespace {

@@ -22,6 +22,7 @@ const char *Driver::load() {
                 {"cuMemFree_v2", (void **)&memFree},
                 {"cuMemsetD8_v2", (void **)&memsetD8},
                 {"cuMemcpyHtoD_v2", (void **)&memcpyHtoD},
+                {"cuMemcpyDtoH_v2", (void **)&memcpyDtoH},
                 {"cuMemcpyHtoDAsync_v2", (void **)&memcpyHtoDAsync},
                 {"cuStreamCreate", (void **)&streamCreate},
                 {"cuStreamSynchronize", (void **)&streamSynchronize},

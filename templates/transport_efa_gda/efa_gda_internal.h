@@ -75,6 +75,7 @@ struct Driver {
     CUresult (*memFree)(CUdeviceptr) = nullptr;
     CUresult (*memsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;
     CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
+    CUresult (*memcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
     CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
     CUresult (*streamCreate)(CUstream *, unsigned int) = nullptr;
     CUresult (*streamSynchronize)(CUstream) = nullptr;
@@ -249,6 +250,10 @@ const char *insert_peers(Gda &s, size_t k, const std::vector<PeerAddress> &all, 
 /* efa_gda_region.cpp */
 CUdeviceptr rail_offset(size_t k);
 const char *publish_regions(Gda &s);
+
+/* efa_gda_api.cpp */
+/* At finalize, with NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1: the status line and the device API's proxy counters. */
+void report_api_at_fini(Gda &s);
 
 /* efa_gda_status.cpp */
 /* "rail 1 (efaemu1) left out: why; ..." for every rail NVSHMEM offered that GDA does not run on. */

@@ -440,6 +440,7 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
 
 void nvshmemt_efa_gda_fini(void) {
     if (!g) return;
+    report_api_at_fini(*g);
     teardown(*g);
     if (g->cu.lib) dlclose(g->cu.lib);
     delete g;

@@ -509,6 +509,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       NVSHMEM_EFA_GDA_ENABLE: '1',
       EFAEMU_NICS: '2',
       EFAEMU_STATS: stats,
+      NVSHMEM_EFA_GDA_DEVICE_API_REPORT: '1',
       LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'),
     });
   /** GDA bytes each NIC of each process carried (efaemu's per-NIC statistics): written (initiator) and placed (target). */
@@ -529,6 +530,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       `its immediate arrives in the GPU RX CQ with the sender's AH and QP as query_addr resolved them (rail ${k})`,
       `the ${100000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (rail ${k})`,
     ]).flat(),
+    'the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so',
     'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
   ];
 
@@ -539,6 +541,12 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 64 B \(max_batch 16\), TX CQ 1024 x 32 B/);
     // One rail: the second NIC of the process carries nothing (what the two-rail check below must not see).
     expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
+    // NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1: at finalize each PE says which path the device API took and what it sent
+    // through the proxy (nothing here: no NVSHMEM device API call ran).
+    for (const pe of [0, 1]) {
+      expect(r.out).toMatch(new RegExp(`nvshmem-efa: PE ${pe} at finalize: EFA GDA active on 1 rail .*; NVSHMEM device API over GDA on \\(`));
+      expect(r.out).toContain(`nvshmem-efa: PE ${pe}: NVSHMEM device API proxy operations 0 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 0); proxy quiets covered 0`);
+    }
   });
 
   it.skipIf(!existsSync(hostTest))('the GDA host code on a 128-byte-WQE device (EFAEMU_WQE_SIZE=128): the state takes the stride query_qp_wqs reports and its WQE completes', () => {
@@ -717,6 +725,46 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(none.out).toMatch(/RESULT\tdeepep_ll\tfail\t.*; DeepEP args: none \(its defaults\)$/m);
     expect(check({ EFAEMU_MODES: 'all', DEEPEP_ARGS: '' }).args).toMatch(/--disable-nvlink$/);
     expect(check({ EFAEMU_MODES: 'none', DEEPEP_ARGS: '--num-tokens 64' }).args).toMatch(/--disable-nvlink --num-tokens 64$/);
+  });
+
+  // device_api on a host without GPUs: stand-ins for NVSHMEM's perftests and examples, started by the real
+  // `nvshmem-efa launch` through checks.sh --pe-exec, write the efaemu statistics and finalize lines a PE would. The
+  // check must pass only when the RMA programs moved bytes on GDA with no GPU-sourced RDM write (switch on) and none
+  // on GDA (switch off), and an example that prints a data error must fail it.
+  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh device_api: 2 ranks through nvshmem-efa launch, switch on and off; fails on GPU-sourced RDM writes with GDA on, and on an example\'s data error', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-devapi-'));
+    const tests = path.join(tmp, 'nvshmem-tests');
+    mkdirSync(path.join(tests, 'perftest/device/pt-to-pt'), { recursive: true });
+    mkdirSync(path.join(tests, 'examples'), { recursive: true });
+    const fake = `#!/bin/bash
+echo "rank=$PMI_RANK size=$PMI_SIZE gpu=$CUDA_VISIBLE_DEVICES api=$NVSHMEM_EFA_GDA_DEVICE_API args=$*" > "${tmp}/seen.$(basename "$0").$NVSHMEM_EFA_GDA_DEVICE_API.$PMI_RANK"
+if [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ]; then gw=4096 rw=\${FAKE_RDM_GPU_W:-0} rb=\${FAKE_RDM_GPU_W:-0}
+  echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA on (p and SET signals as GDA writes)"
+  echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 2 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2); proxy quiets covered 2"
+else gw=0 rw=4096 rb=4096; echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA off (NVSHMEM_EFA_GDA_DEVICE_API=0)"; fi
+printf '{"paths":{"gda":{"write":{"bytes":%d},"read":{"bytes":0}},"rdm":{"write":{"bytes":%d,"gpu_bytes":%d},"read":{"bytes":0}}}}' $gw $rb $rw > "$EFAEMU_STATS/efaemu-$$.json"
+[ "$(basename "$0")" = put-block ] && echo "\${FAKE_EXAMPLE_OUTPUT:-[0 of 2] run success}"
+exit 0
+`;
+    for (const f of ['perftest/device/pt-to-pt/shmem_put_bw', 'perftest/device/pt-to-pt/shmem_get_latency', 'examples/put-block']) writeFileSync(path.join(tests, f), fake, { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const check = (extra: Record<string, string> = {}) => {
+      const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), NVSHMEM_HOME: tmp, NVSHMEM_TESTS: tests,
+        NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(SRC, '../../bin/nvshmem-efa.js')}`, DEVICE_API_PROGRAMS: 'shmem_put_bw,shmem_get_latency,put-block',
+        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '60', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
+      const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'device_api'], { encoding: 'utf8', timeout: 120_000, env });
+      return r.stdout + r.stderr;
+    };
+    const good = check();
+    expect(good).toMatch(/^RESULT\tdevice_api\tpass\t5 runs: shmem_put_bw on: ok \d+s, GDA w\/r 8192\/0 B, RDM w\+r 0 B \(GPU-sourced writes 0 B\), proxy operations 2 \(outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2\); shmem_put_bw off: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B .*put-block on: ok/m);
+    // Each rank under PMI, with its own GPU and the PE environment checks.sh gives every rank.
+    expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.1.0'), 'utf8')).toBe('rank=0 size=2 gpu=0 api=1 args=-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all\n');
+    expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.0.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=1 api=0 /);
+    // An example is run with the switch on only (DEVICE_API_OFF default: rma,sig).
+    expect(existsSync(path.join(tmp, 'seen.put-block.0.0'))).toBe(false);
+    expect(check({ FAKE_RDM_GPU_W: '64' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_put_bw on: FAIL rc 0 128 GPU-sourced RDM write bytes; /m);
+    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
   });
 
   // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,

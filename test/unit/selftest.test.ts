@@ -2,7 +2,7 @@
 // reasons it gives for every check it skips, the table, --json and the exit status; the checks themselves come
 // from a stand-in checks.sh (NVSHMEM_EFA_SELFTEST_SCRIPT). The real checks need 2 GPUs (bench/results).
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +32,7 @@ const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch:
 };
 
 /** A work dir whose state says NVSHMEM (with the GDA device API) and DeepEP were built, with the files in place. */
-function workDir(opts: { deepep?: boolean; deviceApi?: boolean; layout?: 'single-rail' | 'multi-rail' } = {}) {
+function workDir(opts: { deepep?: boolean; deviceApi?: boolean; layout?: 'single-rail' | 'multi-rail'; nvshmemDeviceApi?: boolean } = {}) {
   const wd = tmp();
   const prefix = path.join(wd, 'install', 'nvshmem');
   const lf = path.join(wd, 'libfabric');
@@ -47,7 +47,11 @@ function workDir(opts: { deepep?: boolean; deviceApi?: boolean; layout?: 'single
   const steps: Record<string, unknown> = {
     'build-nvshmem': { stamp: 'x', finishedAt: 'now', result: { prefix, cmakeArgs: [`-DLIBFABRIC_HOME=${lf}`, '-DCMAKE_CUDA_ARCHITECTURES=90'], deviceApi: { available: opts.deviceApi !== false } } },
   };
-  if (opts.layout) steps['patch-nvshmem'] = { stamp: 'p', finishedAt: 'now', result: { layout: { id: opts.layout, summary: opts.layout } } };
+  if (opts.layout || opts.nvshmemDeviceApi) steps['patch-nvshmem'] = { stamp: 'p', finishedAt: 'now', result: { ...(opts.layout ? { layout: { id: opts.layout, summary: opts.layout } } : {}), nvshmemDeviceApi: !!opts.nvshmemDeviceApi } };
+  const source = path.join(wd, 'sources', 'nvshmem');
+  mkdirSync(path.join(source, 'perftest'), { recursive: true });
+  writeFileSync(path.join(source, 'perftest', 'CMakeLists.txt'), '');
+  steps['get-nvshmem'] = { stamp: 'g', finishedAt: 'now', result: { kind: 'local', dir: source, origin: source } };
   if (opts.deepep !== false) steps['build-deepep'] = { stamp: 'y', finishedAt: 'now', result: { module: path.join(deepep, 'deep_ep_cpp.so') } };
   writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps }));
   const efaemu = path.join(wd, 'efaemu');
@@ -91,7 +95,7 @@ describe('selftest: what the host and the work dir offer', () => {
     const w = workDir();
     const s = await survey(opts(w), host({ gpus: 1 }));
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(17);
+    expect(gpuChecks.length).toBe(18);
     for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
     expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
   });
@@ -134,7 +138,7 @@ describe('selftest: what the host and the work dir offer', () => {
   });
 
   it('everything present: nothing is missing, the libfabric and arch come from the build', async () => {
-    const w = workDir();
+    const w = workDir({ nvshmemDeviceApi: true });
     const s = await survey(opts(w), host());
     expect(s.missing).toEqual({ fabtests: expect.stringContaining('fi_rdm_pingpong, fi_rma_bw') });
     expect(s.libfabricHome).toBe(w.lf);
@@ -157,7 +161,7 @@ describe('selftest: table, exit status, JSON', () => {
     expect(r.out).toMatch(/^fabtests\s+SKIP\s+-\s+libfabric's fabtests/m);
     // Checks the script was asked for but did not report are failures, never passes.
     expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+all\s+checks\.sh reported nothing for it/m);
-    expect(r.out).toMatch(/2 passed, \d+ failed, 1 skipped \(each says why; a skipped check proves nothing\)/);
+    expect(r.out).toMatch(/2 passed, \d+ failed, 2 skipped \(each says why; a skipped check proves nothing\)/);
     const { readFileSync } = await import('node:fs');
     const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
     expect(args).not.toContain('fabtests');
@@ -199,7 +203,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(w.wd, 'never');
     const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 19 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 20 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });
@@ -246,29 +250,30 @@ describe('selftest: pieces', () => {
   });
 });
 
+/** A stand-in checks.sh that appends "EFAEMU_MODES|RESULTS|args" per call and passes every check it is given. */
+function passingScript() {
+  const dir = tmp();
+  const f = path.join(dir, 'checks.sh');
+  writeFileSync(f, `#!/usr/bin/env bash\necho "$EFAEMU_MODES|$RESULTS|$*" >> "${dir}/calls"\nfor c in "$@"; do printf 'RESULT\\t%s\\tpass\\tok under %s\\n' "$c" "$EFAEMU_MODES"; done\n`);
+  chmodSync(f, 0o755);
+  return { f, dir };
+}
+async function runWith(o: SelftestOptions) {
+  const s = passingScript();
+  process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = s.f;
+  const out: string[] = [];
+  try {
+    const code = await selftestCommand(o, (x) => out.push(x), () => {}, host());
+    const { existsSync, readFileSync } = await import('node:fs');
+    const calls = existsSync(path.join(s.dir, 'calls')) ? readFileSync(path.join(s.dir, 'calls'), 'utf8').trim().split('\n') : [];
+    return { code, out: out.join('\n'), calls };
+  } finally {
+    delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
+  }
+}
+
 // Issue 21: the unkind efaemu modes for the GDA and DeepEP checks, one pass of checks.sh per mode run.
 describe('selftest: efaemu modes', () => {
-  /** A stand-in checks.sh that appends "EFAEMU_MODES|RESULTS|args" per call and passes every check it is given. */
-  function passingScript() {
-    const dir = tmp();
-    const f = path.join(dir, 'checks.sh');
-    writeFileSync(f, `#!/usr/bin/env bash\necho "$EFAEMU_MODES|$RESULTS|$*" >> "${dir}/calls"\nfor c in "$@"; do printf 'RESULT\\t%s\\tpass\\tok under %s\\n' "$c" "$EFAEMU_MODES"; done\n`);
-    chmodSync(f, 0o755);
-    return { f, dir };
-  }
-  async function runWith(o: SelftestOptions) {
-    const s = passingScript();
-    process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = s.f;
-    const out: string[] = [];
-    try {
-      const code = await selftestCommand(o, (x) => out.push(x), () => {}, host());
-      const { existsSync, readFileSync } = await import('node:fs');
-      const calls = existsSync(path.join(s.dir, 'calls')) ? readFileSync(path.join(s.dir, 'calls'), 'utf8').trim().split('\n') : [];
-      return { code, out: out.join('\n'), calls };
-    } finally {
-      delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
-    }
-  }
 
   it('parses all, none, each and comma lists; an unknown mode is a usage error naming the valid ones', () => {
     expect(parseEfaemuModes(undefined)).toEqual([{ label: 'all', modes: [...EFAEMU_MODES] }]);
@@ -382,5 +387,53 @@ describe('selftest: efaemu modes', () => {
     const empty = tmp();
     const s = await survey(opts(workDir(), { patternDir: empty }), host());
     expect(s.missing.pattern).toBe(`--pattern-dir ${empty} lacks deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail (build them with bench/efaemu/build-gpu-programs.sh)`);
+  });
+});
+
+describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the device API)', () => {
+  it('a build without --device-api: device_api is skipped, saying to rebuild with it', async () => {
+    const s = await survey(opts(workDir()), host());
+    expect(s.missing.nvshmem_tests).toMatch(/routes no NVSHMEM device API call over GDA: rebuild with nvshmem-efa build --device-api/);
+  });
+
+  it('a --device-api build: the dry run says it would build the perftests and examples of the build\'s source into the work dir', async () => {
+    const w = workDir({ nvshmemDeviceApi: true });
+    const s = await survey(opts(w), host());
+    expect(s.missing.nvshmem_tests).toBeUndefined();
+    expect(s.nvshmemSource).toBe(path.join(w.wd, 'sources', 'nvshmem'));
+    const r = await runWith(opts(w, { checks: ['device_api'], efaemuModes: 'none', dryRun: true }));
+    expect(r.out).toContain(`would build NVSHMEM's perftests and examples of ${path.join(w.wd, 'sources', 'nvshmem')} against ${w.prefix} into ${path.join(w.wd, 'build', 'nvshmem-tests')}`);
+    expect(r.out).toMatch(/^would run: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api$/m);
+  });
+
+  it('build-nvshmem-tests.sh configures perftest and examples standalone without MPI against the install, and builds the targets checks.sh names', () => {
+    const d = tmp();
+    const bin = path.join(d, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'cmake'), `#!/bin/sh\necho "cmake $*" >> "${d}/calls"\nfor a in "$@"; do case $a in -B) ;; esac; done\nexit 0\n`, { mode: 0o755 });
+    const cuda = path.join(d, 'cuda');
+    mkdirSync(path.join(cuda, 'bin'), { recursive: true });
+    writeFileSync(path.join(cuda, 'bin', 'nvcc'), '', { mode: 0o755 });
+    const src = path.join(d, 'src');
+    for (const f of ['perftest/CMakeLists.txt', 'examples/CMakeLists.txt', 'src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in']) {
+      mkdirSync(path.dirname(path.join(src, f)), { recursive: true });
+      writeFileSync(path.join(src, f), f);
+    }
+    const prefix = path.join(d, 'prefix');
+    mkdirSync(path.join(prefix, 'lib', 'cmake', 'nvshmem'), { recursive: true });
+    const targets = execFileSync('bash', [path.join(ROOT, 'native/efaemu/gpu/checks.sh'), '--device-api-targets'], { encoding: 'utf8' }).trim().split('\n');
+    expect(targets).toEqual(expect.arrayContaining(['perf_device_shmem_put_bw', 'perf_device_shmem_signal_ping_pong_latency', 'perf_device_barrier_latency', 'put-block', 'ring-reduce']));
+    const out = path.join(d, 'out');
+    execFileSync('bash', [path.join(ROOT, 'native/efaemu/gpu/build-nvshmem-tests.sh'), src, prefix, out, '90', ...targets], {
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, CUDA_HOME: cuda, JOBS: '3' }, encoding: 'utf8',
+    });
+    const calls = readFileSync(path.join(d, 'calls'), 'utf8').trim().split('\n');
+    expect(calls).toHaveLength(4);
+    expect(calls[0]).toBe(`cmake -S ${out}/src/perftest -B ${out}/perftest -DCMAKE_BUILD_TYPE=Release -DNVSHMEM_PREFIX=${prefix} -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_BUILD_BITCODE_LIBRARY=OFF -DCUDA_HOME=${cuda} -DCMAKE_CUDA_COMPILER=${cuda}/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90`);
+    expect(calls[1]).toBe(`cmake --build ${out}/perftest -j 3 --target ${targets.filter((t) => t.startsWith('perf_')).join(' ')}`);
+    expect(calls[2]).toMatch(new RegExp(`^cmake -S ${out}/src/examples -B ${out}/examples `));
+    expect(calls[3]).toBe(`cmake --build ${out}/examples -j 3 --target ${targets.filter((t) => !t.startsWith('perf_')).join(' ')}`);
+    // The sources are copied (the perftest project writes into its source dir), the user's tree is not written to.
+    expect(readFileSync(path.join(out, 'src/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in'), 'utf8')).toBe('src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in');
   });
 });

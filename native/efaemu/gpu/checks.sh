@@ -28,6 +28,8 @@
 #   GDA_TIMEOUT_MS  NVSHMEM_EFA_GDA_TIMEOUT_MS of the bound checks (default 3000)
 #   DEEPEP_DIR      DeepEP built in place by nvshmem-efa (deep_ep_cpp*.so, tests/); optional
 #   DEEPEP_ARGS     arguments to DeepEP's tests (default: small sizes when a mode is on, else DeepEP's own; see deepep_pair)
+#   NVSHMEM_TESTS   NVSHMEM's own perftests and examples built against NVSHMEM_HOME (build-nvshmem-tests.sh's OUT)
+#   NVSHMEM_EFA_LAUNCH  the command that starts `nvshmem-efa launch` (node and the tool's script), for device_api
 #   RESULTS         where logs and efaemu statistics go
 #   CHECK_TIMEOUT   seconds a pair of processes may take (default 240); PRESSURE_SECONDS bounds --pressure-test
 #   PYTHON          interpreter with torch (default python3)
@@ -37,7 +39,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_rails deepep_counters deepep_shrink deepep_pressure
   ll_pattern normal_mode neg_fail_injection neg_wrong_provider neg_no_quiet neg_signal_other_rail neg_ignore_error silent_bound
-  deepep_silent_bound)
+  deepep_silent_bound device_api)
 
 # The unkind modes of efaemu (native/efaemu/README.md says what each models; issue 21). The defaults keep a DeepEP run
 # inside a check's bound: a window of 16 held writes, 20-400 us between the completion and the bytes, 1% of writes
@@ -77,7 +79,43 @@ modes_env() {
   echo "${words[*]}"
 }
 
+# The programs of the device_api check (check_device_api, below), and how each is run.
+# name|kind|args: kind rma (pure RMA), sig (signals), mixed (atomics or collectives: proxy and GDA), ex (examples).
+DEVICE_API_TABLE=(
+  "shmem_put_bw|rma|-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all"
+  "shmem_put_latency|rma|-b 8 -e 64K -n 10 -w 2 -s all"
+  "shmem_get_bw|rma|-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all"
+  "shmem_get_latency|rma|-b 8 -e 64K -n 10 -w 2 -s all"
+  "shmem_p_latency|rma|-e 1K -n 5 -w 1"
+  "shmem_g_latency|rma|-e 1K -n 5 -w 1"
+  "shmem_put_ping_pong_latency|sig|-e 64K -n 20 -w 2"
+  "shmem_p_ping_pong_latency|sig|-e 1K -n 20 -w 2"
+  "shmem_put_signal_ping_pong_latency|sig|-e 64K -n 20 -w 2"
+  "shmem_signal_ping_pong_latency|sig|-n 20 -w 2"
+  "shmem_put_atomic_ping_pong_latency|mixed|-e 64K -n 20 -w 2"
+  "barrier_latency|mixed|-n 20 -w 2"
+  "alltoall_latency|mixed|-b 8 -e 64K -n 5 -w 1"
+  "bcast_latency|mixed|-b 8 -e 64K -n 5 -w 1"
+  "fcollect_latency|mixed|-b 8 -e 64K -n 5 -w 1"
+  "put-block|ex|"
+  "ring-bcast|ex|"
+  "ring-reduce|ex|"
+  "dev-guide-ring|ex|"
+  "on-stream|ex|"
+  "thread-group|ex|"
+  "collective-launch|ex|"
+  "user-buffer|ex|"
+)
+
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
+# --device-api-targets: the CMake targets of NVSHMEM's perftests and examples device_api runs (build-nvshmem-tests.sh).
+if [ "${1:-}" = --device-api-targets ]; then
+  for row in "${DEVICE_API_TABLE[@]}"; do
+    IFS='|' read -r name kind _ <<<"$row"
+    if [ "$kind" = ex ]; then echo "$name"; else echo "perf_device_$name"; fi
+  done
+  exit 0
+fi
 if [ "${1:-}" = --modes ]; then for m in "${MODE_NAMES[@]}"; do printf '%s\t%s\t%s\n' "$m" "$(mode_env "$m")" "$(mode_models "$m")"; done; exit 0; fi
 if [ "${1:-}" = --modes-env ]; then modes_env "${2:-}"; exit 0; fi
 # Validated before anything starts: a typo in EFAEMU_MODES is an error, never a run without the modes.
@@ -133,6 +171,14 @@ pe_env() {
     LD_LIBRARY_PATH=$EFAEMU_BUILD/softgdr:$LIBFABRIC_HOME/lib:${NVSHMEM_HOME:-/nonexistent}/lib:${LD_LIBRARY_PATH:-} \
     LD_PRELOAD=${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 }
+
+# checks.sh --pe-exec CMD...: one rank of a job `nvshmem-efa launch` started (device_api): the PE's environment of
+# PMI_RANK, then CMD. Inside the namespace already (EFAEMU_SYSFS_NS is inherited).
+if [ "${1:-}" = --pe-exec ]; then
+  shift
+  # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
+  exec env $(pe_env "${PMI_RANK:?--pe-exec runs under nvshmem-efa launch}") "$@"
+fi
 
 # run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@; @NS@ becomes the words of
 # NS_PE0 / NS_PE1, a rank's own namespace arguments), logs NAME.pe0.log and
@@ -636,6 +682,73 @@ check_deepep_silent_bound() {
   else
     result deepep_silent_bound fail "rc $RC0/$RC1 in ${ELAPSED}s (allowance ${start_s}s + ${ms} ms); trap message on PE 0: ${t0:-none}; PE 1: ${t1:-none}; $(deepep_tail deepep_silent_bound)$(deepep_args_note)"
   fi
+}
+
+# device_api (issue 23): NVSHMEM's own perftests and examples, unmodified, on 2 PEs started by `nvshmem-efa launch`
+# (PMI-1: they call nvshmem_init(), and the host has no MPI), with the device API over GDA on and then off
+# (NVSHMEM_EFA_GDA_DEVICE_API=1 / 0), under the run's efaemu modes. Each program's rows: its exit status, the bytes
+# efaemu counted on the GDA path (written and read) and GPU-sourced RDM writes, and the device API's own proxy counters
+# (NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1, at finalize). The pure-RMA programs must move their bytes on GDA with no
+# GPU-sourced RDM write when on, and none on GDA when off; every program must finish; the examples must report no
+# data error. DEVICE_API_PROGRAMS / DEVICE_API_OFF choose which run (default: all / the RMA and signal ones).
+device_api_program() {  # the built program NAME under NVSHMEM_TESTS
+  find "$NVSHMEM_TESTS" -type f -perm -u+x -name "$1" -not -path '*/CMakeFiles/*' 2>/dev/null | head -1
+}
+# run_launch NAME EXTRA_ENV -- CMD...: 2 ranks through nvshmem-efa launch, each in its PE environment (--pe-exec);
+# logs in NAME/rank0.log and rank1.log, statistics in stats-NAME/. Sets RC and ELAPSED.
+run_launch() {
+  local name=$1 extra=$2; shift 3
+  local st="$RESULTS/stats-$name" start
+  rm -rf "$st" "${RESULTS:?}/$name"; mkdir -p "$st"
+  start=$(date +%s)
+  # shellcheck disable=SC2086 # EXTRA_ENV and NVSHMEM_EFA_LAUNCH are words
+  env EFAEMU_STATS="$st" $extra $NVSHMEM_EFA_LAUNCH launch -n 2 --timeout "$T" --grace 15 --output-dir "$RESULTS/$name" -- \
+    bash "$HERE/checks.sh" --pe-exec "$@" >"$RESULTS/$name.launch.log" 2>&1
+  RC=$?
+  ELAPSED=$(($(date +%s) - start))
+}
+check_device_api() {
+  need device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
+  local want=${DEVICE_API_PROGRAMS:-all} off=${DEVICE_API_OFF:-rma,sig} ok=1 ev="" n=0 row name kind args prog sw tag
+  for row in "${DEVICE_API_TABLE[@]}"; do
+    IFS='|' read -r name kind args <<<"$row"
+    [ "$want" = all ] || [[ ",$want," == *",$name,"* ]] || continue
+    prog=$(device_api_program "$name")
+    if [ -z "$prog" ]; then ok=0; ev+="$name: not built in $NVSHMEM_TESTS; "; continue; fi
+    for sw in 1 0; do
+      [ "$sw" = 0 ] && ! [[ ",$off," == *",$kind,"* || ",$off," == *",$name,"* ]] && continue
+      tag="device_api.$name.$([ "$sw" = 1 ] && echo on || echo off)"
+      # shellcheck disable=SC2086 # args are words
+      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $MODES_ENV" -- "$prog" $args
+      n=$((n + 1))
+      local logs="$RESULTS/$tag/rank0.log $RESULTS/$tag/rank1.log" gw gr rw rr proxy bad path_ok=1 why=""
+      gw=$(estat "$tag" paths.gda.write.bytes); gr=$(estat "$tag" paths.gda.read.bytes); rw=$(estat "$tag" paths.rdm.write.gpu_bytes)
+      rr=$(( $(estat "$tag" paths.rdm.write.bytes) + $(estat "$tag" paths.rdm.read.bytes) ))
+      proxy=$(grep -h -o 'NVSHMEM device API proxy operations [0-9]* ([^)]*)' $logs 2>/dev/null | head -1 | sed 's/NVSHMEM device API //')
+      bad=$(grep -h -i -E 'error|fail|mismatch' $logs 2>/dev/null | grep -v -E 'nvshmem-efa: PE [0-9]' | head -2 | cut -c1-120 | paste -sd';' -)
+      if [ "$sw" = 1 ]; then
+        grep -q 'NVSHMEM device API over GDA on' $logs || { path_ok=0; why+="the status line at finalize does not say the device API was on; "; }
+        if [ "$kind" = rma ]; then
+          [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
+          [ "$rw" = 0 ] || { path_ok=0; why+="$rw GPU-sourced RDM write bytes; "; }
+        elif [ "$kind" != ex ]; then
+          [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
+        fi
+      else
+        [ $((gw + gr)) = 0 ] || { path_ok=0; why+="$((gw + gr)) GDA bytes with the switch off; "; }
+        [ "$kind" != rma ] || [ "$rr" -gt 0 ] || { path_ok=0; why+="no RDM write or read bytes; "; }
+      fi
+      if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [ "$kind" != ex ] || [ -z "$bad" ]; }; then
+        ev+="$name $([ "$sw" = 1 ] && echo on || echo off): ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}; "
+      else
+        ok=0
+        ev+="$name $([ "$sw" = 1 ] && echo on || echo off): FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log); "
+      fi
+    done
+  done
+  [ "$n" -gt 0 ] || { ok=0; ev="no program of DEVICE_API_PROGRAMS=$want is in the table; "; }
+  result device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "$n runs: ${ev%; } (through efaemu, nvshmem-efa launch PMI-1)$(modes_note)"
 }
 
 list=("$@")

@@ -15,6 +15,7 @@
 // playing the GPU through its own SQ and GPU TX CQ: a write of 50000 + 1000 k bytes to PE 1 (which inserted
 // the owned queues' addresses: efaemu refuses RMA from an initiator the target did not insert).
 #include <cuda.h>
+#include "nvshmemx_efa_gda_api.h"
 #include <dlfcn.h>
 #include <rdma/fabric.h>
 #include <stdio.h>
@@ -299,6 +300,17 @@ int main(int argc, char **argv) {
         }
     }
     sync(pair);
+    // The slot NVSHMEM's patched host library asks for (the device API over GDA, issue 23): on while GDA is active,
+    // with the device state and the shared counters in GPU memory, and the status line says so.
+    nvshmemx_efa_gda_api_slot_t slot;
+    const int got_slot = nvshmemx_efa_gda_get_api_slot(&slot);
+    nvshmemx_efa_gda_api_shared_t shared;
+    memset(&shared, 0xff, sizeof shared);
+    const bool read_back = got_slot == 0 && slot.shared && cu.dtoh(&shared, (CUdeviceptr)(uintptr_t)slot.shared, sizeof shared) == 0;
+    expect(got_slot == 0 && slot.on == 1 && slot.abi == NVSHMEMX_EFA_GDA_API_ABI && slot.state == nvshmemx_efa_gda_get_device_state() && read_back &&
+               shared.proxy_issued == 0 && shared.flushed_at != nullptr && strstr(nvshmemx_efa_gda_status(), "; NVSHMEM device API over GDA on"),
+           "the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so",
+           fmt("rc %d on %u abi %u issued %llu status %s", got_slot, slot.on, slot.abi, shared.proxy_issued, nvshmemx_efa_gda_status()));
     nvshmemt_efa_gda_fini();
     expect(nvshmemx_efa_gda_is_active() == 0 && nvshmemx_efa_gda_rails() == 0 && std::string(nvshmemx_efa_gda_status()) == "EFA GDA off: finalized",
            "fini closes everything (endpoints before CQs, MRs and AVs before the domains)", nvshmemx_efa_gda_status());

@@ -429,7 +429,7 @@ describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the d
     });
     const calls = readFileSync(path.join(d, 'calls'), 'utf8').trim().split('\n');
     expect(calls).toHaveLength(4);
-    expect(calls[0]).toBe(`cmake -S ${out}/src/perftest -B ${out}/perftest -DCMAKE_BUILD_TYPE=Release -DNVSHMEM_PREFIX=${prefix} -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_BUILD_BITCODE_LIBRARY=OFF -DCUDA_HOME=${cuda} -DCMAKE_CUDA_COMPILER=${cuda}/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90`);
+    expect(calls[0]).toBe(`cmake -S ${out}/src/perftest -B ${out}/perftest -DCMAKE_BUILD_TYPE=Release -DCMAKE_PROJECT_INCLUDE=${out}/nvshmem-static-stand-in.cmake -DNVSHMEM_PREFIX=${prefix} -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_BUILD_BITCODE_LIBRARY=OFF -DCUDA_HOME=${cuda} -DCMAKE_CUDA_COMPILER=${cuda}/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90`);
     expect(calls[1]).toBe(`cmake --build ${out}/perftest -j 3 --target ${targets.filter((t) => t.startsWith('perf_')).join(' ')}`);
     expect(calls[2]).toMatch(new RegExp(`^cmake -S ${out}/src/examples -B ${out}/examples `));
     expect(calls[3]).toBe(`cmake --build ${out}/examples -j 3 --target ${targets.filter((t) => !t.startsWith('perf_')).join(' ')}`);

@@ -30,9 +30,22 @@ perf=() ex=()
 for t in "$@"; do
   case $t in perf_*) perf+=("$t") ;; *) ex+=("$t") ;; esac
 done
+# Both projects alias NVSHMEM's combined static library (add_library(nvshmem ALIAS nvshmem::nvshmem)) whether or not
+# they link it, and nvshmem-efa builds it only with --nvshmem-static. Where the install has none, a stand-in interface
+# target is defined right after project() (CMAKE_PROJECT_INCLUDE): the host and device libraries, which is what the
+# programs link unless NVSHMEM_TEST_STATIC_LIB is on (it is not here).
+ALIAS="$OUT/nvshmem-static-stand-in.cmake"
+cat >"$ALIAS" <<'CMAKE'
+if(NOT TARGET nvshmem::nvshmem AND NOT EXISTS "${NVSHMEM_PREFIX}/lib/libnvshmem.a")
+  add_library(nvshmem::nvshmem INTERFACE IMPORTED)
+  set_property(TARGET nvshmem::nvshmem PROPERTY INTERFACE_LINK_LIBRARIES nvshmem::nvshmem_host nvshmem::nvshmem_device)
+endif()
+CMAKE
 configure() {  # configure NAME: OUT/NAME from OUT/src/NAME
-  [ -f "$OUT/$1/CMakeCache.txt" ] && return 0
+  # A configure that failed leaves a CMakeCache.txt but no Makefile: configured again.
+  [ -f "$OUT/$1/Makefile" ] && return 0
   NVSHMEM_MPI_SUPPORT=0 NVSHMEM_SHMEM_SUPPORT=0 cmake -S "$OUT/src/$1" -B "$OUT/$1" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PROJECT_INCLUDE="$ALIAS" \
     -DNVSHMEM_PREFIX="$PREFIX" -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_BUILD_BITCODE_LIBRARY=OFF \
     -DCUDA_HOME="$CUDA" -DCMAKE_CUDA_COMPILER="$CUDA/bin/nvcc" -DCMAKE_CUDA_ARCHITECTURES="$ARCH"
 }

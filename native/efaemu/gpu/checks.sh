@@ -80,20 +80,23 @@ modes_env() {
 }
 
 # The programs of the device_api check (check_device_api, below), and how each is run.
-# name|kind|args: kind rma (pure RMA), sig (signals), mixed (atomics or collectives: proxy and GDA), ex (examples).
+# name|kind|args: kind rma (pure RMA), value (p and g: GDA, or the proxy where the device API says why), sig (signals),
+# mixed (atomics or collectives: proxy and GDA), sync (barriers: signals only), ex (examples; they pick their GPU by
+# node rank, cudaSetDevice(mype_node), so each of their ranks sees both GPUs, NVSHMEM_DISABLE_P2P=1 still keeping
+# every byte off NVLink).
 DEVICE_API_TABLE=(
   "shmem_put_bw|rma|-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all"
   "shmem_put_latency|rma|-b 8 -e 64K -n 10 -w 2 -s all"
   "shmem_get_bw|rma|-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all"
   "shmem_get_latency|rma|-b 8 -e 64K -n 10 -w 2 -s all"
-  "shmem_p_latency|rma|-e 1K -n 5 -w 1"
-  "shmem_g_latency|rma|-e 1K -n 5 -w 1"
+  "shmem_p_latency|value|-e 1K -n 5 -w 1"
+  "shmem_g_latency|value|-e 1K -n 5 -w 1"
   "shmem_put_ping_pong_latency|sig|-e 64K -n 20 -w 2"
-  "shmem_p_ping_pong_latency|sig|-e 1K -n 20 -w 2"
+  "shmem_p_ping_pong_latency|value|-e 1K -n 20 -w 2"
   "shmem_put_signal_ping_pong_latency|sig|-e 64K -n 20 -w 2"
   "shmem_signal_ping_pong_latency|sig|-n 20 -w 2"
   "shmem_put_atomic_ping_pong_latency|mixed|-e 64K -n 20 -w 2"
-  "barrier_latency|mixed|-n 20 -w 2"
+  "barrier_latency|sync|-n 20 -w 2"
   "alltoall_latency|mixed|-b 8 -e 64K -n 5 -w 1"
   "bcast_latency|mixed|-b 8 -e 64K -n 5 -w 1"
   "fcollect_latency|mixed|-b 8 -e 64K -n 5 -w 1"
@@ -112,6 +115,7 @@ if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 if [ "${1:-}" = --device-api-targets ]; then
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind _ <<<"$row"
+    [ "${DEVICE_API_PROGRAMS:-all}" = all ] || [[ ",$DEVICE_API_PROGRAMS," == *",$name,"* ]] || continue
     if [ "$kind" = ex ]; then echo "$name"; else echo "perf_device_$name"; fi
   done
   exit 0
@@ -177,7 +181,8 @@ pe_env() {
 if [ "${1:-}" = --pe-exec ]; then
   shift
   # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
-  exec env $(pe_env "${PMI_RANK:?--pe-exec runs under nvshmem-efa launch}") "$@"
+  # PE_ALL_GPUS=1: a program that picks its GPU by node rank (NVSHMEM's examples) sees both.
+  exec env $(pe_env "${PMI_RANK:?--pe-exec runs under nvshmem-efa launch}") ${PE_ALL_GPUS:+CUDA_VISIBLE_DEVICES=0,1} "$@"
 fi
 
 # run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@; @NS@ becomes the words of
@@ -710,7 +715,7 @@ run_launch() {
 check_device_api() {
   need device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
-  local want=${DEVICE_API_PROGRAMS:-all} off=${DEVICE_API_OFF:-rma,sig} ok=1 ev="" n=0 row name kind args prog sw tag
+  local want=${DEVICE_API_PROGRAMS:-all} off=${DEVICE_API_OFF:-rma,value,sig} ok=1 ev="" n=0 row name kind args prog sw tag
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind args <<<"$row"
     [ "$want" = all ] || [[ ",$want," == *",$name,"* ]] || continue
@@ -720,7 +725,7 @@ check_device_api() {
       [ "$sw" = 0 ] && ! [[ ",$off," == *",$kind,"* || ",$off," == *",$name,"* ]] && continue
       tag="device_api.$name.$([ "$sw" = 1 ] && echo on || echo off)"
       # shellcheck disable=SC2086 # args are words
-      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $MODES_ENV" -- "$prog" $args
+      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $([ "$kind" = ex ] && echo PE_ALL_GPUS=1) $MODES_ENV" -- "$prog" $args
       n=$((n + 1))
       local logs="$RESULTS/$tag/rank0.log $RESULTS/$tag/rank1.log" gw gr rw rr proxy bad path_ok=1 why=""
       gw=$(estat "$tag" paths.gda.write.bytes); gr=$(estat "$tag" paths.gda.read.bytes); rw=$(estat "$tag" paths.rdm.write.gpu_bytes)
@@ -729,22 +734,29 @@ check_device_api() {
       bad=$(grep -h -i -E 'error|fail|mismatch' $logs 2>/dev/null | grep -v -E 'nvshmem-efa: PE [0-9]' | head -2 | cut -c1-120 | paste -sd';' -)
       if [ "$sw" = 1 ]; then
         grep -q 'NVSHMEM device API over GDA on' $logs || { path_ok=0; why+="the status line at finalize does not say the device API was on; "; }
-        if [ "$kind" = rma ]; then
-          [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
-          [ "$rw" = 0 ] || { path_ok=0; why+="$rw GPU-sourced RDM write bytes; "; }
-        elif [ "$kind" != ex ]; then
-          [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
-        fi
+        case $kind in
+          rma)
+            [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
+            [ "$rw" = 0 ] || { path_ok=0; why+="$rw GPU-sourced RDM write bytes; "; } ;;
+          value)  # p and g: GDA writes, or the proxy where the device API counted why (a NIC that may deliver twice; g)
+            local pv; pv=$(grep -h -o -E '(p or value writes|g) [0-9]+' $logs 2>/dev/null | awk '{s += $NF} END {print s + 0}')
+            [ $((gw + gr)) -gt 0 ] || [ "$pv" -gt 0 ] || { path_ok=0; why+="neither GDA bytes nor p/g counted at the proxy; "; }
+            [ "$rw" = 0 ] || { path_ok=0; why+="$rw GPU-sourced RDM write bytes; "; } ;;
+          sig | mixed) [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; } ;;
+        esac
       else
         [ $((gw + gr)) = 0 ] || { path_ok=0; why+="$((gw + gr)) GDA bytes with the switch off; "; }
         [ "$kind" != rma ] || [ "$rr" -gt 0 ] || { path_ok=0; why+="no RDM write or read bytes; "; }
       fi
+      local line
       if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [ "$kind" != ex ] || [ -z "$bad" ]; }; then
-        ev+="$name $([ "$sw" = 1 ] && echo on || echo off): ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}; "
+        line="$name $([ "$sw" = 1 ] && echo on || echo off): ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
       else
         ok=0
-        ev+="$name $([ "$sw" = 1 ] && echo on || echo off): FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log); "
+        line="$name $([ "$sw" = 1 ] && echo on || echo off): FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log)"
       fi
+      ev+="$line; "
+      echo "device_api: $line"  # progress in checks.log, one line per run
     done
   done
   [ "$n" -gt 0 ] || { ok=0; ev="no program of DEVICE_API_PROGRAMS=$want is in the table; "; }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Issue 23 on a lent 2-GPU host (no network, no Node.js of its own): build NVSHMEM 3.4.5 with --device-api, then
+# selftest's device_api check (NVSHMEM's own perftests and examples, unmodified, through nvshmem-efa launch, the
+# switch on and off, under efaemu's unkind modes). Everything runs through efaemu, the emulated EFA NIC.
+#
+#   PHASE=build     node + bundle, sources, build --device-api into /tmp/da/wd (kept while the machine stays warm)
+#   PHASE=selftest  eval env, selftest --checks device_api (MODES: --efaemu-modes, default all; PROGRAMS:
+#                   DEVICE_API_PROGRAMS; LIMIT: seconds before SIGTERM; CHECK_TIMEOUT: per program)
+#   PHASE=both      build, then selftest
+# Sources as bench/quickstart/quickstart-gpu.sh carries them (.carry/, .carry/qs). Logs under $OUT.
+set -uo pipefail
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+C=$(pwd)/.carry Q=$(pwd)/.carry/qs W=/tmp/da OUT=${OUT:-/tmp/da-out} PHASE=${PHASE:-both}
+mkdir -p "$W" "$OUT"
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+PYTHON=$(command -v python3)
+export CI=true PYTHON
+nvshmem-efa() { "$W/node" "$W/bundle/nvshmem-efa.mjs" "$@"; }
+export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
+  NVSHMEM_EFA_LIBFABRIC_URL=file://$Q/libfabric-2.3.0.tar.bz2 \
+  NVSHMEM_EFA_FABTESTS_URL=file://$Q/fabtests-2.3.0.tar.bz2 \
+  NVSHMEM_EFA_RDMA_CORE_URL=file://$Q/rdma-core-60.1.tar.gz \
+  NVSHMEM_EFA_GDRCOPY_URL=file://$Q/gdrcopy-2.5.1.tar.gz
+# pip's NVSHMEM must not shadow ours (the python3 on PATH is the one with torch).
+"$PYTHON" -m pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true
+
+if [ "$PHASE" = build ] || [ "$PHASE" = both ]; then
+  stamp "machine: $(hostname) $(nproc) cores"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  cd "$W" || exit 1
+  [ -x node ] || { xz -dc "$C/node.xz" >node && chmod +x node; }
+  rm -rf bundle && tar xJf "$C/bundle.tar.xz"
+  [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$C/nvshmem-v3.4.5.tar.gz" -C src; }
+  stamp "build --device-api"
+  b0=$(date +%s)
+  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$W/wd" >"$OUT/build.log" 2>&1
+  rc=$?; echo "build exit $rc in $(( $(date +%s) - b0 )) s" | tee -a "$OUT/build.log"
+  cp "$W/wd/report.md" "$OUT/report.md" 2>/dev/null
+  grep -E 'NVSHMEM device API over GDA|EFA GDA:' "$W/wd/report.md"
+  [ "$rc" = 0 ] || { tail -40 "$OUT/build.log"; mkdir -p "$OUT/logs"; cp "$W"/wd/logs/*nvshmem* "$OUT/logs/" 2>/dev/null; exit 1; }
+  stamp "build done"
+fi
+
+if [ "$PHASE" = selftest ] || [ "$PHASE" = both ]; then
+  cd "$W" || exit 1
+  eval "$(nvshmem-efa env --work-dir "$W/wd")"
+  env | grep -E '^(NVSHMEM_|FI_EFA|LD_LIBRARY_PATH)' | sort >"$OUT/env.txt"
+  stamp "selftest --checks device_api (modes ${MODES:-all}; programs ${PROGRAMS:-all})"
+  s0=$(date +%s)
+  DEVICE_API_PROGRAMS=${PROGRAMS:-all} ${LIMIT:+timeout -s TERM "$LIMIT"} "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" \
+    --checks device_api --efaemu-modes "${MODES:-all}" ${CHECK_TIMEOUT:+--timeout "$CHECK_TIMEOUT"} >"$OUT/selftest.txt" 2>&1
+  rc=$?; echo "selftest exit $rc in $(( $(date +%s) - s0 )) s" | tee -a "$OUT/selftest.txt"
+  tail -c 6000 "$OUT/selftest.txt"
+  cp "$W/wd/selftest/nvshmem-tests-build.log" "$OUT/" 2>/dev/null
+  # Logs only (rank logs, launch logs, statistics), not the programs.
+  tar czf "$OUT/selftest-results.tgz" -C "$W/wd" --exclude='*.so' --exclude='efaemu-build' selftest 2>/dev/null
+  stamp "done"
+fi

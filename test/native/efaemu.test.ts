@@ -738,7 +738,10 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     mkdirSync(path.join(tests, 'examples'), { recursive: true });
     const fake = `#!/bin/bash
 echo "rank=$PMI_RANK size=$PMI_SIZE gpu=$CUDA_VISIBLE_DEVICES api=$NVSHMEM_EFA_GDA_DEVICE_API args=$*" > "${tmp}/seen.$(basename "$0").$NVSHMEM_EFA_GDA_DEVICE_API.$PMI_RANK"
-if [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ]; then gw=4096 rw=\${FAKE_RDM_GPU_W:-0} rb=\${FAKE_RDM_GPU_W:-0}
+if [ "$(basename "$0")" = shmem_g_latency ]; then gw=0 rw=0 rb=4096  # g: the proxy, counted (or not: FAKE_G_COUNT)
+  echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA \$([ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo on || echo off)"
+  [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 9 (outside GDA regions 0, p or value writes 0, g \${FAKE_G_COUNT:-7}, atomics and signal adds 2); proxy quiets covered 9"
+elif [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ]; then gw=4096 rw=\${FAKE_RDM_GPU_W:-0} rb=\${FAKE_RDM_GPU_W:-0}
   echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA on (p and SET signals as GDA writes)"
   echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 2 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2); proxy quiets covered 2"
 else gw=0 rw=4096 rb=4096; echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA off (NVSHMEM_EFA_GDA_DEVICE_API=0)"; fi
@@ -746,24 +749,29 @@ printf '{"paths":{"gda":{"write":{"bytes":%d},"read":{"bytes":0}},"rdm":{"write"
 [ "$(basename "$0")" = put-block ] && echo "\${FAKE_EXAMPLE_OUTPUT:-[0 of 2] run success}"
 exit 0
 `;
-    for (const f of ['perftest/device/pt-to-pt/shmem_put_bw', 'perftest/device/pt-to-pt/shmem_get_latency', 'examples/put-block']) writeFileSync(path.join(tests, f), fake, { mode: 0o755 });
+    for (const f of ['perftest/device/pt-to-pt/shmem_put_bw', 'perftest/device/pt-to-pt/shmem_get_latency', 'perftest/device/pt-to-pt/shmem_g_latency', 'examples/put-block']) writeFileSync(path.join(tests, f), fake, { mode: 0o755 });
     const lf = path.join(tmp, 'lf');
     mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
     const check = (extra: Record<string, string> = {}) => {
       const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), NVSHMEM_HOME: tmp, NVSHMEM_TESTS: tests,
-        NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(SRC, '../../bin/nvshmem-efa.js')}`, DEVICE_API_PROGRAMS: 'shmem_put_bw,shmem_get_latency,put-block',
+        NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(SRC, '../../bin/nvshmem-efa.js')}`, DEVICE_API_PROGRAMS: 'shmem_put_bw,shmem_get_latency,shmem_g_latency,put-block',
         EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '60', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
       const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'device_api'], { encoding: 'utf8', timeout: 120_000, env });
       return r.stdout + r.stderr;
     };
     const good = check();
-    expect(good).toMatch(/^RESULT\tdevice_api\tpass\t5 runs: shmem_put_bw on: ok \d+s, GDA w\/r 8192\/0 B, RDM w\+r 0 B \(GPU-sourced writes 0 B\), proxy operations 2 \(outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2\); shmem_put_bw off: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B .*put-block on: ok/m);
+    expect(good).toMatch(/^RESULT\tdevice_api\tpass\t7 runs: shmem_put_bw on: ok \d+s, GDA w\/r 8192\/0 B, RDM w\+r 0 B \(GPU-sourced writes 0 B\), proxy operations 2 \(outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2\); shmem_put_bw off: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B .*put-block on: ok/m);
     // Each rank under PMI, with its own GPU and the PE environment checks.sh gives every rank.
     expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.1.0'), 'utf8')).toBe('rank=0 size=2 gpu=0 api=1 args=-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all\n');
     expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.0.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=1 api=0 /);
-    // An example is run with the switch on only (DEVICE_API_OFF default: rma,sig).
+    // g goes through the proxy by design: it passes on the device API's own count (and fails without one).
+    expect(good).toMatch(/shmem_g_latency on: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B \(GPU-sourced writes 0 B\), proxy operations 9 \(outside GDA regions 0, p or value writes 0, g 7/);
+    // An example is run with the switch on only (DEVICE_API_OFF default: rma,value,sig), seeing both GPUs (it picks
+    // its own by node rank).
     expect(existsSync(path.join(tmp, 'seen.put-block.0.0'))).toBe(false);
+    expect(readFileSync(path.join(tmp, 'seen.put-block.1.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=0,1 api=1 /);
     expect(check({ FAKE_RDM_GPU_W: '64' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_put_bw on: FAIL rc 0 128 GPU-sourced RDM write bytes; /m);
+    expect(check({ FAKE_G_COUNT: '0' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_g_latency on: FAIL rc 0 neither GDA bytes nor p\/g counted at the proxy; /m);
     expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
   });
 

@@ -81,7 +81,7 @@ modes_env() {
 
 # The programs of the device_api check (check_device_api, below), and how each is run.
 # name|kind|args: kind rma (pure RMA), value (p and g: GDA, or the proxy where the device API says why), sig (signals),
-# mixed (atomics or collectives: proxy and GDA), sync (barriers: signals only), ex (examples; they pick their GPU by
+# mixed (atomics or collectives: proxy and GDA), sync (barriers and signal_op: the proxy by design), ex (examples; they pick their GPU by
 # node rank, cudaSetDevice(mype_node), so each of their ranks sees both GPUs, NVSHMEM_DISABLE_P2P=1 still keeping
 # every byte off NVLink).
 DEVICE_API_TABLE=(
@@ -94,7 +94,7 @@ DEVICE_API_TABLE=(
   "shmem_put_ping_pong_latency|sig|-e 64K -n 20 -w 2"
   "shmem_p_ping_pong_latency|value|-e 1K -n 20 -w 2"
   "shmem_put_signal_ping_pong_latency|sig|-e 64K -n 20 -w 2"
-  "shmem_signal_ping_pong_latency|sig|-n 20 -w 2"
+  "shmem_signal_ping_pong_latency|sync|-n 20 -w 2"
   "shmem_put_atomic_ping_pong_latency|mixed|-e 64K -n 20 -w 2"
   "barrier_latency|sync|-n 20 -w 2"
   "alltoall_latency|mixed|-b 8 -e 64K -n 5 -w 1"

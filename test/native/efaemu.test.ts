@@ -738,6 +738,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     mkdirSync(path.join(tests, 'examples'), { recursive: true });
     const fake = `#!/bin/bash
 echo "rank=$PMI_RANK size=$PMI_SIZE gpu=$CUDA_VISIBLE_DEVICES api=$NVSHMEM_EFA_GDA_DEVICE_API args=$*" > "${tmp}/seen.$(basename "$0").$NVSHMEM_EFA_GDA_DEVICE_API.$PMI_RANK"
+echo "defer=$EFAEMU_PLACE_DEFER_US wqe=$EFAEMU_WQE_SIZE" > "${tmp}/modes.$(basename "$0").$PMI_RANK"
 if [ "$(basename "$0")" = shmem_g_latency ]; then gw=0 rw=0 rb=4096  # g: the proxy, counted (or not: FAKE_G_COUNT)
   echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA \$([ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo on || echo off)"
   [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 9 (outside GDA regions 0, p or value writes 0, g \${FAKE_G_COUNT:-7}, atomics and signal adds 2); proxy quiets covered 9"
@@ -770,10 +771,16 @@ exit 0
     // its own by node rank).
     expect(existsSync(path.join(tmp, 'seen.put-block.0.0'))).toBe(false);
     expect(readFileSync(path.join(tmp, 'seen.put-block.1.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=0,1 api=1 /);
-    expect(check({ FAKE_RDM_GPU_W: '64' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_put_bw on: FAIL rc 0 128 GPU-sourced RDM write bytes; /m);
-    expect(check({ FAKE_G_COUNT: '0' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_g_latency on: FAIL rc 0 neither GDA bytes nor p\/g counted at the proxy; /m);
-    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
-  });
+    expect(check({ FAKE_RDM_GPU_W: '64', DEVICE_API_PROGRAMS: 'shmem_put_bw' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_put_bw on: FAIL rc 0 128 GPU-sourced RDM write bytes; /m);
+    // Under the placement modes, put-block (it reads its peer's put with no synchronization) runs without them, and
+    // says so; the other programs and the other modes keep them.
+    const modes = check({ EFAEMU_MODES: 'defer,wqe128', DEVICE_API_PROGRAMS: 'shmem_put_bw,put-block', DEVICE_API_OFF: 'none' });
+    expect(modes).toMatch(/put-block on \(placement modes off: it reads a peer's put with no synchronization\): ok/);
+    expect(readFileSync(path.join(tmp, 'modes.put-block.0'), 'utf8')).toBe('defer= wqe=128\n');
+    expect(readFileSync(path.join(tmp, 'modes.shmem_put_bw.0'), 'utf8')).toBe('defer=20-400 wqe=128\n');
+    expect(check({ FAKE_G_COUNT: '0', DEVICE_API_PROGRAMS: 'shmem_g_latency', DEVICE_API_OFF: 'none' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_g_latency on: FAIL rc 0 neither GDA bytes nor p\/g counted at the proxy; /m);
+    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000', DEVICE_API_PROGRAMS: 'put-block' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
+  }, 600_000);
 
   // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,
   // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test

@@ -83,7 +83,10 @@ modes_env() {
 # name|kind|args: kind rma (pure RMA), value (p and g: GDA, or the proxy where the device API says why), sig (signals),
 # mixed (atomics or collectives: proxy and GDA), sync (barriers and signal_op: the proxy by design), ex (examples; they pick their GPU by
 # node rank, cudaSetDevice(mype_node), so each of their ranks sees both GPUs, NVSHMEM_DISABLE_P2P=1 still keeping
-# every byte off NVLink).
+# every byte off NVLink), exnosync (an example that reads what a peer put with no synchronization in between:
+# put-block validates right after its own kernel, with no barrier after the peer's blocking put, whose completion
+# OpenSHMEM does not make visible at the target; it runs without the placement modes, which would only show that race,
+# and says so).
 DEVICE_API_TABLE=(
   "shmem_put_bw|rma|-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all"
   "shmem_put_latency|rma|-b 8 -e 64K -n 10 -w 2 -s all"
@@ -100,7 +103,7 @@ DEVICE_API_TABLE=(
   "alltoall_latency|mixed|-b 8 -e 64K -n 5 -w 1"
   "bcast_latency|mixed|-b 8 -e 64K -n 5 -w 1"
   "fcollect_latency|mixed|-b 8 -e 64K -n 5 -w 1"
-  "put-block|ex|"
+  "put-block|exnosync|"
   "ring-bcast|ex|"
   "ring-reduce|ex|"
   "dev-guide-ring|ex|"
@@ -116,7 +119,7 @@ if [ "${1:-}" = --device-api-targets ]; then
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind _ <<<"$row"
     [ "${DEVICE_API_PROGRAMS:-all}" = all ] || [[ ",$DEVICE_API_PROGRAMS," == *",$name,"* ]] || continue
-    if [ "$kind" = ex ]; then echo "$name"; else echo "perf_device_$name"; fi
+    case $kind in ex*) echo "$name" ;; *) echo "perf_device_$name" ;; esac
   done
   exit 0
 fi
@@ -725,7 +728,12 @@ check_device_api() {
       [ "$sw" = 0 ] && ! [[ ",$off," == *",$kind,"* || ",$off," == *",$name,"* ]] && continue
       tag="device_api.$name.$([ "$sw" = 1 ] && echo on || echo off)"
       # shellcheck disable=SC2086 # args are words
-      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $([ "$kind" = ex ] && echo PE_ALL_GPUS=1) $MODES_ENV" -- "$prog" $args
+      local modes=$MODES_ENV note=""
+      if [ "$kind" = exnosync ] && [ -n "$MODES_ENV" ]; then
+        modes=$(printf '%s\n' $MODES_ENV | grep -v -E '^EFAEMU_(PLACE_ORDER|PLACE_DEFER_US|DUPLICATE)=' | paste -sd' ' -)
+        note=" (placement modes off: it reads a peer's put with no synchronization)"
+      fi
+      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $([[ $kind == ex* ]] && echo PE_ALL_GPUS=1) $modes" -- "$prog" $args
       n=$((n + 1))
       local logs="$RESULTS/$tag/rank0.log $RESULTS/$tag/rank1.log" gw gr rw rr proxy bad path_ok=1 why=""
       gw=$(estat "$tag" paths.gda.write.bytes); gr=$(estat "$tag" paths.gda.read.bytes); rw=$(estat "$tag" paths.rdm.write.gpu_bytes)
@@ -749,11 +757,11 @@ check_device_api() {
         [ "$kind" != rma ] || [ "$rr" -gt 0 ] || { path_ok=0; why+="no RDM write or read bytes; "; }
       fi
       local line
-      if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [ "$kind" != ex ] || [ -z "$bad" ]; }; then
-        line="$name $([ "$sw" = 1 ] && echo on || echo off): ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
+      if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [[ $kind != ex* ]] || [ -z "$bad" ]; }; then
+        line="$name $([ "$sw" = 1 ] && echo on || echo off)$note: ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
       else
         ok=0
-        line="$name $([ "$sw" = 1 ] && echo on || echo off): FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log)"
+        line="$name $([ "$sw" = 1 ] && echo on || echo off)$note: FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log)"
       fi
       ev+="$line; "
       echo "device_api: $line"  # progress in checks.log, one line per run

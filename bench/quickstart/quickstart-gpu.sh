@@ -14,21 +14,9 @@
 #   PHASE=selftest  eval env, selftest (CHECKS: default all; LIMIT: seconds before SIGTERM)
 # Logs under $OUT.
 set -uo pipefail
-export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-C=$(pwd)/.carry Q=$(pwd)/.carry/qs W=/tmp/qs OUT=${OUT:-/tmp/qs-out} PHASE=${PHASE:-build}
-mkdir -p "$W" "$OUT"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-PYTHON=$(command -v python3)
-export CI=true PYTHON
-nvshmem-efa() { "$W/node" "$W/bundle/nvshmem-efa.mjs" "$@"; }
-export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
-  NVSHMEM_EFA_LIBFABRIC_URL=file://$Q/libfabric-2.3.0.tar.bz2 \
-  NVSHMEM_EFA_FABTESTS_URL=file://$Q/fabtests-2.3.0.tar.bz2 \
-  NVSHMEM_EFA_RDMA_CORE_URL=file://$Q/rdma-core-60.1.tar.gz \
-  NVSHMEM_EFA_GDRCOPY_URL=file://$Q/gdrcopy-2.5.1.tar.gz
-# The README's "pip NVSHMEM shadowing" fix, in this run's environment.
-pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true
+W=/tmp/qs OUT=${OUT:-/tmp/qs-out} PHASE=${PHASE:-build}
+# shellcheck source=bench/quickstart/gpu-host.sh
+source "$(dirname "$0")/../quickstart/gpu-host.sh"
 
 if [ "$PHASE" = build ]; then
   stamp "machine: $(hostname) $(nproc) cores"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -1,0 +1,22 @@
+# Sourced by the scripts that run the tool on a lent GPU host (bench/quickstart/quickstart-gpu.sh,
+# bench/device-api/gpu-run.sh), from the repository root, after setting W (their scratch dir) and OUT, PHASE defaults.
+# The host has no network and no Node.js: node, the standalone bundle and the pinned sources come from .carry/ (C)
+# and .carry/qs (Q) through the tool's documented mirror variables (NVSHMEM_EFA_<PKG>_URL, NVSHMEM_EFA_FABRIC_LOCK).
+# NVLink multicast stays off (a rule of the GPU hosts); pip's NVSHMEM must not shadow the tool's.
+# shellcheck shell=bash
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+# shellcheck disable=SC2034 # C: read by the scripts that source this
+C=$(pwd)/.carry Q=$(pwd)/.carry/qs
+mkdir -p "$W" "$OUT"
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+PYTHON=$(command -v python3)
+export CI=true PYTHON
+nvshmem-efa() { "$W/node" "$W/bundle/nvshmem-efa.mjs" "$@"; }
+export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
+  NVSHMEM_EFA_LIBFABRIC_URL=file://$Q/libfabric-2.3.0.tar.bz2 \
+  NVSHMEM_EFA_FABTESTS_URL=file://$Q/fabtests-2.3.0.tar.bz2 \
+  NVSHMEM_EFA_RDMA_CORE_URL=file://$Q/rdma-core-60.1.tar.gz \
+  NVSHMEM_EFA_GDRCOPY_URL=file://$Q/gdrcopy-2.5.1.tar.gz
+# The python3 on PATH is the one with torch: its pip (a bare `pip` may be another Python's).
+"$PYTHON" -m pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true

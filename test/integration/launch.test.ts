@@ -64,6 +64,17 @@ describe('nvshmem-efa launch', () => {
     }
   });
 
+  it('--json: each rank\'s exit status and time on stdout, their output on stderr', () => {
+    const r = cli(['launch', '-n', '2', '--json', '--', client, '1'], env());
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout) as { code: number; ranks: { rank: number; code: number; stopped: boolean }[]; pmi: { kind: string }; timedOut: boolean };
+    expect(doc.code).toBe(0);
+    expect(doc.ranks.map((x) => [x.rank, x.code, x.stopped])).toEqual([[0, 0, false], [1, 0, false]]);
+    expect(doc.pmi.kind).toBe('finalized');
+    expect(doc.timedOut).toBe(false);
+    expect(r.stderr).toContain('[1] rank 1 round 0 saw 0000== 0100==');
+  });
+
   it('parses words at their first = (base64 values end in =)', () => {
     expect(parsePmiLine('cmd=put kvsname=k key=BOOTSTRAP-0001 value=QUJD==\n')).toEqual({ cmd: 'put', kvsname: 'k', key: 'BOOTSTRAP-0001', value: 'QUJD==' });
     expect(() => parsePmiLine('cmd=get garbage')).toThrow(/not key=value/);

@@ -80,6 +80,11 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) {
     memcpy((void *)(uintptr_t)d, s, n);
     return CUDA_SUCCESS;
 }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) {
+    if (!is_device((uintptr_t)s)) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(d, (const void *)(uintptr_t)s, n);
+    return CUDA_SUCCESS;
+}
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) {
     if (!st) note("cuMemcpyHtoDAsync on the legacy default stream");
     return cuMemcpyHtoD_v2(d, s, n);

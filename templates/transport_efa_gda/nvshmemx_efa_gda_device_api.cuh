@@ -50,8 +50,10 @@ extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
 #ifndef NVSHMEMX_EFA_GDA_API_FN
 #if defined(__CUDACC__)
 #define NVSHMEMX_EFA_GDA_API_FN static __device__ __noinline__
+#define NVSHMEMX_EFA_GDA_API_ENTRY __device__ __noinline__
 #else
 #define NVSHMEMX_EFA_GDA_API_FN static __attribute__((noinline))
+#define NVSHMEMX_EFA_GDA_API_ENTRY __attribute__((noinline))
 #endif
 #endif
 
@@ -198,13 +200,13 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_put_signal_leader(void *rptr, 
 
 /* Atomics: the proxy, after the GDA writes ordered before them are placed at pe. */
 template <typename T>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op) {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op) {
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_amo_nonfetch<T>(rptr, value, pe, op);
     efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
 }
 template <typename T>
-EFA_GDA_DEV T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op) {
+NVSHMEMX_EFA_GDA_API_ENTRY T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op) {
     nvshmemi_efa_gda_api_before_proxy(pe);
     T ret;
     nvshmemi_proxy_amo_fetch<T>(rptr, (void *)&ret, value, compare, pe, op);
@@ -213,13 +215,13 @@ EFA_GDA_DEV T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int
 }
 
 template <typename T>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_rma_p(void *rptr, const T value, int pe) {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_rma_p(void *rptr, const T value, int pe) {
     uint64_t v = 0;
     memcpy(&v, &value, sizeof(T));
     nvshmemi_efa_gda_api_p_leader(rptr, v, (uint32_t)sizeof(T), pe);
 }
 template <typename T>
-EFA_GDA_DEV T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
+NVSHMEMX_EFA_GDA_API_ENTRY T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
     nvshmemi_efa_gda_api_before_proxy(pe);
     const T v = nvshmemi_proxy_rma_g<T>(rptr, pe); /* waits for its own completion */
     efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE);
@@ -229,11 +231,11 @@ EFA_GDA_DEV T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
 /* --- scopes: the group's first thread does the work, as NVSHMEM's proxy path does ------------------------- */
 
 template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe) {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe) {
     if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_rma_nbi_leader(rptr, lptr, bytes, pe, channel_op == NVSHMEMI_OP_PUT);
 }
 template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_rma(void *rptr, void *lptr, size_t bytes, int pe) {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_rma(void *rptr, void *lptr, size_t bytes, int pe) {
     if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) {
         nvshmemi_efa_gda_api_rma_leader(rptr, lptr, bytes, pe, channel_op == NVSHMEMI_OP_PUT);
         /* The source may be reused (or the fetched data read) by this thread; a group syncs after the call. */
@@ -241,7 +243,7 @@ EFA_GDA_DEV void nvshmemi_efa_gda_api_rma(void *rptr, void *lptr, size_t bytes, 
     }
 }
 template <threadgroup_t SCOPE>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr, uint64_t signal,
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr, uint64_t signal,
                                                  nvshmemi_amo_t sig_op, int pe, bool is_nbi) {
     if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) {
         nvshmemi_efa_gda_api_put_signal_leader(rptr, lptr, bytes, sig_addr, signal, sig_op, pe, is_nbi);
@@ -256,7 +258,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_quiet_leader(bool use_membar) 
     if (use_membar) __threadfence_system();
 }
 template <threadgroup_t SCOPE>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_quiet(bool use_membar) {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_quiet(bool use_membar) {
     if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_quiet_leader(use_membar);
     nvshmemi_threadgroup_sync<SCOPE>();
 }
@@ -272,7 +274,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_fence_leader() {
     efa_gda_api_proxy_quiet_if_pending(false);
 }
 template <threadgroup_t SCOPE>
-EFA_GDA_DEV void nvshmemi_efa_gda_api_fence() {
+NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_fence() {
     if (!nvshmemi_thread_id_in_threadgroup<SCOPE>()) nvshmemi_efa_gda_api_fence_leader();
     nvshmemi_threadgroup_sync<SCOPE>();
 }

@@ -122,7 +122,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
     ...(ctx.env?.fabric ? { fabric: fabricSection(ctx) } : {}),
     ...(ctx.env ? { environment: ctx.env as unknown as Record<string, unknown> } : {}),
     gda: gdaStatus(ctx),
-    ...(ctx.patch ? { nvshmemDeviceApi: nvshmemDeviceApiStatus(ctx) } : {}),
+    nvshmemDeviceApi: nvshmemDeviceApiStatus(ctx),
     fixes: [
       ...ctx.envFixes,
       ...(ctx.gdrcopy?.fixes ?? []),

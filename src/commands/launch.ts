@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { childEnded, childStarted, killTree, killTreeNow } from '../core/kill-tree.ts';
@@ -49,8 +50,6 @@ export interface LaunchResult {
   reason?: string;
 }
 
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15, SIGBUS: 7, SIGFPE: 8, SIGILL: 4 };
-
 export function rankEnv(o: LaunchOptions, rank: number, pmi: Record<string, string>): Record<string, string> {
   return { ...pmi, ...(o.oneGpuEach ? { CUDA_VISIBLE_DEVICES: String(rank) } : {}) };
 }
@@ -69,15 +68,17 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
   const allDone = new Promise<void>((r) => (finished = r));
   let left = o.ranks;
 
+  // Every rank still running, stopped as a tree (and marked, so its end is not taken for a failure of its own).
+  const stopRunning = () => {
+    for (let r = 0; r < o.ranks; r++) {
+      if (outcomes[r] || stopping.has(r)) continue;
+      stopping.add(r);
+      void killTree(pids[r]!, 2000);
+    }
+  };
   const stopOthers = (why: string, graceMs: number, code = 1) => {
     if (!firstFailure) firstFailure = { code, reason: why };
-    setTimeout(() => {
-      for (let r = 0; r < o.ranks; r++) {
-        if (outcomes[r] || stopping.has(r)) continue;
-        stopping.add(r);
-        void killTree(pids[r]!, 2000);
-      }
-    }, graceMs).unref();
+    setTimeout(stopRunning, graceMs).unref();
   };
 
   if (o.outputDir) mkdirSync(o.outputDir, { recursive: true });
@@ -105,7 +106,7 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
     }
     child.on('close', (code, signal) => {
       if (child.pid) childEnded(child.pid);
-      const c = code ?? 128 + (signal ? (SIGNALS[signal] ?? 0) : 0);
+      const c = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
       outcomes[r] = { rank: r, code: c, ...(signal ? { signal } : {}), seconds: (Date.now() - start) / 1000, stopped: stopping.has(r) };
       if (c !== 0 && !stopping.has(r) && !timedOut) {
         const why = `rank ${r} ${signal ? `was killed by ${signal}` : `exited with ${c}`}`;
@@ -127,11 +128,7 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
       ? setTimeout(() => {
           timedOut = true;
           if (!firstFailure) firstFailure = { code: 124, reason: `the job ran past --timeout ${o.timeoutSec}s` };
-          for (let r = 0; r < o.ranks; r++) {
-            if (outcomes[r] || stopping.has(r)) continue;
-            stopping.add(r);
-            void killTree(pids[r]!, 2000);
-          }
+          stopRunning();
         }, o.timeoutSec * 1000)
       : undefined;
   const onSignal = () => {

@@ -7,7 +7,7 @@ import { reuseTimes } from '../core/copy-tree.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import { JOURNAL, recoverJournal } from '../patchers/engine/journal.ts';
 import { unmarkedHooksFix } from '../patchers/engine/markers.ts';
-import { AWS_GDA_FIX, DEVICE_API_LEFTOVER_FIX, nvshmemSpecDigest, planNvshmem, type NvshmemPatchChoice, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
+import { AWS_GDA_FIX, DEVICE_API_LEFTOVER_FIX, DEVICE_API_LEFTOVER_ID, nvshmemSpecDigest, planNvshmem, type NvshmemPatchChoice, type NvshmemPlan } from '../patchers/nvshmem/index.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { readFile } from 'node:fs/promises';
 import { requireSource } from './get-nvshmem.ts';
@@ -22,14 +22,15 @@ interface KeptPatch extends PatchResult {
 export function refusalError(plan: NvshmemPlan, treeDir: string): PatchRefusedError {
   const general = `use an NVSHMEM release from NVIDIA (tested: ${TESTED_VERSIONS.text}, single-rail; e.g. --nvshmem-ref v3.4.5-0) or a multi-rail tree shaped like AWS's devel-aws-2025-11-25 (NVSHMEM 3.5.7); if the tree was patched by hand, restore it (git checkout -- .) and rerun`;
   const unmarked = plan.unmarked ?? [];
+  const leftover = plan.refusals.some((r) => r.id === DEVICE_API_LEFTOVER_ID);
   // The most specific fix first: the whole-tree reason, then hooks without markers, then device API hooks left
   // from an earlier run, then the general advice for whatever other refusals remain.
-  const others = plan.refusals.length - unmarked.length - (plan.awsGda ? 1 : 0) - (plan.deviceApiLeftover ? 1 : 0);
+  const others = plan.refusals.length - unmarked.length - (plan.awsGda ? 1 : 0) - (leftover ? 1 : 0);
   const fix = [
     ...(plan.awsGda ? [AWS_GDA_FIX] : []),
     ...(unmarked.length ? [unmarkedHooksFix(unmarked)] : []),
-    ...(plan.deviceApiLeftover ? [DEVICE_API_LEFTOVER_FIX] : []),
-    ...(others > 0 || (!plan.awsGda && !unmarked.length && !plan.deviceApiLeftover) ? [general] : []),
+    ...(leftover ? [DEVICE_API_LEFTOVER_FIX] : []),
+    ...(others > 0 || (!plan.awsGda && !unmarked.length && !leftover) ? [general] : []),
   ].join('; otherwise ');
   return new PatchRefusedError(
     `NVSHMEM tree ${treeDir} does not look as expected; nothing was changed`,

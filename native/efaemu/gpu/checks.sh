@@ -115,10 +115,12 @@ DEVICE_API_TABLE=(
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # --device-api-targets: the CMake targets of NVSHMEM's perftests and examples device_api runs (build-nvshmem-tests.sh).
+# Whether DEVICE_API_PROGRAMS (all, the default, or a comma list) names program $1.
+device_api_wanted() { [ "${DEVICE_API_PROGRAMS:-all}" = all ] || [[ ",$DEVICE_API_PROGRAMS," == *",$1,"* ]]; }
 if [ "${1:-}" = --device-api-targets ]; then
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind _ <<<"$row"
-    [ "${DEVICE_API_PROGRAMS:-all}" = all ] || [[ ",$DEVICE_API_PROGRAMS," == *",$name,"* ]] || continue
+    device_api_wanted "$name" || continue
     case $kind in ex*) echo "$name" ;; *) echo "perf_device_$name" ;; esac
   done
   exit 0
@@ -233,18 +235,20 @@ run_pair() {
   end=$(date +%s); ELAPSED=$((end - start))
 }
 
-# Sum of a field over the statistics files of a run: stat NAME PATH (jq-free: python).
-estat() {
-  "$PY" - "$RESULTS/stats-$1" "$2" <<'EOF'
+# Sums of fields over the statistics files of a run (jq-free: python).
+estat() {  # estat NAME PATH...: one total per PATH, on one line
+  "$PY" - "$RESULTS/stats-$1" "${@:2}" <<'EOF'
 import glob, json, re, sys
-total = 0
 # At-exit files only (efaemu-<pid>.json), not snapshots (efaemu-<pid>.<label>.json).
-for f in [f for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]:
-    d = json.load(open(f))
-    for k in sys.argv[2].split('.'):
-        d = d.get(k, 0) if isinstance(d, dict) else 0
-    total += d if isinstance(d, int) else 0
-print(total)
+docs = [json.load(open(f)) for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]
+def total(path):
+    n = 0
+    for d in docs:
+        for k in path.split('.'):
+            d = d.get(k, 0) if isinstance(d, dict) else 0
+        n += d if isinstance(d, int) else 0
+    return n
+print(' '.join(str(total(p)) for p in sys.argv[2:]))
 EOF
 }
 nfiles() { find "$RESULTS/stats-$1" -maxdepth 1 -regex '.*/efaemu-[0-9]*\.json' 2>/dev/null | wc -l; }
@@ -718,26 +722,27 @@ run_launch() {
 check_device_api() {
   need device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
-  local want=${DEVICE_API_PROGRAMS:-all} off=${DEVICE_API_OFF:-rma,value,sig} ok=1 ev="" n=0 row name kind args prog sw tag
+  local off=${DEVICE_API_OFF:-rma,value,sig} ok=1 ev="" n=0 row name kind args prog sw state tag
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind args <<<"$row"
-    [ "$want" = all ] || [[ ",$want," == *",$name,"* ]] || continue
+    device_api_wanted "$name" || continue
     prog=$(device_api_program "$name")
     if [ -z "$prog" ]; then ok=0; ev+="$name: not built in $NVSHMEM_TESTS; "; continue; fi
     for sw in 1 0; do
       [ "$sw" = 0 ] && ! [[ ",$off," == *",$kind,"* || ",$off," == *",$name,"* ]] && continue
-      tag="device_api.$name.$([ "$sw" = 1 ] && echo on || echo off)"
-      # shellcheck disable=SC2086 # args are words
+      state=$([ "$sw" = 1 ] && echo on || echo off)
+      tag="device_api.$name.$state"
       local modes=$MODES_ENV note=""
       if [ "$kind" = exnosync ] && [ -n "$MODES_ENV" ]; then
         modes=$(printf '%s\n' $MODES_ENV | grep -v -E '^EFAEMU_(PLACE_ORDER|PLACE_DEFER_US|DUPLICATE)=' | paste -sd' ' -)
         note=" (placement modes off: it reads a peer's put with no synchronization)"
       fi
+      # shellcheck disable=SC2086 # args are words
       run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $([[ $kind == ex* ]] && echo PE_ALL_GPUS=1) $modes" -- "$prog" $args
       n=$((n + 1))
-      local logs="$RESULTS/$tag/rank0.log $RESULTS/$tag/rank1.log" gw gr rw rr proxy bad path_ok=1 why=""
-      gw=$(estat "$tag" paths.gda.write.bytes); gr=$(estat "$tag" paths.gda.read.bytes); rw=$(estat "$tag" paths.rdm.write.gpu_bytes)
-      rr=$(( $(estat "$tag" paths.rdm.write.bytes) + $(estat "$tag" paths.rdm.read.bytes) ))
+      local logs="$RESULTS/$tag/rank0.log $RESULTS/$tag/rank1.log" gw gr rw rdw rdr rr proxy bad path_ok=1 why=""
+      read -r gw gr rw rdw rdr < <(estat "$tag" paths.gda.write.bytes paths.gda.read.bytes paths.rdm.write.gpu_bytes paths.rdm.write.bytes paths.rdm.read.bytes)
+      rr=$((rdw + rdr))
       proxy=$(grep -h -o 'NVSHMEM device API proxy operations [0-9]* ([^)]*)' $logs 2>/dev/null | head -1 | sed 's/NVSHMEM device API //')
       bad=$(grep -h -i -E 'error|fail|mismatch' $logs 2>/dev/null | grep -v -E 'nvshmem-efa: PE [0-9]' | head -2 | cut -c1-120 | paste -sd';' -)
       if [ "$sw" = 1 ]; then
@@ -758,16 +763,16 @@ check_device_api() {
       fi
       local line
       if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [[ $kind != ex* ]] || [ -z "$bad" ]; }; then
-        line="$name $([ "$sw" = 1 ] && echo on || echo off)$note: ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
+        line="$name $state$note: ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
       else
         ok=0
-        line="$name $([ "$sw" = 1 ] && echo on || echo off)$note: FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log)"
+        line="$name $state$note: FAIL rc $RC ${why}${bad:+output: $bad }(${tag}/rank*.log, $tag.launch.log)"
       fi
       ev+="$line; "
       echo "device_api: $line"  # progress in checks.log, one line per run
     done
   done
-  [ "$n" -gt 0 ] || { ok=0; ev="no program of DEVICE_API_PROGRAMS=$want is in the table; "; }
+  [ "$n" -gt 0 ] || { ok=0; ev="no program of DEVICE_API_PROGRAMS=${DEVICE_API_PROGRAMS:-all} is in the table; "; }
   result device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "$n runs: ${ev%; } (through efaemu, nvshmem-efa launch PMI-1)$(modes_note)"
 }
 

@@ -28,7 +28,6 @@ const GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT) && !defined(__clang_llvm_bitc
 export const DEVICE_API_MACRO = 'NVSHMEMI_EFA_GDA_DEVICE_API';
 /** The device-side slot every hook reads (also how a tree with the hooks is recognised). */
 export const DEVICE_API_SLOT = 'nvshmemi_efa_gda_api_d';
-const SLOT = DEVICE_API_SLOT;
 
 /** One transfer function: the template parameters and parameters its hook uses, and the call it makes. */
 interface Hook {
@@ -57,7 +56,7 @@ export const HOOKS: readonly Hook[] = [
 
 /** The hook's line (inside #ifdef DEVICE_API_MACRO). */
 export function hookLine(h: Hook): string {
-  return `if (${SLOT}.on) return ${h.call};`;
+  return `if (${DEVICE_API_SLOT}.on) return ${h.call};`;
 }
 
 /** The text of a definition from the start of its template header (if any) up to the body. */
@@ -151,8 +150,8 @@ function slotSpec(): InsertSpec {
     style: 'c',
     anchor: 'after the last unconditional top-level #include',
     why: "the device API's slot: a __constant__ of every module that links NVSHMEM's device library, which the host fills once GDA is active",
-    lines: [GUARD, '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', `__constant__ nvshmemx_efa_gda_api_slot_t ${SLOT};`, '#endif'],
-    footprint: [literal(`nvshmemx_efa_gda_api_slot_t ${SLOT}`)],
+    lines: [GUARD, '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', `__constant__ nvshmemx_efa_gda_api_slot_t ${DEVICE_API_SLOT};`, '#endif'],
+    footprint: [literal(`nvshmemx_efa_gda_api_slot_t ${DEVICE_API_SLOT}`)],
     locate(doc) {
       const inc = doc.cpp!.lastTopLevelInclude;
       if (!inc) return { refuse: 'no unconditional top-level #include found' };
@@ -168,7 +167,7 @@ function slotSpec(): InsertSpec {
  */
 const MEM_HANDLE_NAMES = ['nvshmemi_get_mem_handle', 'nvshmemi_get_device_state_ptrs'];
 function memHandleSpec(): InsertSpec {
-  const call = `cudaGetSymbolAddress(transport_dev_state_ptr, ${SLOT})`;
+  const call = `cudaGetSymbolAddress(transport_dev_state_ptr, ${DEVICE_API_SLOT})`;
   return {
     kind: 'insert',
     id: 'device-api-state-ptr',

@@ -43,10 +43,10 @@ export interface NvshmemPlan extends PatchPlan {
   layout?: NvshmemLayout;
   /** Where the tree shows AWS's own GDA transport (then also a refusal). */
   awsGda?: { file: string; line: number };
-  /** The tree has device API hooks from an earlier --device-api run and this run is without it (also a refusal). */
-  deviceApiLeftover?: boolean;
 }
 
+/** The refusal of a tree that has device API hooks from an earlier --device-api run, in a run without it. */
+export const DEVICE_API_LEFTOVER_ID = 'device-api-left-over';
 export const DEVICE_API_LEFTOVER_FIX = 'pass --device-api to build with the device API hooks the tree has, or restore the tree (git checkout -- .) and rerun';
 
 /**
@@ -119,7 +119,7 @@ async function leftoverDeviceApi(root: string): Promise<FixRecord | undefined> {
   const at = src.indexOf(DEVICE_API_SLOT);
   if (at === -1) return undefined;
   return {
-    id: 'device-api-left-over',
+    id: DEVICE_API_LEFTOVER_ID,
     file: TRANSFER_DEVICE,
     anchor: `${DEVICE_API_SLOT} in ${TRANSFER_DEVICE}`,
     why: 'without --device-api the build must not route the device API over GDA; hooks left from an earlier run would',
@@ -165,9 +165,6 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
     });
   }
   const leftover = choice.nvshmemDeviceApi ? undefined : await leftoverDeviceApi(root);
-  if (leftover) {
-    plan.refusals.push(leftover);
-    plan.deviceApiLeftover = true;
-  }
+  if (leftover) plan.refusals.push(leftover);
   return layout ? { ...plan, layout } : plan;
 }

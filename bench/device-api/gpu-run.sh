@@ -4,9 +4,12 @@
 # switch on and off, under efaemu's unkind modes). Everything runs through efaemu, the emulated EFA NIC.
 #
 #   PHASE=build     node + bundle, sources, build --device-api into /tmp/da/wd (kept while the machine stays warm)
-#   PHASE=selftest  eval env, selftest --checks device_api (MODES: --efaemu-modes, default all; PROGRAMS:
+#   PHASE=selftest  eval env, selftest --checks ${CHECKS:-device_api} (MODES: --efaemu-modes, default all; PROGRAMS:
 #                   DEVICE_API_PROGRAMS; LIMIT: seconds before SIGTERM; CHECK_TIMEOUT: per program)
 #   PHASE=both      build, then selftest
+#   PHASE=diag      ring-bcast's hang: NVSHMEM's ring-bcast and bench/device-api/ring_bcast_variants.cu (plain launch,
+#                   NVSHMEM's collective launch, a bare cooperative launch) through device_api with efaemu's state dump
+#                   after 8 s (EFAEMU_DUMP_AFTER_S: every thread's backtrace), modes none, 30 s a run
 # Sources as bench/quickstart/quickstart-gpu.sh carries them (.carry/, .carry/qs). Logs under $OUT.
 set -uo pipefail
 W=/tmp/da OUT=${OUT:-/tmp/da-out} PHASE=${PHASE:-both}
@@ -33,14 +36,31 @@ if [ "$PHASE" = selftest ] || [ "$PHASE" = both ]; then
   cd "$W" || exit 1
   eval "$(nvshmem-efa env --work-dir "$W/wd")"
   env | grep -E '^(NVSHMEM_|FI_EFA|LD_LIBRARY_PATH)' | sort >"$OUT/env.txt"
-  stamp "selftest --checks device_api (modes ${MODES:-all}; programs ${PROGRAMS:-all})"
+  stamp "selftest --checks ${CHECKS:-device_api} (modes ${MODES:-all}; programs ${PROGRAMS:-all})"
   s0=$(date +%s)
   DEVICE_API_PROGRAMS=${PROGRAMS:-all} ${LIMIT:+timeout -s TERM "$LIMIT"} "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" \
-    --checks device_api --efaemu-modes "${MODES:-all}" ${CHECK_TIMEOUT:+--timeout "$CHECK_TIMEOUT"} >"$OUT/selftest.txt" 2>&1
+    --checks "${CHECKS:-device_api}" --efaemu-modes "${MODES:-all}" ${CHECK_TIMEOUT:+--timeout "$CHECK_TIMEOUT"} >"$OUT/selftest.txt" 2>&1
   rc=$?; echo "selftest exit $rc in $(( $(date +%s) - s0 )) s" | tee -a "$OUT/selftest.txt"
   tail -c 6000 "$OUT/selftest.txt"
   cp "$W/wd/selftest/nvshmem-tests-build.log" "$OUT/" 2>/dev/null
   # Logs only (rank logs, launch logs, statistics), not the programs.
   tar czf "$OUT/selftest-results.tgz" -C "$W/wd" --exclude='*.so' --exclude='efaemu-build' selftest 2>/dev/null
   stamp "done"
+fi
+
+if [ "$PHASE" = diag ]; then
+  cd "$W" || exit 1
+  eval "$(nvshmem-efa env --work-dir "$W/wd")"
+  d="$W/wd/build/nvshmem-tests/diag"
+  mkdir -p "$d"
+  nvcc -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NVSHMEM_HOME/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
+    -L "$NVSHMEM_HOME/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NVSHMEM_HOME/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
+  cp "$d/ring_bcast_plain" "$d/ring_bcast_coop"; cp "$d/ring_bcast_plain" "$d/ring_bcast_coopdirect"
+  stamp "diag: ring-bcast and its variants, dump after 8 s"
+  EFAEMU_DUMP_AFTER_S=8 DEVICE_API_OFF=none DEVICE_API_PROGRAMS=ring-bcast,ring_bcast_plain,ring_bcast_coop,ring_bcast_coopdirect \
+    DEVICE_API_TABLE_EXTRA="ring_bcast_plain|ex|;ring_bcast_coop|ex|;ring_bcast_coopdirect|ex|" \
+    "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" --results "$W/diag-results" --checks device_api --efaemu-modes none --timeout 30 >"$OUT/diag.txt" 2>&1
+  echo "diag selftest exit $?"; grep -E '^device_api:' "$W"/diag-results/checks.log
+  tar czf "$OUT/diag-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' diag-results 2>/dev/null
+  stamp "diag done"
 fi

@@ -4,7 +4,7 @@
  */
 
 /** What a check needs from the host and the work dir. */
-export type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep' | 'rails' | 'nvshmem_tests';
+export type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep' | 'rails' | 'nvshmem_tests' | 'neg_build';
 
 /**
  * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run); a string
@@ -34,4 +34,5 @@ export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: reado
   { id: 'silent_bound', title: 'SILENT_AFTER_ERROR plus an injected failure, GDA kernel test: every process ends within NVSHMEM_EFA_GDA_TIMEOUT_MS with the trap message', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pe_test'], modes: 'silent + fail gda' },
   { id: 'deepep_silent_bound', title: "SILENT_AFTER_ERROR plus an injected failure, DeepEP: every process ends within the bound (NVSHMEM_EFA_GDA_TIMEOUT_MS, and NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS for DeepEP's receive waits) with a trap message", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'silent + fail gda' },
   { id: 'device_api', title: "NVSHMEM's own perftests and examples, unmodified, through NVSHMEM's device API over GDA (a --device-api build): 2 PEs started by nvshmem-efa launch (PMI-1), the switch on and off, efaemu's counters per program", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'nvshmem_tests'], modes: 'run' },
+  { id: 'neg_device_api', title: 'Negative controls of the device API (device_api_order against device libraries with a fence that skips the GDA quiet, a signal that does not wait for its payload, a proxy atomic without the GDA flush): each caught under the modes, passes without', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'nvshmem_tests', 'neg_build'], modes: 'place_order,defer vs none' },
 ];

@@ -10,6 +10,7 @@ import { shellQuote } from '../core/shell-quote.ts';
 import { buildEfaemu, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
 import { SELFTEST_CHECKS, type Need } from './selftest-checks.ts';
+import { workPaths } from '../steps/index.ts';
 
 /**
  * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a workstation with 2 GPUs
@@ -201,6 +202,12 @@ export async function survey(o: SelftestOptions, host: HostQueries): Promise<Sur
     s.nvshmemSource = b.sourceDir;
     s.have.nvshmem_tests = `perftests and examples of ${b.sourceDir}`;
   }
+  // neg_device_api rebuilds the device library's transfer functions with one rule broken, with the command the
+  // build used: its compile_commands.json (builds since CMAKE_EXPORT_COMPILE_COMMANDS was passed have one).
+  const commands = path.join(workPaths(o.workDir).build, 'compile_commands.json');
+  if (s.missing.nvshmem_tests) s.missing.neg_build = s.missing.nvshmem_tests;
+  else if (!existsSync(commands)) s.missing.neg_build = `${commands} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --device-api --work-dir ${o.workDir}`;
+  else s.have.neg_build = commands;
   const deepepDir = o.deepepDir ?? (b.deepepModule ? path.dirname(b.deepepModule) : undefined);
   if (!deepepDir) s.missing.deepep = `no DeepEP build in ${o.workDir} (build with --deepep-src or --deepep-ref, or pass --deepep-dir)`;
   else if (!existsSync(path.join(deepepDir, 'tests', 'test_low_latency.py'))) s.missing.deepep = `${deepepDir} has no tests/test_low_latency.py`;
@@ -285,15 +292,23 @@ export function launchCommandLine(): string {
   return `${process.execPath} ${self}`;
 }
 
-/** Builds the perftest and example targets device_api runs (checks.sh --device-api-targets) with build-nvshmem-tests.sh. */
-async function buildNvshmemTests(src: string, prefix: string, out: string, arch: string, logPath: string, signal: AbortSignal): Promise<void> {
+/**
+ * Builds what device_api and neg_device_api run (checks.sh --device-api-targets, --neg-device-api-targets) with
+ * build-nvshmem-tests.sh: NVSHMEM's perftests and examples, and our device_api_order with its negative controls
+ * (those rebuild the device library's transfer functions from the NVSHMEM build in `nvshmemBuild`).
+ */
+async function buildNvshmemTests(checks: string[], src: string, prefix: string, nvshmemBuild: string, out: string, arch: string, logPath: string, signal: AbortSignal): Promise<void> {
   const log = await openLog(logPath);
   try {
     const gpu = path.join(packageRoot(), 'native', 'efaemu', 'gpu');
-    const targets = (await queryTool('bash', [path.join(gpu, 'checks.sh'), '--device-api-targets']))?.split('\n').filter(Boolean) ?? [];
-    if (!targets.length) throw new Error(`checks.sh --device-api-targets named no target (${gpu})`);
+    const ask = async (flag: string) => (await queryTool('bash', [path.join(gpu, 'checks.sh'), flag]))?.split('\n').filter(Boolean) ?? [];
+    const targets = [...new Set([
+      ...(checks.includes('device_api') ? await ask('--device-api-targets') : []),
+      ...(checks.includes('neg_device_api') ? await ask('--neg-device-api-targets') : []),
+    ])];
+    if (!targets.length) throw new Error(`checks.sh named no program to build for ${checks.join(', ')} (${gpu})`);
     const script = path.join(gpu, 'build-nvshmem-tests.sh');
-    await run('bash', [script, src, prefix, out, arch, ...targets], { log, logPath, signal, fix: `read the build error in ${logPath}` });
+    await run('bash', [script, src, prefix, out, arch, ...targets], { env: { ...process.env, NVSHMEM_BUILD: nvshmemBuild }, log, logPath, signal, fix: `read the build error in ${logPath}` });
   } finally {
     await log.end();
   }
@@ -439,7 +454,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     if (needsBuilt('nvshmem_tests')) {
       nvshmemTests = nvshmemTestsDir(o.workDir);
       err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}`);
-      await buildNvshmemTests(s.nvshmemSource!, s.nvshmemHome!, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal);
+      await buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal);
     }
     for (const p of passes) {
       const dir = passDir(modeRuns.indexOf(p.run), p.run);

@@ -782,6 +782,51 @@ exit 0
     expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000', DEVICE_API_PROGRAMS: 'put-block' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
   }, 600_000);
 
+  // neg_device_api and device_api_order on a host without GPUs: stand-ins for device_api_order and its negative
+  // controls, started by the real `nvshmem-efa launch`. A control must report a data error in its test under the
+  // placement modes and pass without them; one that passes under the modes (FAKE_MISS names it) fails the check, as
+  // does an unbroken program that fails; device_api fails on the program's data error.
+  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh neg_device_api: each control caught by its test under the modes and passing without; a control the modes miss fails it; device_api_order\'s data error fails device_api', () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-negapi-'));
+    const tests = path.join(tmp, 'nvshmem-tests');
+    mkdirSync(path.join(tests, 'ours'), { recursive: true });
+    const fake = `#!/bin/bash
+me=$(basename "$0"); ctl=\${me#device_api_order}; ctl=\${ctl#_}
+echo "$me $*" >> "${tmp}/args.$PMI_RANK"
+gw=0; [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && gw=4096
+printf '{"paths":{"gda":{"write":{"bytes":%d},"read":{"bytes":0}},"rdm":{"write":{"bytes":%d,"gpu_bytes":0},"read":{"bytes":0}}}}' $gw $((4096 - gw)) > "$EFAEMU_STATS/efaemu-$$.json"
+[ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA on"
+if [ -z "$ctl" ]; then
+  [ -n "\${FAKE_UNBROKEN_FAIL:-}" ] && { echo "PE$PMI_RANK FAIL barrier: 2 data errors in 100 rounds of 32768 B; first at round 4 word 7: got 0x0 want 0x1"; exit 1; }
+  echo "PE$PMI_RANK ok fence: 100 rounds"; exit 0
+fi
+if [ -n "$EFAEMU_PLACE_ORDER" ] && [ "\${FAKE_MISS:-}" != "$ctl" ]; then echo "PE$PMI_RANK FAIL $2: 5 data errors in 100 rounds of 32768 B; first at round 2 word 9: got 0x0 want 0x3"; exit 1; fi
+echo "PE$PMI_RANK ok $2: 100 rounds"
+`;
+    for (const p of execFileSync('bash', [path.join(SRC, 'gpu/checks.sh'), '--neg-device-api-targets'], { encoding: 'utf8' }).trim().split('\n'))
+      writeFileSync(path.join(tests, 'ours', p), fake, { mode: 0o755 });
+    const lf = path.join(tmp, 'lf');
+    mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
+    const check = (name: string, extra: Record<string, string> = {}) => {
+      const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), NVSHMEM_HOME: tmp, NVSHMEM_TESTS: tests,
+        NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(SRC, '../../bin/nvshmem-efa.js')}`,
+        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '60', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
+      const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), name], { encoding: 'utf8', timeout: 180_000, env });
+      return r.stdout + r.stderr;
+    };
+    const good = check('neg_device_api');
+    expect(good).toMatch(/^RESULT\tneg_device_api\tpass\tunbroken: passes under the modes; fence_no_gda_quiet: caught by fence \(rc 1: PE\d FAIL fence: 5 data errors .*\), passes without the modes; signal_no_wait: caught by signal .*; no_flush_before_proxy: caught by atomic .* \(device_api_order through nvshmem-efa launch, through efaemu; modes place_order,defer: EFAEMU_PLACE_ORDER=/m);
+    // Each control runs only the test that catches it, 100 rounds, under the modes and then without.
+    expect(readFileSync(path.join(tmp, 'args.0'), 'utf8').trim().split('\n')).toEqual(['device_api_order 100', 'device_api_order_fence_no_gda_quiet 100 fence',
+      'device_api_order_fence_no_gda_quiet 100 fence', 'device_api_order_signal_no_wait 100 signal', 'device_api_order_signal_no_wait 100 signal',
+      'device_api_order_no_flush_before_proxy 100 atomic', 'device_api_order_no_flush_before_proxy 100 atomic']);
+    expect(check('neg_device_api', { FAKE_MISS: 'signal_no_wait' })).toMatch(/^RESULT\tneg_device_api\tfail\t.*signal_no_wait: NOT caught under the modes \(rc 0, no data error in signal\)/m);
+    expect(check('neg_device_api', { FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tneg_device_api\tfail\tunbroken: FAIL rc 1 under the modes: PE\d FAIL barrier: 2 data errors/m);
+    // device_api runs device_api_order (ours) on and off; its data error fails the check.
+    expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order' })).toMatch(/^RESULT\tdevice_api\tpass\t2 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B.*; device_api_order off: /m);
+    expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order', FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tdevice_api\tfail\t.*device_api_order on: FAIL rc 1 .*output: PE\d FAIL barrier: 2 data errors/m);
+  }, 600_000);
+
   // gda_rails on a host without GPUs: a stand-in pe_test records what each PE saw (host name, NIC entries, environment,
   // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test
   // chooses. The check must pass only when both NICs carried GDA bytes, and say SKIP for an NVSHMEM that gave GDA one NIC.

@@ -1,7 +1,7 @@
 // `nvshmem-efa selftest` on the CPU: what it finds (GPUs, unshare, the work dir's build, torch, DeepEP), the
 // reasons it gives for every check it skips, the table, --json and the exit status; the checks themselves come
 // from a stand-in checks.sh (NVSHMEM_EFA_SELFTEST_SCRIPT). The real checks need 2 GPUs (bench/results).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -95,7 +95,7 @@ describe('selftest: what the host and the work dir offer', () => {
     const w = workDir();
     const s = await survey(opts(w), host({ gpus: 1 }));
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(18);
+    expect(gpuChecks.length).toBe(19);
     for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
     expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
   });
@@ -139,6 +139,8 @@ describe('selftest: what the host and the work dir offer', () => {
 
   it('everything present: nothing is missing, the libfabric and arch come from the build', async () => {
     const w = workDir({ nvshmemDeviceApi: true });
+    mkdirSync(path.join(w.wd, 'build', 'nvshmem'), { recursive: true });
+    writeFileSync(path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json'), '[]');
     const s = await survey(opts(w), host());
     expect(s.missing).toEqual({ fabtests: expect.stringContaining('fi_rdm_pingpong, fi_rma_bw') });
     expect(s.libfabricHome).toBe(w.lf);
@@ -161,7 +163,7 @@ describe('selftest: table, exit status, JSON', () => {
     expect(r.out).toMatch(/^fabtests\s+SKIP\s+-\s+libfabric's fabtests/m);
     // Checks the script was asked for but did not report are failures, never passes.
     expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+all\s+checks\.sh reported nothing for it/m);
-    expect(r.out).toMatch(/2 passed, \d+ failed, 2 skipped \(each says why; a skipped check proves nothing\)/);
+    expect(r.out).toMatch(/2 passed, \d+ failed, 3 skipped \(each says why; a skipped check proves nothing\)/);
     const { readFileSync } = await import('node:fs');
     const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
     expect(args).not.toContain('fabtests');
@@ -203,7 +205,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(w.wd, 'never');
     const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 20 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 21 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });
@@ -432,8 +434,73 @@ describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the d
     expect(calls[0]).toBe(`cmake -S ${out}/src/perftest -B ${out}/perftest -DCMAKE_BUILD_TYPE=Release -DCMAKE_PROJECT_INCLUDE=${out}/nvshmem-static-stand-in.cmake -DNVSHMEM_PREFIX=${prefix} -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_BUILD_BITCODE_LIBRARY=OFF -DCUDA_HOME=${cuda} -DCMAKE_CUDA_COMPILER=${cuda}/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90`);
     expect(calls[1]).toBe(`cmake --build ${out}/perftest -j 3 --target ${targets.filter((t) => t.startsWith('perf_')).join(' ')}`);
     expect(calls[2]).toMatch(new RegExp(`^cmake -S ${out}/src/examples -B ${out}/examples `));
-    expect(calls[3]).toBe(`cmake --build ${out}/examples -j 3 --target ${targets.filter((t) => !t.startsWith('perf_')).join(' ')}`);
+    expect(calls[3]).toBe(`cmake --build ${out}/examples -j 3 --target ${targets.filter((t) => !t.startsWith('perf_') && !t.startsWith('device_api_order')).join(' ')}`);
+    // Ours is built with nvcc by build-device-api-order.sh, not by NVSHMEM's projects.
+    expect(targets).toContain('device_api_order');
     // The sources are copied (the perftest project writes into its source dir), the user's tree is not written to.
     expect(readFileSync(path.join(out, 'src/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in'), 'utf8')).toBe('src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in');
+  });
+
+  // The negative controls of neg_device_api: transfer_device recompiled with NVSHMEM's own command (compile_commands.json)
+  // plus one switch, put into a copy of the install's device library, which the program then links first. A stand-in
+  // compiler records its arguments; ar is the real one.
+  it('build-device-api-order.sh: a control recompiles transfer_device with the build\'s command plus its switch, into a copy of libnvshmem_device.a the program links first', () => {
+    const d = tmp();
+    const cuda = path.join(d, 'cuda');
+    mkdirSync(path.join(cuda, 'bin'), { recursive: true });
+    // Records its arguments and writes its -o file (the member's new content).
+    const recorder = (name: string) => `#!/bin/bash\necho "${name} $PWD $*" >> "${d}/calls"\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && echo "compiled by ${name}: $*" > "$2"; shift; done\nexit 0\n`;
+    writeFileSync(path.join(cuda, 'bin', 'nvcc'), recorder('nvcc'), { mode: 0o755 });
+    const cc = path.join(d, 'build-nvcc');
+    writeFileSync(cc, recorder('build-nvcc'), { mode: 0o755 });
+    const prefix = path.join(d, 'prefix');
+    mkdirSync(path.join(prefix, 'lib'), { recursive: true });
+    mkdirSync(path.join(prefix, 'include'));
+    const objs = path.join(d, 'objs');
+    mkdirSync(objs);
+    for (const m of ['init_device.cu.o', 'transfer_device.cu.o']) writeFileSync(path.join(objs, m), `original ${m}\n`);
+    execFileSync('ar', ['rcs', path.join(prefix, 'lib', 'libnvshmem_device.a'), 'init_device.cu.o', 'transfer_device.cu.o'], { cwd: objs });
+    const build = path.join(d, 'build');
+    mkdirSync(path.join(build, 'src'), { recursive: true });
+    writeFileSync(path.join(build, 'compile_commands.json'), JSON.stringify([
+      { directory: path.join(build, 'src'), command: `${cc} -ccbin g++ -O3 -x cu -rdc=true -c /n/src/device/init/init_device.cu -o CMakeFiles/x/init_device.cu.o`, file: '/n/src/device/init/init_device.cu' },
+      { directory: path.join(build, 'src'), command: `${cc} -ccbin g++ -DNVSHMEM_X86_64 -O3 --maxrregcount=32 -x cu -rdc=true -c /n/src/device/comm/transfer_device.cu -o CMakeFiles/x/transfer_device.cu.o`, file: '/n/src/device/comm/transfer_device.cu' },
+    ]));
+    const out = path.join(d, 'out');
+    const script = path.join(ROOT, 'native/efaemu/gpu/build-device-api-order.sh');
+    execFileSync('bash', [script, prefix, out, '90;100', 'device_api_order', 'device_api_order_signal_no_wait'], { env: { ...process.env, CUDA_HOME: cuda, NVSHMEM_BUILD: build }, encoding: 'utf8' });
+    const calls = readFileSync(path.join(d, 'calls'), 'utf8').trim().split('\n');
+    const neg = path.join(out, 'ours', 'neg-signal_no_wait');
+    const gencode = '-gencode arch=compute_90,code=sm_90 -gencode arch=compute_100,code=sm_100';
+    const prog = `-O2 -std=c++17 -rdc=true ${gencode} -I ${prefix}/include ${path.join(ROOT, 'native/efaemu/gpu/device_api_order.cu')}`;
+    const libs = `-L ${prefix}/lib -lnvshmem_host -lnvshmem_device -ldl -Xlinker=-rpath,${prefix}/lib`;
+    // The programs build in parallel: the calls in any order, the control's link after its library.
+    expect(calls.indexOf(`nvcc ${ROOT} ${prog} -o ${out}/ours/device_api_order_signal_no_wait -L${neg} ${libs}`)).toBeGreaterThan(calls.findIndex((c) => c.startsWith('build-nvcc')));
+    expect([...calls].sort()).toEqual([
+      `nvcc ${ROOT} ${prog} -o ${out}/ours/device_api_order ${libs}`,
+      // NVSHMEM's own command for transfer_device, in its directory, with the switch and a new output only.
+      `build-nvcc ${build}/src -DNVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT -ccbin g++ -DNVSHMEM_X86_64 -O3 --maxrregcount=32 -x cu -rdc=true -c /n/src/device/comm/transfer_device.cu -o ${neg}/transfer_device.cu.o`,
+      `nvcc ${ROOT} ${prog} -o ${out}/ours/device_api_order_signal_no_wait -L${neg} ${libs}`,
+    ].sort());
+    // The copy has the recompiled member and NVSHMEM's other objects; the install's library is untouched.
+    const member = (lib: string, m: string) => execFileSync('ar', ['p', lib, m], { encoding: 'utf8' });
+    expect(member(path.join(neg, 'libnvshmem_device.a'), 'transfer_device.cu.o')).toMatch(/^compiled by build-nvcc: /);
+    expect(member(path.join(neg, 'libnvshmem_device.a'), 'init_device.cu.o')).toBe('original init_device.cu.o\n');
+    expect(member(path.join(prefix, 'lib', 'libnvshmem_device.a'), 'transfer_device.cu.o')).toBe('original transfer_device.cu.o\n');
+    // Without the build's compile commands, a control is refused with the fix.
+    const r = spawnSync('bash', [script, prefix, out, '90', 'device_api_order_fence_no_gda_quiet'], { env: { ...process.env, CUDA_HOME: cuda, NVSHMEM_BUILD: path.join(d, 'nowhere') }, encoding: 'utf8' });
+    expect(r.status).toBe(4);
+    expect(r.stderr).toMatch(/compile_commands\.json is missing: set NVSHMEM_BUILD to an NVSHMEM build configured with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON/);
+  });
+
+  it('neg_device_api needs the build\'s compile commands: missing, it is skipped with the fix; present, it is runnable', async () => {
+    const w = workDir({ nvshmemDeviceApi: true });
+    const s = await survey(opts(w), host());
+    expect(s.missing.neg_build).toBe(`${path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json')} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --device-api --work-dir ${w.wd}`);
+    mkdirSync(path.join(w.wd, 'build', 'nvshmem'), { recursive: true });
+    writeFileSync(path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json'), '[]');
+    expect((await survey(opts(w), host())).have.neg_build).toBeDefined();
+    const r = await runWith(opts(w, { checks: ['device_api', 'neg_device_api'], efaemuModes: 'none', dryRun: true }));
+    expect(r.out).toMatch(/^would run: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api neg_device_api$/m);
   });
 });

@@ -10,6 +10,8 @@
 # The two projects are copied to OUT/src first: the perftest project writes a configured copy of
 # transfer_device.cuh into its own source directory, and the user's tree is never written to.
 # TARGET: perftest targets (perf_device_shmem_put_bw ...) and example targets (put-block ...); default: all of both.
+# device_api_order and its negative controls (device_api_order_<control>) are ours, not NVSHMEM's: built by
+# build-device-api-order.sh into OUT/ours (the controls need NVSHMEM_BUILD, the NVSHMEM build directory).
 # Programs land in OUT/perftest/... and OUT/examples/ (the cmake build dirs). Incremental: a second run rebuilds only
 # what changed. CUDA_HOME (default /usr/local/cuda) names the toolkit; JOBS the parallel jobs (default: all cores).
 set -euo pipefail
@@ -26,9 +28,9 @@ mkdir -p "$OUT/src/src/include/non_abi/device/pt-to-pt"
 cp -ru "$SRC/perftest" "$SRC/examples" "$OUT/src/"
 cp -u "$SRC/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in" "$OUT/src/src/include/non_abi/device/pt-to-pt/"
 
-perf=() ex=()
+perf=() ex=() ours=()
 for t in "$@"; do
-  case $t in perf_*) perf+=("$t") ;; *) ex+=("$t") ;; esac
+  case $t in perf_*) perf+=("$t") ;; device_api_order*) ours+=("$t") ;; *) ex+=("$t") ;; esac
 done
 # Both projects alias NVSHMEM's combined static library (add_library(nvshmem ALIAS nvshmem::nvshmem)) whether or not
 # they link it, and nvshmem-efa builds it only with --nvshmem-static. Where the install has none, a stand-in interface
@@ -55,4 +57,5 @@ build() {  # build NAME TARGET...: all of them when none is named
 }
 if [ $# -eq 0 ] || [ ${#perf[@]} -gt 0 ]; then configure perftest; build perftest "${perf[@]}"; fi
 if [ $# -eq 0 ] || [ ${#ex[@]} -gt 0 ]; then configure examples; build examples "${ex[@]}"; fi
+if [ ${#ours[@]} -gt 0 ]; then bash "$(dirname "$0")/build-device-api-order.sh" "$PREFIX" "$OUT" "$ARCH" "${ours[@]}"; fi
 echo "built in $OUT"

@@ -39,7 +39,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_rails deepep_counters deepep_shrink deepep_pressure
   ll_pattern normal_mode neg_fail_injection neg_wrong_provider neg_no_quiet neg_signal_other_rail neg_ignore_error silent_bound
-  deepep_silent_bound device_api)
+  deepep_silent_bound device_api neg_device_api)
 
 # The unkind modes of efaemu (native/efaemu/README.md says what each models; issue 21). The defaults keep a DeepEP run
 # inside a check's bound: a window of 16 held writes, 20-400 us between the completion and the bytes, 1% of writes
@@ -111,7 +111,11 @@ DEVICE_API_TABLE=(
   "thread-group|ex|"
   "collective-launch|ex|"
   "user-buffer|ex|"
+  "device_api_order|order|100"
 )
+# neg_device_api's negative controls: device_api_order linked against a device library with one ordering rule of the
+# device API broken (build-device-api-order.sh), each with the test of device_api_order that must catch it.
+NEG_DEVICE_API_CONTROLS=(fence_no_gda_quiet:fence signal_no_wait:signal no_flush_before_proxy:atomic)
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # --device-api-targets: the CMake targets of NVSHMEM's perftests and examples device_api runs (build-nvshmem-tests.sh).
@@ -121,10 +125,19 @@ if [ "${1:-}" = --device-api-targets ]; then
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind _ <<<"$row"
     device_api_wanted "$name" || continue
-    case $kind in ex*) echo "$name" ;; *) echo "perf_device_$name" ;; esac
+    case $kind in ex* | order) echo "$name" ;; *) echo "perf_device_$name" ;; esac
   done
   exit 0
 fi
+# --neg-device-api-targets: the programs neg_device_api runs (the unbroken one and one per control).
+if [ "${1:-}" = --neg-device-api-targets ]; then
+  echo device_api_order
+  for c in "${NEG_DEVICE_API_CONTROLS[@]}"; do echo "device_api_order_${c%%:*}"; done
+  exit 0
+fi
+# DEVICE_API_TABLE_EXTRA: more rows (NAME|KIND|ARGS, separated by ';'), for diagnosis: programs put under NVSHMEM_TESTS
+# by hand (bench/device-api/gpu-run.sh PHASE=diag), never built by --device-api-targets.
+if [ -n "${DEVICE_API_TABLE_EXTRA:-}" ]; then IFS=';' read -r -a extra_rows <<<"$DEVICE_API_TABLE_EXTRA"; DEVICE_API_TABLE+=("${extra_rows[@]}"); fi
 if [ "${1:-}" = --modes ]; then for m in "${MODE_NAMES[@]}"; do printf '%s\t%s\t%s\n' "$m" "$(mode_env "$m")" "$(mode_models "$m")"; done; exit 0; fi
 if [ "${1:-}" = --modes-env ]; then modes_env "${2:-}"; exit 0; fi
 # Validated before anything starts: a typo in EFAEMU_MODES is an error, never a run without the modes.
@@ -722,7 +735,7 @@ run_launch() {
 check_device_api() {
   need device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
-  local off=${DEVICE_API_OFF:-rma,value,sig} ok=1 ev="" n=0 row name kind args prog sw state tag
+  local off=${DEVICE_API_OFF:-rma,value,sig,order} ok=1 ev="" n=0 row name kind args prog sw state tag
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind args <<<"$row"
     device_api_wanted "$name" || continue
@@ -755,14 +768,14 @@ check_device_api() {
             local pv; pv=$(grep -h -o -E '(p or value writes|g) [0-9]+' $logs 2>/dev/null | awk '{s += $NF} END {print s + 0}')
             [ $((gw + gr)) -gt 0 ] || [ "$pv" -gt 0 ] || { path_ok=0; why+="neither GDA bytes nor p/g counted at the proxy; "; }
             [ "$rw" = 0 ] || { path_ok=0; why+="$rw GPU-sourced RDM write bytes; "; } ;;
-          sig | mixed) [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; } ;;
+          sig | mixed | order) [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; } ;;
         esac
       else
         [ $((gw + gr)) = 0 ] || { path_ok=0; why+="$((gw + gr)) GDA bytes with the switch off; "; }
         [ "$kind" != rma ] || [ "$rr" -gt 0 ] || { path_ok=0; why+="no RDM write or read bytes; "; }
       fi
       local line
-      if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [[ $kind != ex* ]] || [ -z "$bad" ]; }; then
+      if [ "$RC" = 0 ] && [ "$path_ok" = 1 ] && { [[ $kind != ex* && $kind != order ]] || [ -z "$bad" ]; }; then
         line="$name $state$note: ok ${ELAPSED}s, GDA w/r $gw/$gr B, RDM w+r $rr B (GPU-sourced writes $rw B)${proxy:+, $proxy}"
       else
         ok=0
@@ -774,6 +787,42 @@ check_device_api() {
   done
   [ "$n" -gt 0 ] || { ok=0; ev="no program of DEVICE_API_PROGRAMS=${DEVICE_API_PROGRAMS:-all} is in the table; "; }
   result device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "$n runs: ${ev%; } (through efaemu, nvshmem-efa launch PMI-1)$(modes_note)"
+}
+
+# neg_device_api: the negative controls of the device API's ordering (issue 23). device_api_order, linked against a
+# device library whose transfer functions were rebuilt with one rule broken (a fence that skips the GDA quiet; a signal
+# that does not wait for its payload; a proxy atomic not preceded by the GDA flush), must report data errors in the test
+# that rule is for under placement reordering (NEG_DEVICE_API_MODES, default place_order,defer), and pass without the
+# modes (the failure is the modes' doing); the unbroken program must pass under the modes. A control that passes
+# under the modes, or hangs instead of reporting, fails the check: those modes would prove nothing.
+check_neg_device_api() {
+  need neg_device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result neg_device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
+  local list=${NEG_DEVICE_API_MODES:-place_order,defer} under base="NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=1 NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1"
+  under=$(modes_env "$list")
+  local ok=1 ev="" c ctl test prog caught plain first
+  prog=$(device_api_program device_api_order)
+  if [ -z "$prog" ]; then result neg_device_api fail "device_api_order is not built in $NVSHMEM_TESTS"; return; fi
+  # shellcheck disable=SC2086 # the env words
+  run_launch neg_device_api.unbroken "$base $under" -- "$prog" 100
+  if [ "$RC" = 0 ]; then ev+="unbroken: passes under the modes; "
+  else ok=0; ev+="unbroken: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken/rank*.log | cut -c1-160); "; fi
+  for c in "${NEG_DEVICE_API_CONTROLS[@]}"; do
+    ctl=${c%%:*} test=${c#*:}
+    prog=$(device_api_program "device_api_order_$ctl")
+    if [ -z "$prog" ]; then ok=0; ev+="$ctl: not built in $NVSHMEM_TESTS; "; continue; fi
+    run_launch "neg_device_api.$ctl.modes" "$base $under" -- "$prog" 100 "$test"
+    first=$(grep -h -m1 "FAIL $test: .*data errors" "$RESULTS/neg_device_api.$ctl.modes"/rank*.log 2>/dev/null | head -1 | cut -c1-200)
+    caught=0; [ -n "$first" ] && caught=1
+    local rc_m=$RC
+    run_launch "neg_device_api.$ctl.plain" "$base" -- "$prog" 100 "$test"
+    plain=0; [ "$RC" = 0 ] && plain=1
+    if [ "$caught" = 1 ] && [ "$plain" = 1 ]; then ev+="$ctl: caught by $test (rc $rc_m: $first), passes without the modes; "
+    elif [ "$caught" = 0 ]; then ok=0; ev+="$ctl: NOT caught under the modes (rc $rc_m, no data error in $test$([ "$rc_m" = 124 ] && echo ': it hung'))"
+      ev+=" ($RESULTS/neg_device_api.$ctl.modes/rank*.log); "
+    else ok=0; ev+="$ctl: caught, but fails without the modes too (rc $RC): not the modes' doing; "; fi
+  done
+  result neg_device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "${ev%; } (device_api_order through nvshmem-efa launch, through efaemu; modes $list: $under)"
 }
 
 list=("$@")

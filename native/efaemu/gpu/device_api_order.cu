@@ -1,0 +1,220 @@
+// device_api_order: the ordering NVSHMEM's device API promises, checked by the receiving PE, with nothing but
+// NVSHMEM's own API (issue 23). In a --device-api build with NVSHMEM_EFA_GDA_DEVICE_API=1 every remote operation here
+// goes over EFA GDA (the atomic through NVSHMEM's proxy); with =0 all of it goes through the proxy. selftest's
+// device_api check runs it under efaemu's placement modes (writes placed out of order and late, completions before
+// placement), and neg_device_api runs it linked against device libraries with one ordering rule broken, where it must
+// report a data error rather than pass.
+//
+// Two PEs, each both sender and receiver, started by `nvshmem-efa launch` (nvshmem_init's PMI-1 bootstrap). Tests,
+// each ITERS rounds of a fresh pattern (round, sender, word) with an acknowledgement before the next round:
+//   fence    thread scope: put data (nbi), nvshmem_fence, put a flag (nbi); the peer waits for the flag, checks data.
+//   signal   warp scope: put-with-signal (SIGNAL_SET); the peer waits for the signal, checks data.
+//   atomic   thread scope: put data (nbi), nvshmem_fence, atomic add on a counter (NVSHMEM's proxy: EFA has no
+//            RDMA atomics); the peer waits for the counter, checks data.
+//   barrier  block scope: put data (nbi), nvshmemx_barrier_all_block (a quiet, then the barrier); each checks what
+//            its peer put. The data-checking program that synchronizes through NVSHMEM's barrier.
+// Usage: device_api_order [ITERS (100)] [TEST...] (default: all four).
+// Output: "PE<r> ok <test>: ..." or "PE<r> FAIL <test>: N data errors ... first at round R word W: got X want Y";
+// exit 1 on any error, 2 on a setup error. Every wait is bounded (WAIT_S, default 30 s): a lost write is reported
+// as a timeout, never a kernel that spins forever.
+#include <cuda_runtime.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+#include <string>
+
+namespace {
+#include "pe_common.cuh"
+
+constexpr int kWords = 4096;  // 32 KiB a put: several WQEs for efaemu to place out of order
+constexpr int kThreads = 128;
+
+struct Sym {  // symmetric objects
+    uint64_t *src;   // what this PE puts (rewritten every round)
+    uint64_t *dst;   // what the peer puts here
+    uint64_t *flag;  // fence: the peer's round, written after its data
+    uint64_t *sig;   // signal: the peer's round, set by put-with-signal
+    uint64_t *cnt;   // atomic: rounds, added by the peer after its data
+    uint64_t *ack;   // the peer's "checked round R"
+};
+
+struct Report {  // written by the kernel, read by the host
+    unsigned long long errors;
+    int first_round, first_word;
+    unsigned long long got, want;
+    int timed_out;  // 1 + the round a wait gave up in
+};
+
+__device__ uint64_t pattern(int round, int pe, int w) {
+    return (uint64_t)(round + 1) << 40 | (uint64_t)pe << 32 | (uint32_t)(w * 2654435761u);
+}
+
+__device__ uint64_t now_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Waits until *ivar >= want; false when WAIT_S passed first.
+__device__ bool wait_ge(uint64_t *ivar, uint64_t want, uint64_t limit_ns) {
+    const uint64_t end = now_ns() + limit_ns;
+    while (!nvshmem_uint64_test(ivar, NVSHMEM_CMP_GE, want))
+        if (now_ns() > end) return false;
+    return true;
+}
+
+// The round's data, and in the word after it the fence test's flag value (a put's source must be symmetric memory
+// to stay on GDA). Rewriting is safe: the last round's puts were completed by its handshake's quiet.
+__device__ void fill(uint64_t *src, int round, int me) {
+    for (int w = threadIdx.x; w < kWords; w += blockDim.x) src[w] = pattern(round, me, w);
+    if (threadIdx.x == 0) src[kWords] = round + 1;
+    __syncthreads();
+}
+
+// The block checks dst against the peer's pattern of `round`.
+__device__ void check(const Sym &s, Report *r, int round, int peer) {
+    for (int w = threadIdx.x; w < kWords; w += blockDim.x) {
+        const uint64_t got = ((volatile uint64_t *)s.dst)[w], want = pattern(round, peer, w);
+        if (got != want && atomicAdd(&r->errors, 1ull) == 0) {
+            r->first_round = round;
+            r->first_word = w;
+            r->got = got;
+            r->want = want;
+        }
+    }
+    __syncthreads();
+}
+
+// Acknowledge round, wait for the peer's acknowledgement, and complete this PE's puts (their source is rewritten).
+__device__ bool handshake(const Sym &s, Report *r, int round, int peer, uint64_t limit_ns) {
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+        nvshmemx_signal_op(s.ack, round + 1, NVSHMEM_SIGNAL_SET, peer);
+        ok = wait_ge(s.ack, round + 1, limit_ns);
+        if (!ok && !r->timed_out) r->timed_out = round + 1;
+        nvshmem_quiet();
+    }
+    __syncthreads();
+    return ok;
+}
+
+enum Test { kFence, kSignal, kAtomic, kBarrier };
+
+// Rounds are numbered across the tests (first .. first + iters - 1): the flags, signals, acknowledgements and data of
+// an earlier test can never satisfy a later one's waits or checks, so nothing is reset between tests.
+__global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t limit_ns) {
+    const int me = nvshmem_my_pe(), peer = 1 - me;
+    __shared__ int arrived;
+    for (int round = first; round < first + iters; round++) {
+        fill(s.src, round, me);
+        switch (t) {
+            case kFence:
+                if (threadIdx.x == 0) {
+                    nvshmem_putmem_nbi(s.dst, s.src, kWords * sizeof(uint64_t), peer);
+                    nvshmem_fence();
+                    nvshmem_putmem_nbi(s.flag, &s.src[kWords], sizeof(uint64_t), peer);
+                }
+                break;
+            case kSignal:
+                if (threadIdx.x < 32)
+                    nvshmemx_putmem_signal_nbi_warp(s.dst, s.src, kWords * sizeof(uint64_t), s.sig, round + 1, NVSHMEM_SIGNAL_SET, peer);
+                break;
+            case kAtomic:
+                if (threadIdx.x == 0) {
+                    nvshmem_putmem_nbi(s.dst, s.src, kWords * sizeof(uint64_t), peer);
+                    nvshmem_fence();
+                    nvshmem_uint64_atomic_add(s.cnt, 1, peer);
+                }
+                break;
+            case kBarrier:
+                nvshmemx_putmem_nbi_block(s.dst, s.src, kWords * sizeof(uint64_t), peer);
+                nvshmemx_barrier_all_block();
+                break;
+        }
+        if (threadIdx.x == 0) {
+            arrived = 1;
+            if (t == kFence) arrived = wait_ge(s.flag, round + 1, limit_ns);
+            if (t == kSignal) arrived = wait_ge(s.sig, round + 1, limit_ns);
+            if (t == kAtomic) arrived = wait_ge(s.cnt, round - first + 1, limit_ns);  // the counter counts this test's adds
+            if (!arrived && !r->timed_out) r->timed_out = round + 1;
+            __threadfence();  // the data loads below come after the flag's
+        }
+        __syncthreads();
+        if (!arrived) return;
+        check(s, r, round, peer);
+        if (!handshake(s, r, round, peer, limit_ns)) return;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const int iters = argc > 1 ? atoi(argv[1]) : 100;
+    const double wait_s = getenv("WAIT_S") ? atof(getenv("WAIT_S")) : 30;
+    nvshmem_init();
+    g_rank = nvshmem_my_pe();
+    if (nvshmem_n_pes() != 2) {
+        fail("setup", fmt("needs 2 PEs, has %d", nvshmem_n_pes()));
+        return 2;
+    }
+    Sym s{};
+    // src has one word more than a put carries: the fence test's flag value, kept in symmetric memory (a GDA source).
+    s.src = (uint64_t *)nvshmem_malloc((kWords + 1) * sizeof(uint64_t));
+    s.dst = (uint64_t *)nvshmem_malloc(kWords * sizeof(uint64_t));
+    uint64_t *words = (uint64_t *)nvshmem_calloc(4, sizeof(uint64_t));
+    if (!s.src || !s.dst || !words) {
+        fail("setup", "nvshmem_malloc failed");
+        return 2;
+    }
+    s.flag = words, s.sig = words + 1, s.cnt = words + 2, s.ack = words + 3;
+    Report *r;
+    CUDA_OK(cudaMallocManaged(&r, sizeof *r));
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const struct { Test t; const char *name; } tests[] = {{kFence, "fence"}, {kSignal, "signal"}, {kAtomic, "atomic"}, {kBarrier, "barrier"}};
+    auto wanted = [&](const char *name) {  // the tests named after ITERS; all when none is
+        if (argc <= 2) return true;
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], name)) return true;
+        return false;
+    };
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "fence") && strcmp(argv[i], "signal") && strcmp(argv[i], "atomic") && strcmp(argv[i], "barrier")) {
+            fail("setup", fmt("no test %s (fence, signal, atomic, barrier)", argv[i]));
+            return 2;
+        }
+    int first = 0;
+    for (const auto &t : tests) {
+        if (!wanted(t.name)) continue;
+        memset(r, 0, sizeof *r);
+        nvshmem_barrier_all();
+        const double t0 = now_s();
+        run<<<1, kThreads, 0, st>>>(t.t, s, r, first, iters, (uint64_t)(wait_s * 1e9));
+        first += iters;
+        cudaError_t e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) {
+            fail(t.name, fmt("kernel: %s", cudaGetErrorString(e)));
+            return 2;
+        }
+        nvshmem_barrier_all();
+        if (r->errors)
+            fail(t.name, fmt("%llu data errors in %d rounds of %d B; first at round %d word %d: got 0x%016llx want 0x%016llx", r->errors,
+                             iters, (int)(kWords * sizeof(uint64_t)), r->first_round - (first - iters), r->first_word, r->got, r->want));
+        else if (r->timed_out)
+            fail(t.name, fmt("a wait passed WAIT_S=%g s in round %d (a write never landed)", wait_s, r->timed_out - 1 - (first - iters)));
+        else
+            ok(fmt("%s: %d rounds of %d B checked, %.2f s", t.name, iters, (int)(kWords * sizeof(uint64_t)), now_s() - t0));
+    }
+    nvshmem_free(s.src);
+    nvshmem_free(s.dst);
+    nvshmem_free(words);
+    nvshmem_finalize();
+    return g_failures ? 1 : 0;
+}

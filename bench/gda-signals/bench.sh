@@ -152,32 +152,53 @@ if [ "$DO_PUT" = 1 ]; then
       -L"$NVSHMEM_HOME/lib" -lnvshmem_host -lnvshmem_device -ldl -Xlinker -rpath -Xlinker "$NVSHMEM_HOME/lib" >"$RESULTS/put_bw.build.log" 2>&1 ||
       { out "FAIL: building put_bw failed ($RESULTS/put_bw.build.log: $(grep -m1 error "$RESULTS/put_bw.build.log" | cut -c1-160))"; exit 1; }
   fi
-  rm -f "$RESULTS/uid-put"
-  run_pair put "" "" -- "$PUT" --rank @R@ --uid-file "$RESULTS/uid-put" --sizes "$SIZES" --bytes-per-size "$PER_SIZE"
+  rm -f "$RESULTS/uid-put" "$RESULTS/uid-put-api"
+  # The proxy column is NVSHMEM's CPU proxy: in a --device-api build the switch is off in this process.
+  run_pair put "NVSHMEM_EFA_GDA_DEVICE_API=0" "" -- "$PUT" --rank @R@ --uid-file "$RESULTS/uid-put" --sizes "$SIZES" --bytes-per-size "$PER_SIZE" --modes gda,proxy
+  PUT_RC="$RC0/$RC1" logs=("$RESULTS/put.pe0.log") checks=("$RESULTS/put.pe1.log") api_why=""
+  # The device API column: NVSHMEM's own put again, in processes with the switch on (DEVICE_API=1: nvshmem-efa bench
+  # found a --device-api build; DEVICE_API_WHY says why not otherwise).
+  if [ "${DEVICE_API:-0}" = 1 ]; then
+    run_pair put_api "NVSHMEM_EFA_GDA_DEVICE_API=1 NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1" "" -- "$PUT" --rank @R@ --uid-file "$RESULTS/uid-put-api" --sizes "$SIZES" --bytes-per-size "$PER_SIZE" --modes api
+    PUT_RC+=" $RC0/$RC1" logs+=("$RESULTS/put_api.pe0.log") checks+=("$RESULTS/put_api.pe1.log")
+    grep -q 'NVSHMEM device API over GDA on' "$RESULTS/put_api.pe0.log" ||
+      api_why="the device API was not on in its run ($(grep -h -m1 -o 'NVSHMEM device API over GDA [^;]*' "$RESULTS/put_api.pe0.log" || echo 'no status line at finalize'))"
+  else
+    api_why=${DEVICE_API_WHY:-the build has no device API hooks (build with --device-api)}
+  fi
   out "## Put, PE 0 -> PE 1, one warp posting, then quiet ($LABEL)"
   out ""
-  out "| size | GDA GB/s | GDA us | proxy GB/s | proxy us | GDA / proxy |"
-  out "|---:|---:|---:|---:|---:|---:|"
+  out "GDA: efa_gda_put_nbi_warp + efa_gda_quiet (the GDA device header). device API: nvshmemx_putmem_nbi_warp + nvshmem_quiet"
+  out "with NVSHMEM_EFA_GDA_DEVICE_API=1 (a --device-api build routes them over GDA). proxy: the same calls with the switch at 0"
+  out "(NVSHMEM's CPU proxy)."
+  out ""
+  out "| size | GDA GB/s | GDA us | device API GB/s | device API us | proxy GB/s | proxy us | GDA / proxy | device API / proxy |"
+  out "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   while IFS= read -r line; do out "$line"; done < <(awk '
     function human(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
+    function f(v, fmt) { return v == "" ? "-" : sprintf(fmt, v) }
+    function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2fx", a / b) : "-" }
     $1 == "ROW" { gbps[$2, $3] = $6; us[$2, $3] = $5; if (!($2 in order)) { order[$2] = n; sz[n++] = $2 } }
     END {
       for (i = 0; i < n; i++) {
-        s = sz[i]; g = gbps[s, "gda"]; p = gbps[s, "proxy"]
-        ratio = (g != "" && p != "" && p > 0) ? sprintf("%.2fx", g / p) : "-"
-        printf "| %s | %s | %s | %s | %s | %s |\n", human(s), g == "" ? "-" : sprintf("%.3f", g), us[s, "gda"] == "" ? "-" : sprintf("%.1f", us[s, "gda"]),
-          p == "" ? "-" : sprintf("%.3f", p), us[s, "proxy"] == "" ? "-" : sprintf("%.1f", us[s, "proxy"]), ratio
+        s = sz[i]; g = gbps[s, "gda"]; a = gbps[s, "api"]; p = gbps[s, "proxy"]
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(s), f(g, "%.3f"), f(us[s, "gda"], "%.1f"), f(a, "%.3f"), f(us[s, "api"], "%.1f"),
+          f(p, "%.3f"), f(us[s, "proxy"], "%.1f"), ratio(g, p), ratio(a, p)
       }
-    }' "$RESULTS/put.pe0.log")
+    }' "${logs[@]}")
   out ""
   skip=$(grep -h -m1 '^SKIP gda' "$RESULTS/put.pe0.log" | cut -c10-)
   [ -n "$skip" ] && { out "GDA column empty: GDA is not active ($skip)"; FAILED=1; }
-  bad=$(grep -h '^CHECK .* bad' "$RESULTS/put.pe1.log" | head -3 | paste -sd';' -)
-  rows=$(grep -c '^ROW' "$RESULTS/put.pe0.log")
-  if [ "$RC0" != 0 ] || [ "$RC1" != 0 ] || [ -n "$bad" ] || [ "$rows" = 0 ]; then
-    fail "put table: rc $RC0/$RC1, $rows rows, byte check: ${bad:-ok}$(tail_of put) (logs: $RESULTS/put.pe*.log)"
+  if [ -n "$api_why" ]; then
+    out "device API column empty: $api_why"
+    [ "${DEVICE_API:-0}" = 1 ] && FAILED=1
+  fi
+  bad=$(grep -h '^CHECK .* bad' "${checks[@]}" | head -3 | paste -sd';' -)
+  rows=$(cat "${logs[@]}" | grep -c '^ROW')
+  if [[ $PUT_RC != 0/0 && $PUT_RC != "0/0 0/0" ]] || [ -n "$bad" ] || [ "$rows" = 0 ]; then
+    fail "put table: rc $PUT_RC, $rows rows, byte check: ${bad:-ok}$(tail_of put) (logs: $RESULTS/put*.pe*.log)"
   else
-    out "Every put landed byte-exact at PE 1 ($(grep -c '^CHECK .* ok' "$RESULTS/put.pe1.log") checks)."
+    out "Every put landed byte-exact at PE 1 ($(cat "${checks[@]}" | grep -c '^CHECK .* ok') checks)."
   fi
   out ""
 else

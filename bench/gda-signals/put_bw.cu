@@ -3,9 +3,11 @@
 // efa_gda_quiet) and once through NVSHMEM's own path (nvshmemx_putmem_nbi_warp, then nvshmem_quiet: NVSHMEM's CPU
 // proxy on its libfabric transport), in the same process, from the same symmetric buffers. PE 1 checks every
 // byte of the last put of each size and mode. Bootstrapped without MPI: NVSHMEM's unique-id bootstrap, the id
-// passed through a file.
+// passed through a file. Mode `api` is NVSHMEM's own path again, under its own name: in a --device-api build run
+// with NVSHMEM_EFA_GDA_DEVICE_API=1 it is NVSHMEM's device API over GDA (bench.sh runs it as a process of its own,
+// the proxy column with the switch at 0).
 //
-//   put_bw --rank 0|1 --uid-file FILE [--sizes 256,1024,...] [--modes gda,proxy] [--bytes-per-size N]
+//   put_bw --rank 0|1 --uid-file FILE [--sizes 256,1024,...] [--modes gda,proxy,api] [--bytes-per-size N]
 //
 // Output (PE 0): "ROW <bytes> <mode> <iters> <us per put> <GB/s>"; both PEs: "CHECK <bytes> <mode> ok|bad <n>",
 // "SKIP <mode> <why>", "INFO <text>", "FAIL <why>". Exit 0 when every put landed byte-exact.
@@ -176,7 +178,7 @@ int main(int argc, char **argv) {
         else if (a == "--modes" && v) modes = argv[++i];
         else if (a == "--bytes-per-size" && v) per_size = strtoull(argv[++i], nullptr, 10);
         else {
-            fprintf(stderr, "usage: put_bw --rank 0|1 --uid-file FILE [--sizes LIST] [--modes gda,proxy] [--bytes-per-size N]\n");
+            fprintf(stderr, "usage: put_bw --rank 0|1 --uid-file FILE [--sizes LIST] [--modes gda,proxy,api] [--bytes-per-size N]\n");
             return 2;
         }
     }
@@ -199,7 +201,7 @@ int main(int argc, char **argv) {
     auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
     nvshmemx_efa_gda_device_state_t *gda = get_state ? get_state() : nullptr;
     say("INFO", "PE %d: %s", g_rank, status ? status() : "no EFA GDA transport in the loaded NVSHMEM");
-    const bool want_gda = strstr(modes, "gda") != nullptr, want_proxy = strstr(modes, "proxy") != nullptr;
+    const bool want_gda = strstr(modes, "gda") != nullptr, want_proxy = strstr(modes, "proxy") != nullptr, want_api = strstr(modes, "api") != nullptr;
     if (want_gda && !gda && g_rank == 0) say("SKIP", "gda %s", status ? status() : "no EFA GDA transport in the loaded NVSHMEM");
 
     auto *src = static_cast<uint8_t *>(nvshmem_malloc(max));
@@ -218,9 +220,9 @@ int main(int argc, char **argv) {
 
     uint32_t salt = 0;
     for (uint64_t bytes : sizes) {
-        for (const char *mode : {"gda", "proxy"}) {
+        for (const char *mode : {"gda", "proxy", "api"}) {
             const bool is_gda = mode[0] == 'g';
-            if (is_gda ? !(want_gda && gda) : !want_proxy) continue;
+            if (is_gda ? !(want_gda && gda) : !(mode[0] == 'p' ? want_proxy : want_api)) continue;
             salt++;
             uint64_t iters64 = per_size / bytes;
             const int iters = (int)(iters64 < 4 ? 4 : iters64 > 400 ? 400 : iters64);

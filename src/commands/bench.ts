@@ -37,7 +37,7 @@ export interface BenchOptions {
 export const BENCH_SCRIPT = path.join('bench', 'gda-signals', 'bench.sh');
 
 /** What the work dir's last build produced: the NVSHMEM prefix, the DeepEP module, the libfabric it used. */
-export function builtInWorkDir(workDir: string): { prefix?: string; deepepDir?: string; libfabricHome?: string } {
+export function builtInWorkDir(workDir: string): { prefix?: string; deepepDir?: string; libfabricHome?: string; deviceApi?: boolean } {
   let steps: Record<string, { result?: unknown }> = {};
   try {
     steps = JSON.parse(readFileSync(path.join(workDir, STATE_FILE), 'utf8')).steps ?? {};
@@ -46,8 +46,9 @@ export function builtInWorkDir(workDir: string): { prefix?: string; deepepDir?: 
   }
   const b = steps['build-nvshmem']?.result as { prefix?: string; cmakeArgs?: string[] } | undefined;
   const d = steps['build-deepep']?.result as { module?: string } | undefined;
+  const p = steps['patch-nvshmem']?.result as { nvshmemDeviceApi?: boolean } | undefined;
   const lf = b?.cmakeArgs?.find((a) => a.startsWith('-DLIBFABRIC_HOME='))?.slice('-DLIBFABRIC_HOME='.length);
-  return { prefix: b?.prefix, deepepDir: d?.module ? path.dirname(d.module) : undefined, libfabricHome: lf };
+  return { prefix: b?.prefix, deepepDir: d?.module ? path.dirname(d.module) : undefined, libfabricHome: lf, deviceApi: p?.nvshmemDeviceApi === true };
 }
 
 /** efaemu to build before the script runs (no --efaemu-build given): against which libfabric, where, its log. */
@@ -78,6 +79,10 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInv
     );
   }
   const env: Record<string, string> = { NVSHMEM_HOME: nvshmemHome };
+  // The put table's device API column: NVSHMEM's own put over GDA, which only a --device-api build has.
+  if (o.nvshmemHome) env.DEVICE_API_WHY = `--nvshmem-home ${o.nvshmemHome}: not a build of this work dir, so not known to have the device API hooks`;
+  else if (built.deviceApi) env.DEVICE_API = '1';
+  else env.DEVICE_API_WHY = `the build in ${o.workDir} was made without --device-api (rebuild with it to measure NVSHMEM put calls over GDA)`;
   const deepepDir = o.deepepDir ?? built.deepepDir;
   if (deepepDir && o.deepep) env.DEEPEP_DIR = deepepDir;
   const results = o.results ?? path.join(o.workDir, 'bench');
@@ -127,18 +132,27 @@ export interface PutTable {
   /** The line under the heading: date, host, GPUs. */
   meta?: string;
   /** Sizes in the table's order; a path's GB/s absent where the table has "-". */
-  rows: Array<{ bytes: number; gda?: number; proxy?: number }>;
+  rows: Array<{ bytes: number; gda?: number; api?: number; proxy?: number }>;
   /** Why the GDA column is empty, as the report says ("GDA column empty: GDA is not active (WHY)"). */
   gdaOff?: string;
+  /** Why the device API column is empty ("device API column empty: WHY"). */
+  apiOff?: string;
 }
+
+/** The table's GB/s columns, by their header. */
+const PUT_COLUMNS = { gda: 'GDA GB/s', api: 'device API GB/s', proxy: 'proxy GB/s' } as const;
 
 const UNIT: Record<string, number> = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30 };
 
 /** Reads the put table out of a report bench.sh printed; undefined when it has none (--no-put). */
 export function parsePutTable(report: string): PutTable | undefined {
   const lines = report.split('\n');
-  const header = lines.findIndex((l) => l.startsWith('| size | GDA GB/s | GDA us | proxy GB/s |'));
+  const cells = (l: string) => l.split('|').slice(1, -1).map((c) => c.trim());
+  const header = lines.findIndex((l) => l.startsWith('| size | GDA GB/s |'));
   if (header < 0) return undefined;
+  // By header name: reports from before the device API column have no such column.
+  const names = cells(lines[header]!);
+  const col = Object.fromEntries(Object.entries(PUT_COLUMNS).map(([k, h]) => [k, names.indexOf(h)])) as Record<keyof typeof PUT_COLUMNS, number>;
   const t: PutTable = { rows: [] };
   const h = lines.findIndex((l) => l.startsWith('# nvshmem-efa bench:'));
   if (h >= 0) {
@@ -149,17 +163,20 @@ export function parsePutTable(report: string): PutTable | undefined {
   }
   const num = (s: string) => (/^\d+(\.\d+)?$/.test(s.trim()) ? Number(s.trim()) : undefined);
   for (const l of lines.slice(header + 2)) {
-    const m = /^\| ([\d.]+) (B|KiB|MiB|GiB) \| ([^|]*)\|[^|]*\| ([^|]*)\|/.exec(l);
+    const m = /^\| ([\d.]+) (B|KiB|MiB|GiB) \|/.exec(l);
     if (!m) break;
+    const c = cells(l);
     const row: PutTable['rows'][number] = { bytes: Math.round(Number(m[1]) * UNIT[m[2]!]!) };
-    const gda = num(m[3]!);
-    const proxy = num(m[4]!);
-    if (gda !== undefined) row.gda = gda;
-    if (proxy !== undefined) row.proxy = proxy;
+    for (const k of ['gda', 'api', 'proxy'] as const) {
+      const v = col[k] >= 0 ? num(c[col[k]] ?? '') : undefined;
+      if (v !== undefined) row[k] = v;
+    }
     t.rows.push(row);
   }
   const off = lines.find((l) => l.startsWith('GDA column empty: GDA is not active ('));
   if (off) t.gdaOff = off.slice('GDA column empty: GDA is not active ('.length).replace(/\)$/, '');
+  const apiOff = lines.find((l) => l.startsWith('device API column empty: '));
+  if (apiOff) t.apiOff = apiOff.slice('device API column empty: '.length);
   return t;
 }
 
@@ -169,12 +186,14 @@ export function parsePutTable(report: string): PutTable | undefined {
  */
 export function putChartSvg(t: PutTable, footnote = t.meta): string {
   const via = t.fabric === 'efaemu' ? ' through efaemu' : t.fabric === 'efa' ? ' over EFA' : '';
-  const series = (['gda', 'proxy'] as const).map((k) => {
-    const points = t.rows.flatMap((r) => (r[k] === undefined ? [] : [{ x: r.bytes, y: r[k]! }]));
-    return k === 'gda'
-      ? { name: 'GDA', detail: 'efa_gda_put_nbi_warp, then efa_gda_quiet', points, missing: `not measured${t.gdaOff ? `, GDA not active (${t.gdaOff})` : ''}` }
-      : { name: 'proxy', detail: 'nvshmemx_putmem_nbi_warp, then nvshmem_quiet', points, missing: 'not measured' };
-  });
+  const detail = { gda: 'efa_gda_put_nbi_warp, then efa_gda_quiet', api: 'nvshmemx_putmem_nbi_warp, then nvshmem_quiet, over GDA', proxy: 'nvshmemx_putmem_nbi_warp, then nvshmem_quiet' };
+  const missing = { gda: `not measured${t.gdaOff ? `, GDA not active (${t.gdaOff})` : ''}`, api: `not measured${t.apiOff ? ` (${t.apiOff})` : ''}`, proxy: 'not measured' };
+  // The device API is a series only where the table has it: plots of older reports stay as they were.
+  const keys = t.rows.some((r) => r.api !== undefined) || t.apiOff ? (['gda', 'api', 'proxy'] as const) : (['gda', 'proxy'] as const);
+  const series = keys.map((k) => ({
+    name: k === 'gda' ? 'GDA' : k === 'api' ? 'device API' : 'proxy', detail: detail[k], missing: missing[k],
+    points: t.rows.flatMap((r) => (r[k] === undefined ? [] : [{ x: r.bytes, y: r[k]! }])),
+  }));
   return lineChart({
     title: `Put bandwidth${via}: EFA GDA vs NVSHMEM's CPU proxy`,
     subtitle: `PE 0 → PE 1, one warp posting, then quiet${t.fabric === 'efaemu' ? '; measures our device path and the emulator, not EFA' : ''}`,
@@ -223,14 +242,16 @@ export function writePutPlot(results: string, put: boolean, out: (s: string) => 
     return why === undefined ? read : { ...read, why };
   };
   if (!t) return drop(put && report ? 'the report has no put table' : undefined);
-  if (!t.rows.some((r) => r.gda !== undefined || r.proxy !== undefined)) return drop('the put table has no rows');
+  if (!t.rows.some((r) => r.gda !== undefined || r.api !== undefined || r.proxy !== undefined)) return drop('the put table has no rows');
   try {
     writeFileSync(svg, putChartSvg(t));
   } catch (e) {
     return drop(`${svg}: ${(e as Error).message}`);
   }
-  const has = (k: 'gda' | 'proxy') => t.rows.some((r) => r[k] !== undefined);
-  const what = has('gda') && has('proxy') ? 'GDA and proxy' : has('gda') ? 'GDA only: proxy not measured' : 'proxy only: GDA not measured';
+  const has = (k: 'gda' | 'api' | 'proxy') => t.rows.some((r) => r[k] !== undefined);
+  const paths = [has('gda') && 'GDA', has('api') && 'device API', has('proxy') && 'proxy'].filter(Boolean).join(', ');
+  const unmeasured = [!has('gda') && 'GDA', !has('api') && t.apiOff !== undefined && 'device API', !has('proxy') && 'proxy'].filter(Boolean);
+  const what = `${paths}${unmeasured.length ? `; not measured: ${unmeasured.join(', ')}` : ''}`;
   say(`Put plot: ${svg} (GB/s against message size, ${what})`);
   return { ...read, svg };
 }

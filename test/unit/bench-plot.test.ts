@@ -88,18 +88,32 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     const r = bench(d, ['--fabric', 'efa']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.svg, 'no SVG written').toBeDefined();
-    expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, GDA and proxy)`);
+    expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, GDA, proxy; not measured: device API)`);
     expect(r.report).toContain(`Put plot: ${r.svgPath}`);
     expect(title(r.svg!)).toBe('Put bandwidth over EFA: EFA GDA vs NVSHMEM&#39;s CPU proxy');
     expect(r.svg).not.toContain('efaemu');
-    expect(legend(r.svg!)).toHaveLength(2);
+    expect(legend(r.svg!)).toHaveLength(3);  // GDA, the device API (not measured: no --device-api), proxy
     // 4 sizes per path, each a marker; the data of the table (64 MiB in 2 us: 33554.432 GB/s).
     expect(r.svg!.match(/<circle data-series="0"/g)).toHaveLength(4);
-    expect(r.svg!.match(/<rect data-series="1"/g)).toHaveLength(4);
+    expect(r.svg!.match(/<polygon data-series="2"/g)).toHaveLength(4);
     expect(r.svg).toContain('<title>GDA, 64 MiB: 33554.432 GB/s</title>');
     expect(r.svg).toContain('<title>proxy, 256 B: 0.032 GB/s</title>');
     // The same table gives the same file.
     expect(putChartSvg(parsePutTable(r.report)!)).toBe(r.svg);
+  });
+
+  it('a --device-api build: the device API is a series of its own, between GDA and the proxy', () => {
+    const d = rig();
+    const state = path.join(d, 'wd', 'state.json');
+    const j = JSON.parse(readFileSync(state, 'utf8'));
+    j.steps['patch-nvshmem'] = { stamp: 'x', finishedAt: 'y', result: { nvshmemDeviceApi: true } };
+    writeFileSync(state, JSON.stringify(j));
+    const r = bench(d, ['--fabric', 'efa']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(legend(r.svg!)).toEqual(['GDA: efa_gda_put_nbi_warp, then efa_gda_quiet', 'device API: nvshmemx_putmem_nbi_warp, then nvshmem_quiet, over GDA', 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
+    expect(r.svg).toContain('<title>device API, 256 B: 0.064 GB/s</title>');
+    expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, GDA, device API, proxy)`);
+    expect(parsePutTable(r.report)!.rows[0]).toEqual({ bytes: 256, gda: 0.128, api: 0.064, proxy: 0.032 });
   });
 
   it('through efaemu: the title says so', () => {
@@ -113,9 +127,9 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     const d = rig();
     const r = bench(d, ['--fabric', 'efa'], { FAKE_NO_GDA: '1' });
     expect(r.code, r.stdout).toBe(1);
-    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
+    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', expect.stringMatching(/^device API: not measured \(the build in .* was made without --device-api/), 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
     expect(r.svg!.match(/<polyline /g)).toHaveLength(1);
-    expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, proxy only: GDA not measured)`);
+    expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, proxy; not measured: GDA, device API)`);
   });
 
   it('no rows (a PE failed) or --no-put: no plot, an earlier one removed, and the reason said', () => {

@@ -73,11 +73,13 @@ describe('bench/gda-signals/bench.sh (stand-ins for put_bw and the DeepEP ranks)
     const r = bench(d, ['--deepep-args', '--num-tokens 64 --num-experts 16']);
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toContain("# nvshmem-efa bench: EFA GDA vs NVSHMEM's CPU proxy (through efaemu: measures our device path and the emulator, not EFA)");
-    expect(r.stdout).toContain('| size | GDA GB/s | GDA us | proxy GB/s | proxy us | GDA / proxy |');
-    // Sizes in order, human units, GB/s from bytes and us, the ratio of bandwidths.
-    expect(r.stdout).toContain('| 256 B | 0.128 | 2.0 | 0.032 | 8.0 | 4.00x |');
-    expect(r.stdout).toContain('| 4 KiB | 2.048 | 2.0 | 0.512 | 8.0 | 4.00x |');
-    expect(r.stdout).toContain('| 64 MiB | 33554.432 | 2.0 | 8388.608 | 8.0 | 4.00x |');
+    expect(r.stdout).toContain('| size | GDA GB/s | GDA us | device API GB/s | device API us | proxy GB/s | proxy us | GDA / proxy | device API / proxy |');
+    // Sizes in order, human units, GB/s from bytes and us, the ratio of bandwidths; no device API column without
+    // DEVICE_API=1, and the line says why.
+    expect(r.stdout).toContain('| 256 B | 0.128 | 2.0 | - | - | 0.032 | 8.0 | 4.00x | - |');
+    expect(r.stdout).toContain('| 4 KiB | 2.048 | 2.0 | - | - | 0.512 | 8.0 | 4.00x | - |');
+    expect(r.stdout).toContain('| 64 MiB | 33554.432 | 2.0 | - | - | 8388.608 | 8.0 | 4.00x | - |');
+    expect(r.stdout).toContain('device API column empty: the build has no device API hooks (build with --device-api)');
     expect(r.stdout).toContain('Every put landed byte-exact at PE 1 (8 checks).');
     expect(r.stdout).toContain('| gda | 30.00 | 40.00 | 75.00 | 0 | 300 / 12288 |');
     expect(r.stdout).toContain('| proxy | 60.00 | 90.00 | 160.00 | 192 | 300 / 12288 |');
@@ -162,7 +164,33 @@ describe('nvshmem-efa bench: finding the build', () => {
     expect(inv.script).toBe(SCRIPT);
     expect(inv.args).toEqual(['--fabric', 'efaemu', '--sizes', '256,4K']);
     expect(inv.env).toEqual({ NVSHMEM_HOME: path.join(d, 'nvshmem'), DEEPEP_DIR: path.join(d, 'DeepEP'), EFAEMU_BUILD: path.join(d, 'efaemu'),
-      LIBFABRIC_HOME: path.join(d, 'libfabric'), RESULTS: path.join(wd, 'bench') });
+      LIBFABRIC_HOME: path.join(d, 'libfabric'), RESULTS: path.join(wd, 'bench'),
+      DEVICE_API_WHY: `the build in ${wd} was made without --device-api (rebuild with it to measure NVSHMEM put calls over GDA)` });
+    // A --device-api build: the device API column is measured.
+    writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps: {
+      'patch-nvshmem': { stamp: 'x', finishedAt: 'y', result: { nvshmemDeviceApi: true } },
+      'build-nvshmem': { stamp: 'x', finishedAt: 'y', result: { prefix: path.join(d, 'nvshmem'), cmakeArgs: [] } } } }));
+    expect(benchInvocation(opts({ workDir: wd, fabric: 'efa' }), ROOT).env).toMatchObject({ DEVICE_API: '1' });
+    expect(benchInvocation(opts({ workDir: wd, fabric: 'efa' }), ROOT).env.DEVICE_API_WHY).toBeUndefined();
+  });
+
+  it('the device API column: NVSHMEM\'s put in processes with the switch on, the proxy column with it off; a run where it was not on fails', () => {
+    const d = rig();
+    const r = bench(d, [], { DEVICE_API: '1' });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain('| 256 B | 0.128 | 2.0 | 0.064 | 4.0 | 0.032 | 8.0 | 4.00x | 2.00x |');
+    expect(r.stdout).toContain('Every put landed byte-exact at PE 1 (12 checks).');
+    expect(r.stdout).not.toContain('device API column empty');
+    // Two runs: gda and proxy with the switch off; the device API alone with it on.
+    expect(readFileSync(path.join(d, 'results/put.pe0.log'), 'utf8')).toContain('NVSHMEM device API over GDA off (NVSHMEM_EFA_GDA_DEVICE_API=0)');
+    expect(readFileSync(path.join(d, 'results/put_api.pe0.log'), 'utf8')).toContain('NVSHMEM device API over GDA on');
+    expect(readFileSync(path.join(d, 'results/put_api.pe0.log'), 'utf8')).not.toMatch(/^ROW \d+ (gda|proxy) /m);
+    const off = bench(d, [], { DEVICE_API: '1', FAKE_API_OFF: '1' });
+    expect(off.status).toBe(1);
+    expect(off.stdout).toContain('device API column empty: the device API was not on in its run (NVSHMEM device API over GDA off (GDA inactive))');
+    const bad = bench(d, [], { DEVICE_API: '1', FAKE_BAD: 'api' });
+    expect(bad.status).toBe(1);
+    expect(bad.stdout).toMatch(/FAIL: put table: .*byte check: CHECK \d+ api bad 3/);
   });
   it('the CLI: --dry-run prints the script it would run with the build it found; no build: exit 4 with the fix', () => {
     const d = rig();
@@ -172,7 +200,7 @@ describe('nvshmem-efa bench: finding the build', () => {
       'build-nvshmem': { stamp: 'x', finishedAt: 'y', result: { prefix: path.join(d, 'nvshmem'), cmakeArgs: [] } } } }));
     const dry = cli(['bench', '--work-dir', wd, '--fabric', 'efa', '--deepep-args', '--num-tokens 64', '--dry-run']);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
+    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} DEVICE_API_WHY='the build in ${wd} was made without --device-api (rebuild with it to measure NVSHMEM put calls over GDA)' RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
     const none = cli(['bench', '--work-dir', path.join(d, 'empty')]);
     expect(none.code).toBe(4);
     expect(none.stderr).toContain(`no NVSHMEM build in ${path.join(d, 'empty')}`);

@@ -53,7 +53,7 @@ if [ "$PHASE" = diag ]; then
   eval "$(nvshmem-efa env --work-dir "$W/wd")"
   d="$W/wd/build/nvshmem-tests/diag"
   mkdir -p "$d"
-  nvcc -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NVSHMEM_HOME/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
+  "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NVSHMEM_HOME/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
     -L "$NVSHMEM_HOME/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NVSHMEM_HOME/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
   cp "$d/ring_bcast_plain" "$d/ring_bcast_coop"; cp "$d/ring_bcast_plain" "$d/ring_bcast_coopdirect"
   stamp "diag: ring-bcast and its variants, dump after 8 s"
@@ -63,4 +63,15 @@ if [ "$PHASE" = diag ]; then
   echo "diag selftest exit $?"; grep -E '^device_api:' "$W"/diag-results/checks.log
   tar czf "$OUT/diag-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' diag-results 2>/dev/null
   stamp "diag done"
+fi
+
+# PHASE=bench: nvshmem-efa bench's put table through efaemu (--no-deepep), with the device API column (SIZES).
+if [ "$PHASE" = bench ]; then
+  cd "$W" || exit 1
+  stamp "bench --fabric efaemu --no-deepep (sizes ${SIZES:-4K,64K,1M,16M})"
+  nvshmem-efa bench --work-dir "$W/wd" --fabric efaemu --no-deepep --sizes "${SIZES:-4K,64K,1M,16M}" --results "$W/bench-results" >"$OUT/bench.txt" 2>&1
+  echo "bench exit $?"; cat "$OUT/bench.txt" | tail -40
+  cp "$W/bench-results/gda-signals.md" "$W/bench-results/put-bandwidth.svg" "$OUT/" 2>/dev/null
+  tar czf "$OUT/bench-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='put_bw' bench-results 2>/dev/null
+  stamp "bench done"
 fi

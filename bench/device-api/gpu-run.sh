@@ -51,10 +51,10 @@ fi
 if [ "$PHASE" = diag ]; then
   cd "$W" || exit 1
   eval "$(nvshmem-efa env --work-dir "$W/wd")"
-  d="$W/wd/build/nvshmem-tests/diag"
+  d="$W/wd/build/nvshmem-tests/diag" NH=$W/wd/install/nvshmem
   mkdir -p "$d"
-  "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NVSHMEM_HOME/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
-    -L "$NVSHMEM_HOME/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NVSHMEM_HOME/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
+  "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NH/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
+    -L "$NH/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NH/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
   cp "$d/ring_bcast_plain" "$d/ring_bcast_coop"; cp "$d/ring_bcast_plain" "$d/ring_bcast_coopdirect"
   stamp "diag: ring-bcast and its variants, dump after 8 s"
   EFAEMU_DUMP_AFTER_S=8 DEVICE_API_OFF=none DEVICE_API_PROGRAMS=ring-bcast,ring_bcast_plain,ring_bcast_coop,ring_bcast_coopdirect \

@@ -12,7 +12,7 @@
 #                   after 8 s (EFAEMU_DUMP_AFTER_S: every thread's backtrace), modes none, 30 s a run
 # Sources as bench/quickstart/quickstart-gpu.sh carries them (.carry/, .carry/qs). Logs under $OUT.
 set -uo pipefail
-W=/tmp/da OUT=${OUT:-/tmp/da-out} PHASE=${PHASE:-both}
+W=/tmp/da OUT=${OUT:-/tmp/da-out} PHASE=${PHASE:-both} HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/quickstart/gpu-host.sh
 source "$(dirname "$0")/../quickstart/gpu-host.sh"
 
@@ -53,12 +53,14 @@ if [ "$PHASE" = diag ]; then
   eval "$(nvshmem-efa env --work-dir "$W/wd")"
   d="$W/wd/build/nvshmem-tests/diag" NH=$W/wd/install/nvshmem
   mkdir -p "$d"
-  "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NH/include" "$(dirname "$0")/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
+  "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NH/include" "$HERE/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
     -L "$NH/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NH/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
-  cp "$d/ring_bcast_plain" "$d/ring_bcast_coop"; cp "$d/ring_bcast_plain" "$d/ring_bcast_coopdirect"
+  for v in coop coopdirect plain_pageable coop_pageable; do cp "$d/ring_bcast_plain" "$d/ring_bcast_$v"; done
   stamp "diag: ring-bcast and its variants, dump after 8 s"
-  EFAEMU_DUMP_AFTER_S=8 DEVICE_API_OFF=none DEVICE_API_PROGRAMS=ring-bcast,ring_bcast_plain,ring_bcast_coop,ring_bcast_coopdirect \
-    DEVICE_API_TABLE_EXTRA="ring_bcast_plain|ex|;ring_bcast_coop|ex|;ring_bcast_coopdirect|ex|" \
+  # FI_LOG_LEVEL=warn: efaemu says why a copy or a WQE failed.
+  EFAEMU_DUMP_AFTER_S=8 FI_LOG_LEVEL=warn DEVICE_API_OFF=none \
+    DEVICE_API_PROGRAMS=ring-bcast,ring_bcast_plain,ring_bcast_coop,ring_bcast_coopdirect,ring_bcast_plain_pageable,ring_bcast_coop_pageable \
+    DEVICE_API_TABLE_EXTRA="ring_bcast_plain|ex|;ring_bcast_coop|ex|;ring_bcast_coopdirect|ex|;ring_bcast_plain_pageable|ex|;ring_bcast_coop_pageable|ex|" \
     "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" --results "$W/diag-results" --checks device_api --efaemu-modes none --timeout 30 >"$OUT/diag.txt" 2>&1
   echo "diag selftest exit $?"; grep -E '^device_api:' "$W"/diag-results/checks.log
   tar czf "$OUT/diag-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' diag-results 2>/dev/null

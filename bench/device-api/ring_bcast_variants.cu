@@ -4,6 +4,9 @@
 //   ring_bcast_plain       kernel<<<1, 1, 0, stream>>> on a created stream
 //   ring_bcast_coop        nvshmemx_collective_launch (a cooperative launch on NVSHMEM's own stream), as the example
 //   ring_bcast_coopdirect  cudaLaunchCooperativeKernel on a created non-blocking stream, without NVSHMEM
+// and with "pageable" in the name, the host then waits as the example does: a cudaMemcpyAsync of the data into
+// pageable host memory on the stream (the first runs, 2026-11-27, passed all three launches with a
+// cudaStreamSynchronize there while the example hung).
 // Each PE picks its GPU by node rank modulo the visible GPUs. Prints "PE<r> ok ..." or "PE<r> FAIL ...", exit 1 on a
 // data error. Run through selftest's device_api check with DEVICE_API_TABLE_EXTRA rows (bench/device-api/gpu-run.sh).
 #include <cuda_runtime.h>
@@ -53,8 +56,10 @@ int main(int, char **argv) {
         printf("PE%d FAIL launch (%s): %s\n", me, how, cudaGetErrorString(e));
         return 1;
     }
-    e = cudaStreamSynchronize(st);
-    fprintf(stderr, "PE%d kernel done (%s): %s\n", me, how, cudaGetErrorString(e));
+    const bool pageable = strstr(base, "pageable") != nullptr;
+    if (pageable) e = cudaMemcpyAsync(host, data, sizeof host, cudaMemcpyDeviceToHost, st);  // pageable: waits for the kernel
+    else e = cudaStreamSynchronize(st);
+    fprintf(stderr, "PE%d kernel done (%s%s): %s\n", me, how, pageable ? ", pageable wait" : "", e == cudaSuccess ? "ok" : cudaGetErrorString(e));
     nvshmemx_barrier_all_on_stream(st);
     cudaMemcpyAsync(host, data, sizeof host, cudaMemcpyDeviceToHost, st);
     cudaStreamSynchronize(st);

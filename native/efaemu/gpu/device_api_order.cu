@@ -158,6 +158,10 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 100;
     const double wait_s = getenv("WAIT_S") ? atof(getenv("WAIT_S")) : 30;
+    // NVSHMEM initializes in the current CUDA context, and there is none until CUDA is used (without one, its first
+    // allocation fails: "nvshmem initialization failed"). Each PE sees its own GPU only.
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaFree(nullptr));
     nvshmem_init();
     g_rank = nvshmem_my_pe();
     if (nvshmem_n_pes() != 2) {

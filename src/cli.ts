@@ -107,6 +107,9 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--gdrcopy-home <dir>', `GDRCopy prefix (default: GDRCOPY_HOME, which must then hold include/gdrapi.h, else the first of ${GDRCOPY_PREFIXES.join(', ')} that holds it; none: its library libgdrapi is built from the source pinned in third_party/gdrcopy/lock.json into <work-dir>/install/gdrcopy (step gdrcopy); NVSHMEM_EFA_GDRCOPY=0 builds without GDRCopy instead, with a warning)`)
     .option('--nvshmem-static', "also build NVSHMEM 3.4's combined static library libnvshmem.a and nvshmem-info (off by default: they compile every host source a second time, about half of NVSHMEM's build)")
     .option('--no-overlap', "compile DeepEP after NVSHMEM's build instead of beside it (a cold build then needs about half the peak memory and takes longer)")
+    .option('--deepep-gda <path>', "the GDA path of DeepEP's remote operations: shim (the default) or device-api (with --device-api only). " +
+      "shim compiles the shim's own GDA path into DeepEP (-DNVSHMEM_EFA_SHIM_GDA); device-api leaves it out, so DeepEP's puts, signals and quiets are " +
+      "NVSHMEM device API calls that NVSHMEM's device API hooks route over GDA (its signals are atomic adds there, which take NVSHMEM's proxy). The report's deepep-gda-path line says which path DeepEP takes")
     .action(action('build', async (o) => (o.dryRun ? (await import('./commands/dry-run.ts')).planOnly(o, out) : runPipeline(o, 'build'))));
 
   addSourceOptions(program.command('patch').description('fetch or copy NVSHMEM and apply the EFA GDA patches (no build)'))

@@ -31,8 +31,18 @@ const Raw = z.object({
   keepSet: z.boolean().default(false),
   nvshmemStatic: z.boolean().default(false),
   deviceApi: z.boolean().default(false),
+  deepepGda: z.string().optional(),
   overlap: z.boolean().default(true),
 });
+
+/**
+ * Which GDA path DeepEP's remote operations take (build --deepep-gda): `shim`, the shim's own (compiled in with
+ * -DNVSHMEM_EFA_SHIM_GDA: its puts, signals and barrier writes post to the GDA queue themselves), or `device-api`,
+ * none of its own (its remote operations are NVSHMEM device API calls, which the --device-api hooks route).
+ */
+export const DEEPEP_GDA_PATHS = ['shim', 'device-api'] as const;
+export type DeepEpGda = (typeof DEEPEP_GDA_PATHS)[number];
+export const DEFAULT_DEEPEP_GDA: DeepEpGda = 'shim';
 
 export interface Options {
   command: Command;
@@ -66,6 +76,8 @@ export interface Options {
   nvshmemStatic: boolean;
   /** build, patch: also route NVSHMEM's own device API over EFA GDA (issue 23; docs/device-api.md). */
   nvshmemDeviceApi: boolean;
+  /** build: the GDA path DeepEP's remote operations take (--deepep-gda; DEEPEP_GDA_PATHS). */
+  deepepGda: DeepEpGda;
   /** build: compile DeepEP beside NVSHMEM's build on a cold build (--no-overlap: after it). */
   overlap: boolean;
 }
@@ -97,6 +109,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     if (!/^[1-9]\d*$/.test(o.jobs)) throw new UsageError(`--jobs must be a positive integer, got '${o.jobs}'`, 'pass e.g. --jobs 8');
     jobs = Number(o.jobs);
   }
+  const deepepGda = resolveDeepEpGda(command, o);
   // Checked here, with the other command-line mistakes, rather than after the sources are fetched.
   const cudaArch = o.cudaArch !== undefined ? parseCudaArch(o.cudaArch) : undefined;
   return {
@@ -125,6 +138,28 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     keepSet: o.keepSet,
     nvshmemStatic: o.nvshmemStatic,
     nvshmemDeviceApi: o.deviceApi,
+    deepepGda,
     overlap: o.overlap,
   };
+}
+
+/**
+ * --deepep-gda, refused where it could not mean what it says: device-api without the hooks that carry it (DeepEP
+ * would then take NVSHMEM's proxy for every remote operation, while the command line asked for GDA), and the
+ * option without a DeepEP to build or in a command that builds none (the choice is a compile flag only).
+ */
+function resolveDeepEpGda(command: Command, o: z.infer<typeof Raw>): DeepEpGda {
+  if (o.deepepGda === undefined) return DEFAULT_DEEPEP_GDA;
+  const paths = DEEPEP_GDA_PATHS.join(' or ');
+  if (command !== 'build') throw new UsageError('--deepep-gda belongs to the build command (the choice is how DeepEP is compiled)', `run: nvshmem-efa build --deepep-gda ${o.deepepGda} ...`);
+  const gda = DEEPEP_GDA_PATHS.find((p) => p === o.deepepGda);
+  if (!gda) throw new UsageError(`--deepep-gda must be ${paths}, got '${o.deepepGda}'`, `pass --deepep-gda ${DEFAULT_DEEPEP_GDA} (the default: the shim's own GDA path) or --deepep-gda device-api (with --device-api)`);
+  if (!o.deepepSrc && !o.deepepRef) throw new UsageError('--deepep-gda needs --deepep-src or --deepep-ref', 'add --deepep-ref 567632d (or --deepep-src DIR), or leave --deepep-gda out');
+  if (gda === 'device-api' && !o.deviceApi) {
+    throw new UsageError(
+      "--deepep-gda device-api needs --device-api: without NVSHMEM's device API hooks DeepEP's remote operations would all take NVSHMEM's CPU proxy",
+      "add --device-api (NVSHMEM's device API then carries DeepEP's remote operations over GDA), or leave --deepep-gda out for the shim's own GDA path",
+    );
+  }
+  return gda;
 }

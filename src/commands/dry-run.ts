@@ -11,7 +11,7 @@ import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { nvshmemVersion } from '../core/nvshmem-tree.ts';
 import { cmakeArgs, linkStubPath } from '../steps/build-nvshmem.ts';
-import { deepEpEnv, python, SETUP_ARGS } from '../steps/deepep-setup.ts';
+import { deepEpEnv, deepEpGdaPathFix, python, SETUP_ARGS } from '../steps/deepep-setup.ts';
 import { deepEpCloneDir, deepEpPinFor } from '../steps/get-deepep.ts';
 import { nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
 import { workPaths } from '../steps/index.ts';
@@ -128,14 +128,22 @@ function buildPlan(opts: Options, found: Found & { env: NonNullable<Found['env']
   ];
   if (opts.deepepSrc || opts.deepepRef) {
     const dir = opts.deepepSrc ? (opts.inPlace ? opts.deepepSrc : path.join(paths.sources, 'deepep')) : deepepCloneFor(opts, paths);
-    // As gdaCompiledIn() will find it after the install: a libfabric with GDA (a pinned one built here has it)
+    // As nvshmemHasGda() will find it after the install: a libfabric with GDA (a pinned one built here has it)
     // and efa_io_defs.h installed (given, or downloaded: then only if the download works).
     const lfGda = env.fabric?.libfabric.action === 'build' || env.libfabric.gda.available;
-    const gda = lfGda && (!!opts.efaIoDefs || !opts.offline);
-    if (lfGda && !opts.efaIoDefs && !opts.offline) notes.push("DeepEP's GDA path (NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA) assumes the download of efa_io_defs.h works; without it the flag is left out");
+    const nvshmemGda = lfGda && (!!opts.efaIoDefs || !opts.offline);
+    const shimGda = opts.deepepGda === 'shim' && nvshmemGda;
+    if (lfGda && !opts.efaIoDefs && !opts.offline) {
+      notes.push(shimGda
+        ? "DeepEP's GDA path (NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA) assumes the download of efa_io_defs.h works; without it the flag is left out"
+        : "DeepEP's GDA path (NVSHMEM's device API, whose GDA headers include efa_io_defs.h) assumes the download of efa_io_defs.h works");
+    }
+    // Which path DeepEP's remote operations take, said as the report will say it.
+    const gdaPath = deepEpGdaPathFix({ deepepGda: opts.deepepGda, nvshmemGda, deviceApiHooks: opts.nvshmemDeviceApi });
+    notes.push(`${gdaPath.status}: ${gdaPath.id}: ${gdaPath.detail}`);
     commands.push({
       cwd: dir,
-      env: deepEpEnv(ctx, paths.install, gda),
+      env: deepEpEnv(ctx, paths.install, shimGda),
       argv: [python(), ...SETUP_ARGS],
       note: opts.overlap ? "on a cold build (no earlier install) it starts right after NVSHMEM's configure, beside its build, and runs again after the install to link" : undefined,
     });

@@ -10,7 +10,7 @@ import { walkTree } from '../core/walk-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { settleDeepEpBeside } from './deepep-beside.ts';
-import { deepEpEnv, gdaCompiledIn, hashDeepEpSources, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
+import { deepEpEnv, deepEpGdaPathFix, hashDeepEpSources, NINJA_STEP, nvshmemHasGda, python, SETUP_ARGS, shimGdaCompiledIn } from './deepep-setup.ts';
 import type { Ctx, DeepEpBuildResult, Step } from './types.ts';
 
 /** What DeepEP's setup.py reads from NVSHMEM_DIR; a missing piece fails the link long after the compile. */
@@ -86,14 +86,17 @@ export const buildDeepEpStep: Step = {
   // Inputs only, each cheap to read (an unchanged rerun must be a no-op in well under 2 s): the patched
   // sources without what the build writes into them, the NVSHMEM install by its files' metadata, the
   // compile's environment, the Python and its torch without importing it, and which check the module gets.
+  // The GDA path is there by name: where NVSHMEM has no GDA both choices compile alike (no shim flag), but the
+  // report's deepep-gda-path record, kept with the result, says which was asked for.
   async stamp(ctx) {
     const prefix = ctx.build!.prefix;
-    const { MAX_JOBS: _jobs, ...compile } = deepEpEnv(ctx, prefix, gdaCompiledIn(ctx, prefix));
+    const { MAX_JOBS: _jobs, ...compile } = deepEpEnv(ctx, prefix, shimGdaCompiledIn(ctx, prefix));
     return {
       sources: await hashDeepEpSources(requireDeepEp(ctx).dir),
       nvshmem: await installIdentity(prefix),
       libs: ctx.build!.libraries,
       env: compile,
+      deepepGda: ctx.opts.deepepGda,
       cuda: ctx.env!.cuda.version,
       check: checkKind(ctx),
       python: await pythonIdentity(python()),
@@ -116,10 +119,9 @@ export const buildDeepEpStep: Step = {
     if (pipNvshmem) {
       fixes.push({ id: 'deepep-pip-nvshmem', anchor: pipNvshmem, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pipNvshmem}; DeepEP is linked with an rpath to ${prefix}/lib, but if both load, NVSHMEM initialises twice. Fix: pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 in this environment` });
     }
-    const gda = gdaCompiledIn(ctx, prefix);
-    fixes.push({ id: 'deepep-gda-path', anchor: 'NVSHMEM_EFA_SHIM_GDA', status: gda ? 'applied' : 'warned', why: 'the shim drives the EFA GDA device path when the NVSHMEM it is built against has it', detail: gda ? 'compiled in; used at run time when nvshmemx_efa_gda_status() says active' : 'not compiled in: this NVSHMEM has no GDA (see the EFA GDA line of the report); remote puts go through NVSHMEM\'s proxy' });
+    fixes.push(deepEpGdaPathFix({ deepepGda: ctx.opts.deepepGda, nvshmemGda: nvshmemHasGda(ctx, prefix), deviceApiHooks: ctx.patch?.nvshmemDeviceApi === true }));
 
-    const env = deepEpEnv(ctx, prefix, gda);
+    const env = deepEpEnv(ctx, prefix, shimGdaCompiledIn(ctx, prefix));
     const beside = await settleDeepEpBeside(ctx, prefix, env, io);
     let steps = 0;
     const log = await openLog(io.logPath);

@@ -5,7 +5,7 @@ import { openLog, run, type StepLog } from '../core/exec.ts';
 import { copyKeepingTimes, digestDifferences, fileDigests } from '../core/file-digests.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { loadTemplate } from '../patchers/nvshmem/template.ts';
-import { deepEpEnv, gdaCompiledIn, NINJA_STEP, python, SETUP_ARGS } from './deepep-setup.ts';
+import { deepEpEnv, NINJA_STEP, python, SETUP_ARGS, shimGdaCompiledIn } from './deepep-setup.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { requireSource } from './get-nvshmem.ts';
 import type { BesideRun, Ctx, StepIO } from './types.ts';
@@ -81,7 +81,7 @@ export async function startDeepEpBeside(ctx: Ctx, io: StepIO): Promise<void> {
     ctx.deepepBeside = { notStarted: `staging NVSHMEM's headers in ${prefix}/include failed: ${(e as Error).message}` };
     return;
   }
-  const env = deepEpEnv(ctx, prefix, gdaCompiledIn(ctx, prefix));
+  const env = deepEpEnv(ctx, prefix, shimGdaCompiledIn(ctx, prefix));
   const logPath = path.join(ctx.paths.logs, `${BESIDE_FIX_ID}.log`);
   const abort = new AbortController();
   const signal = AbortSignal.any([ctx.signal, abort.signal]);

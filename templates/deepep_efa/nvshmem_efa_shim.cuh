@@ -8,7 +8,9 @@
 //   NVSHMEM_EFA_SHIM_DEFINE_STATE       in exactly one translation unit: defines the device state and the
 //                                       host function that initialises it (one definition under -rdc=true)
 //   NVSHMEM_EFA_SHIM_LEGACY_NAMESPACE   the DeepEP EPv2 layout (functions in deep_ep::legacy)
-//   NVSHMEM_EFA_SHIM_GDA                the NVSHMEM install has <nvshmem_efa/nvshmemx_efa_gda_device.cuh>
+//   NVSHMEM_EFA_SHIM_GDA                the NVSHMEM install has <nvshmem_efa/nvshmemx_efa_gda_device.cuh>, and
+//                                       the build chose the shim's own GDA path (build --deepep-gda shim, the
+//                                       default); undefined, every remote operation is an NVSHMEM device API call
 //   NVSHMEM_EFA_SHIM_STATE_ONLY         only the state (for a translation unit outside DeepEP's kernels)
 //   NVSHMEM_EFA_SHIM_STANDALONE         the functions without DeepEP's headers (configs.cuh, exception.cuh,
 //                                       utils.cuh), which the shim itself does not use: for a test kernel
@@ -296,9 +298,12 @@ inline int init_state() {
         fprintf(stderr, "nvshmem-efa shim: EFA GDA not in use (%s); every remote operation goes through NVSHMEM\n",
                 status ? status() : "no GDA transport in the loaded NVSHMEM");
 #else
+    // Built so by `nvshmem-efa build --deepep-gda device-api`, or against an NVSHMEM without GDA: only NVSHMEM's own
+    // device API (build --device-api) can then carry DeepEP's remote operations over GDA, and it says so itself.
     if (say)
-        fprintf(stderr, "nvshmem-efa shim: built without the EFA GDA path (NVSHMEM_EFA_SHIM_GDA undefined); every remote "
-                        "operation goes through NVSHMEM\n");
+        fprintf(stderr, "nvshmem-efa shim: built without the shim's EFA GDA path (NVSHMEM_EFA_SHIM_GDA undefined); every remote "
+                        "operation is an NVSHMEM device API call, over GDA where NVSHMEM's device API is on "
+                        "(NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 prints its path at finalize), else through NVSHMEM's proxy\n");
 #endif
     if (say && s.recv_timeout_cycles)
         fprintf(stderr, "nvshmem-efa shim: DeepEP's receive waits end after %s ms (NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS; %llu cycles at the peak clock)\n",

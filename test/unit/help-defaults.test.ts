@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GDRCOPY_PREFIXES } from '../../src/core/gdrcopy-prefixes.ts';
+import { DEEPEP_GDA_PATHS, DEFAULT_DEEPEP_GDA } from '../../src/options.ts';
 import { DEEPEP_PINS } from '../../src/pins.ts';
 import { cli, ROOT } from '../helpers/cli.ts';
 
@@ -19,6 +20,13 @@ describe('--help and docs/cli.md agree with the code on defaults', () => {
     const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
     const inOrder = new RegExp(['GDRCOPY_HOME', ...GDRCOPY_PREFIXES].map((p) => `${esc(p)}(?![\\w/])`).join('.*?'));
     for (const text of [helpOf('--gdrcopy-home'), row('--gdrcopy-home')]) expect(text).toMatch(inOrder);
+  });
+
+  it("--deepep-gda: both name every path and the code's default as the default", () => {
+    for (const text of [helpOf('--deepep-gda'), row('--deepep-gda')]) {
+      for (const p of DEEPEP_GDA_PATHS) expect(text).toContain(p);
+      expect(text).toMatch(new RegExp(`\\b${DEFAULT_DEEPEP_GDA}\`? \\(the default\\)`));
+    }
   });
 
   it('--deepep-ref: no default (DeepEP only when asked); both name the pinned commit', () => {

@@ -409,12 +409,42 @@ DEEPEP_WRAP=()
 SMALL_DEEPEP_ARGS="--num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4"
 if [ -z "${DEEPEP_ARGS+set}" ] && [ -n "$MODES_ENV" ]; then DEEPEP_ARGS=$SMALL_DEEPEP_ARGS; fi
 deepep_args_note() { echo "; DeepEP args: ${DEEPEP_ARGS:-none (its defaults)}"; }
+# Every DeepEP run asks NVSHMEM's device API for its status line at finalize (NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1: a
+# build with --device-api prints it on each PE, another prints nothing): the evidence of a DeepEP built without the
+# shim's own GDA path (build --deepep-gda device-api), whose remote operations NVSHMEM's device API carries.
 deepep_pair() {
   local name=$1 extra=$2; shift 2
   local pre="${PRELOAD_UNDER_TEST-$EFAEMU_BUILD/interpose/libefaemu-cuda-interpose.so}"
   # warmup/sitecustomize.py loads cuBLAS before the test: see its comment (an emulator-only deadlock).
-  MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
+  MASTER_PORT=$((29600 + RANDOM % 300)) run_pair "$name" "$extra NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 EFAEMU_WARMUP_CUDA=${WARMUP_CUDA:-1} PYTHONPATH=$HERE/warmup:$DEEPEP_DIR LD_PRELOAD=${pre:+$pre:}$NVSHMEM_HOME/lib/libnvshmem_host.so.3" -- \
     "${DEEPEP_WRAP[@]}" "$PY" "$DEEPEP_DIR/tests/test_low_latency.py" --num-processes 1 --disable-nvlink "$@"
+}
+# deepep_path NAME: which GDA path carried DeepEP's remote operations in run NAME, from what the run printed: shim (the
+# shim's own path, active: PE 0's start-up line), device-api (DeepEP built without it, and NVSHMEM's device API on
+# over GDA on both PEs at finalize), else none. efaemu's GDA counters cannot tell the two apart: in a --device-api build
+# even a shim whose own path is off sends its puts through NVSHMEM, which the device API carries over GDA.
+# DEEPEP_GDA_PATH (shim or device-api: the build's --deepep-gda, which selftest passes) makes any other path a failure.
+deepep_path() {
+  local on
+  on=$(cat "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" 2>/dev/null | grep -c 'at finalize: EFA GDA active.*NVSHMEM device API over GDA on')
+  if grep -q 'nvshmem-efa shim: EFA GDA active' "$RESULTS/$1.pe0.log"; then echo shim
+  elif grep -q 'nvshmem-efa shim: built without the' "$RESULTS/$1.pe0.log" && [ "$on" = 2 ]; then echo device-api
+  else echo none; fi
+}
+# deepep_path_ok NAME PATH: PATH is a GDA path and the one DEEPEP_GDA_PATH asks for, if it asks.
+deepep_path_ok() { [ "$2" != none ] && [ "${DEEPEP_GDA_PATH:-$2}" = "$2" ]; }
+# deepep_path_note NAME PATH: the evidence of the path: the shim's line, or the device API's own proxy counts summed
+# over both PEs (DeepEP's count and flag are atomic adds for NVSHMEM: proxy by design; a put outside GDA's regions too).
+deepep_path_note() {
+  case $2 in
+    shim) echo "the shim's own GDA path (PE 0: $(grep -h -m1 -o 'EFA GDA active on [0-9]* rails*' "$RESULTS/$1.pe0.log"))" ;;
+    device-api)
+      local counts
+      counts=$(cat "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | grep -o -E '(outside GDA regions|atomics and signal adds) [0-9]+' |
+        awk '/outside/ {o += $NF} /atomics/ {a += $NF} END {printf "%d puts outside GDA regions, %d atomics and signal adds", o, a}')
+      echo "NVSHMEM's device API (DeepEP built without the shim's GDA path; on over GDA on both PEs; through its proxy: $counts)" ;;
+    *) echo "no GDA path: $(grep -h -m1 'nvshmem-efa shim:' "$RESULTS/$1.pe0.log" | cut -c1-160)${DEEPEP_GDA_PATH:+ (DEEPEP_GDA_PATH=$DEEPEP_GDA_PATH)}" ;;
+  esac
 }
 FAILURE_RE='Traceback|AssertionError|RuntimeError|CUDA error|EFA GDA .* failed|illegal|Aborted|core dumped'
 deepep_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qE "$FAILURE_RE" "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
@@ -425,13 +455,14 @@ check_deepep_ll() {
   deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   local gda rdm_gpu ooo bw
   gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
-  local sig rdm_ops
+  local sig rdm_ops path
   sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
-  if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ]; then
-    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed; GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw$(deepep_args_note)$(modes_note)"
+  path=$(deepep_path deepep_ll)
+  if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ] && deepep_path_ok deepep_ll "$path"; then
+    result deepep_ll pass "test_low_latency.py --disable-nvlink, 2 x 1 GPU: passed over $(deepep_path_note deepep_ll "$path"); GDA carried $gda bytes ($sig signal-sized writes among them), GPU-sourced RDM write bytes $rdm_gpu, RDM sends+writes over the whole run $rdm_ops; $ooo CQEs out of order; ${ELAPSED}s; $bw$(deepep_args_note)$(modes_note)"
   else
-    result deepep_ll fail "rc $RC0/$RC1; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)$(deepep_args_note)$(modes_note)"
+    result deepep_ll fail "rc $RC0/$RC1; path: $(deepep_path_note deepep_ll "$path"); GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu, stats files $(nfiles deepep_ll); $(deepep_tail deepep_ll)$(deepep_args_note)$(modes_note)"
   fi
 }
 
@@ -444,12 +475,18 @@ check_deepep_rails() {
   DEEPEP_WRAP=("${RAILS_WRAP[@]}")
   deepep_pair deepep_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   DEEPEP_WRAP=()
-  # The shim says which path it takes on PE 0 only; that every PE used both rails is read from each process's own
-  # statistics (per_nic: the local NIC that carried each write).
-  local gda rdm_gpu n0 n1 said both
+  # The shim says which path it takes on PE 0 only, the device API on each PE at finalize; that every PE used both
+  # rails is read from each process's own statistics (per_nic: the local NIC that carried each write).
+  local gda rdm_gpu n0 n1 said both path
   gda=$(estat deepep_rails paths.gda.write.bytes); rdm_gpu=$(estat deepep_rails paths.rdm.write.gpu_bytes)
   n0=$(estat deepep_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat deepep_rails per_nic.efaemu1.gda.write.bytes)
-  said=$(grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails' "$RESULTS/deepep_rails.pe0.log")
+  path=$(deepep_path deepep_rails)
+  case $path in
+    shim) said=$(grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails' "$RESULTS/deepep_rails.pe0.log") ;;
+    device-api) said=$(cat "$RESULTS/deepep_rails.pe0.log" "$RESULTS/deepep_rails.pe1.log" | grep -c 'at finalize: EFA GDA active on 2 rails'); [ "$said" = 2 ] || said=0 ;;
+    *) said=0 ;;
+  esac
+  deepep_path_ok deepep_rails "$path" || said=0
   both=$("$PY" - "$RESULTS/stats-deepep_rails" <<'PYEOF'
 import glob, json, re, sys
 files = [f for f in glob.glob(sys.argv[1] + '/efaemu-*.json') if re.search(r'/efaemu-\d+\.json$', f)]
@@ -458,9 +495,9 @@ print(sum(1 for f in files if all(nic(json.load(open(f)), n) > 0 for n in ('efae
 PYEOF
 )
   if deepep_ok deepep_rails && [ "$said" -ge 1 ] && [ "$both" = 2 ] && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
-    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed; PE 0's shim: GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s$(deepep_args_note)$(modes_note)"
+    result deepep_rails pass "test_low_latency.py --disable-nvlink on 2 rails per PE: passed over $(deepep_path_note deepep_rails "$path"), GDA active on 2 rails; both PEs wrote over both NICs (GDA bytes efaemu0 $n0, efaemu1 $n1); GPU-sourced RDM write bytes 0; ${ELAPSED}s$(deepep_args_note)$(modes_note)"
   else
-    result deepep_rails fail "rc $RC0/$RC1; PE 0's shim on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)$(deepep_args_note)$(modes_note)"
+    result deepep_rails fail "rc $RC0/$RC1; path: $(deepep_path_note deepep_rails "$path"), said GDA on 2 rails: $said; PEs that wrote over both NICs: $both of 2; GDA bytes $gda (efaemu0 $n0, efaemu1 $n1), GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_rails)$(deepep_args_note)$(modes_note)"
   fi
 }
 
@@ -469,7 +506,8 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
   deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
   # Payload = writes of more than 8 bytes: with GDA on the shim's signals (and credit returns) are GDA writes of
-  # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable.
+  # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable. A DeepEP
+  # built without the shim's GDA path (--deepep-gda device-api) sends its signals as atomics (sends) both ways.
   local on on_small off off_small gda_off
   on=$(estat deepep_ll paths.gda.write.bytes); on_small=$(estat deepep_ll paths.gda.write.small_bytes)
   off=$(estat deepep_counters paths.rdm.write.gpu_bytes); off_small=$(estat deepep_counters paths.rdm.write.small_gpu_bytes)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The device API hook's cost in NVSHMEM's perftest kernels, without a GPU (issue 23): registers, stack and spills of
+# each kernel, device-linked against libnvshmem_device.a built from the unpatched tree and from the tree the device
+# API patcher hooked (and from any more trees named on the command line).
+#   bash bench/device-api/perftest-regs.sh NVSHMEM_SRC [OUT_DIR [NAME=PATCHED_TREE ...]]
+# The device library is its two device objects, compiled as src/device/CMakeLists.txt compiles them (-rdc, -O3,
+# --maxrregcount=32, sm_90): init/init_device.cu and comm/transfer_device.cu (transfer_device.cuh.in);
+# launch/collective_launch.cpp has no device code. Each perftest (perftest/device/pt-to-pt/shmem_<test>.cu, -rdc, -O3,
+# sm_90, as perftest/CMakeLists.txt) is compiled once per distinct content of the files it includes (nvcc -M),
+# with -Xptxas -v for its kernels' own spills, then `nvcc -dlink` with each library; `cuobjdump -res-usage` reads the
+# object before and after the link.
+# NVML's header is not on the machine: the perftests' utils.h gets a stand-in naming its four types.
+# TESTS (space-separated shmem_<test>.cu names) overrides the list. SHAPES=1 adds the wrapper and caller shapes of
+# hook_shapes.py (3.4.5's parameter lists: the caller shape does not fit 3.5's transfer API).
+set -euo pipefail
+N=${1:?NVSHMEM source tree}; O=${2:-$(mktemp -d)}; shift $(( $# < 2 ? $# : 2 ))
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/cost-common.sh"
+CUOBJDUMP=$(need_tool cuobjdump)
+read -r -a tests <<< "${TESTS:-put_bw put_latency get_bw get_latency p_latency g_latency put_signal_ping_pong_latency signal_ping_pong_latency put_atomic_ping_pong_latency}"
+mkdir -p "$O/stub"
+gen_headers "$N" "$O/gen"
+cat > "$O/stub/nvml.h" <<'H'
+/* Stand-in for NVML's header: only the types perftest/common/utils.h names. */
+#ifndef NVML_STUB_H
+#define NVML_STUB_H
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef enum nvmlGpuP2PCapsIndex_enum { NVML_P2P_CAPS_INDEX_READ = 0 } nvmlGpuP2PCapsIndex_t;
+typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t;
+#endif
+H
+hooked_tree "$N" "$O/tree-hooked"
+variants=("unpatched=$N" "hooked=$O/tree-hooked")
+if [ "${SHAPES:-0}" = 1 ]; then  # the two other hook shapes of hook_shapes.py, from the hooked tree
+  TD=src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in
+  rm -rf "$O/tree-wrapper" "$O/tree-caller"
+  cp -r "$O/tree-hooked" "$O/tree-wrapper" && python3 "$HERE/hook_shapes.py" wrapper "$O/tree-hooked/$TD" "$O/tree-wrapper/$TD"
+  cp -r "$O/tree-hooked" "$O/tree-caller" && python3 "$HERE/hook_shapes.py" caller "$O/tree-caller"
+  variants+=("wrapper=$O/tree-wrapper" "caller=$O/tree-caller")
+fi
+variants+=("$@")
+names=()
+for v in "${variants[@]}"; do
+  name=${v%%=*} tree=${v#*=} d=$O/${v%%=*}
+  names+=("$name")
+  mkdir -p "$d"
+  lib=(-std=c++17 -O3 -rdc=true -arch=sm_90 --maxrregcount=32 -DNVSHMEM_X86_64 -D__STDC_LIMIT_MACROS -D__STDC_CONSTANT_MACROS
+       -I "$O/gen" -I "$tree/src/include" -I "$COST_R/test/efa_abi")
+  nvcc "${lib[@]}" -c "$tree/src/device/init/init_device.cu" -o "$d/init_device.o"
+  nvcc "${lib[@]}" -x cu -c "$tree/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in" -o "$d/transfer_device.o"
+  rm -f "$d/libnvshmem_device.a" && nvcc -lib -o "$d/libnvshmem_device.a" "$d/init_device.o" "$d/transfer_device.o"
+  for t in "${tests[@]}"; do
+    tf=(-std=c++17 -O3 -rdc=true -arch=sm_90 "$tree/perftest/device/pt-to-pt/shmem_$t.cu"
+        -I "$O/stub" -I "$O/gen" -I "$tree/perftest/common" -I "$tree/src/include")
+    # one compile per distinct content of the files the perftest includes (nvcc -M), whatever tree they are in
+    key=$(nvcc "${tf[@]}" -M -MT x | sed 's/[ \\]/\n/g' | grep -vx 'x\|:\|x:' | grep . | xargs cat | sha1sum | cut -c1-12)
+    obj=$O/obj/$t-$key.o
+    mkdir -p "$O/obj"
+    [ -f "$obj" ] || nvcc "${tf[@]}" -Xptxas -v -c -o "$obj" > "$O/obj/$t-$key.ptxas.log" 2>&1 ||
+      { echo "nvcc failed on shmem_$t.cu:"; grep -m5 error "$O/obj/$t-$key.ptxas.log"; exit 1; }
+    cp "$O/obj/$t-$key.ptxas.log" "$d/$t.ptxas.log"
+    "$CUOBJDUMP" -res-usage "$obj" > "$d/$t.o.res"
+    nvcc -dlink -arch=sm_90 "$obj" "$d/libnvshmem_device.a" -o "$d/$t.dlink.o"
+    "$CUOBJDUMP" -res-usage "$d/$t.dlink.o" > "$d/$t.dlink.res"
+  done
+  echo "built $name ($tree): libnvshmem_device.a and ${#tests[@]} perftests device-linked"
+done
+python3 "$HERE/perftest_regs.py" "$O" "${tests[@]}" -- "${names[@]}"

@@ -22,12 +22,19 @@ if [ "$PHASE" = build ] || [ "$PHASE" = both ]; then
   [ -x node ] || { xz -dc "$C/node.xz" >node && chmod +x node; }
   rm -rf bundle && tar xJf "$C/bundle.tar.xz"
   [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$C/nvshmem-v3.4.5.tar.gz" -C src; }
-  stamp "build --device-api"
+  # DEEPEP=device-api|shim: also DeepEP 567632d, with that --deepep-gda path (device-api: no shim GDA path, its remote
+  # operations are NVSHMEM device API calls).
+  deepep=()
+  if [ -n "${DEEPEP:-}" ]; then
+    [ -d src/deepep-567632d ] || tar xzf "$C/deepep-567632d.tar.gz" -C src
+    deepep=(--deepep-src "$W/src/deepep-567632d" --deepep-gda "$DEEPEP")
+  fi
+  stamp "build --device-api ${deepep[*]}"
   b0=$(date +%s)
-  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$W/wd" >"$OUT/build.log" 2>&1
+  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" "${deepep[@]}" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$W/wd" >"$OUT/build.log" 2>&1
   rc=$?; echo "build exit $rc in $(( $(date +%s) - b0 )) s" | tee -a "$OUT/build.log"
   cp "$W/wd/report.md" "$OUT/report.md" 2>/dev/null
-  grep -E 'NVSHMEM device API over GDA|EFA GDA:' "$W/wd/report.md"
+  grep -E 'NVSHMEM device API over GDA|EFA GDA:|deepep-gda-path' "$W/wd/report.md" | cut -c1-400
   [ "$rc" = 0 ] || { tail -40 "$OUT/build.log"; mkdir -p "$OUT/logs"; cp "$W"/wd/logs/*nvshmem* "$OUT/logs/" 2>/dev/null; exit 1; }
   stamp "build done"
 fi

@@ -4,8 +4,6 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,9 +42,7 @@ struct Driver {
     CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
     CUresult (*cuGetErrorString)(CUresult, const char **);
-    CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
 };
-constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 
 std::once_flag g_once;
 Driver g_drv;
@@ -79,7 +75,7 @@ void load() {
                sym(h, "cuMemcpyDtoHAsync_v2", &d.cuMemcpyDtoHAsync) &&
                sym(h, "cuMemcpyHtoDAsync_v2", &d.cuMemcpyHtoDAsync) &&
                sym(h, "cuPointerGetAttribute", &d.cuPointerGetAttribute) &&
-               sym(h, "cuGetErrorString", &d.cuGetErrorString) && sym(h, "cuMemHostAlloc", &d.cuMemHostAlloc);
+               sym(h, "cuGetErrorString", &d.cuGetErrorString);
     if (!all) {
         g_why = "libcuda.so.1 lacks a driver entry point efaemu needs";
         return;
@@ -104,20 +100,13 @@ std::string err(CUresult r, const char *what) {
 }
 
 // Per-device state, engine thread only.
-// The copies' host side is a pinned bounce buffer per device, never the caller's pageable memory: the driver stages
-// a pageable copy, and the application's own pageable copies share that path. An application thread waiting in a
-// pageable cudaMemcpyAsync for a kernel that waits on the network (NVSHMEM's ring-bcast example: PE 0's put
-// never left) held the emulator's copy behind it until the GDA timeout trapped the kernel (2026-11-27, 4x H200,
-// bench/results/device-api-gpu/call8); a real NIC reads and writes GPU memory without the driver.
-constexpr size_t kBounce = 4u << 20;
 struct Dev {
     CUcontext ctx = nullptr;
     CUstream stream = nullptr;
-    uint8_t *bounce = nullptr;  // kBounce bytes of pinned host memory (never freed: the engine may run at exit)
 };
 std::map<int, Dev> &g_devs = *new std::map<int, Dev>;  // never destroyed: the engine may run at exit
 
-bool bind_device(int ordinal, CUstream *s, uint8_t **bounce, std::string *why) {
+bool bind_device(int ordinal, CUstream *s, std::string *why) {
     if (g_engine_set && std::this_thread::get_id() != g_engine) {
         fprintf(stderr, "efaemu: internal error: CUDA copy outside the engine thread\n");
         abort();
@@ -137,12 +126,6 @@ bool bind_device(int ordinal, CUstream *s, uint8_t **bounce, std::string *why) {
             *why = err(r, "cuStreamCreate");
             return false;
         }
-        void *b = nullptr;
-        if ((r = g_drv.cuMemHostAlloc(&b, kBounce, CU_MEMHOSTALLOC_PORTABLE)) != 0) {
-            *why = err(r, "cuMemHostAlloc (the pinned bounce buffer)");
-            return false;
-        }
-        d.bounce = static_cast<uint8_t *>(b);
         // The emulator's copies are CUDA calls in the application's context: whatever synchronizes that context
         // waits for kernels that may be spinning on data these copies are to deliver. Lazy module loading does so
         // on a kernel's first launch (CUDA's default since 12.2; torch sets it).
@@ -160,7 +143,6 @@ bool bind_device(int ordinal, CUstream *s, uint8_t **bounce, std::string *why) {
         return false;
     }
     *s = d.stream;
-    *bounce = d.bounce;
     return true;
 }
 
@@ -196,18 +178,13 @@ bool copy_to_host(void *h, uint64_t a, const MemRef &m, size_t len, std::string 
         return true;
     }
     CUstream s;
-    uint8_t *bounce;
-    if (!bind_device(m.device, &s, &bounce, why)) return false;
+    if (!bind_device(m.device, &s, why)) return false;
     dump::Scope act(dump::Act::CudaDtoH);
-    for (size_t off = 0; off < len; off += kBounce) {
-        const size_t n = std::min(kBounce, len - off);
-        CUresult r = g_drv.cuMemcpyDtoHAsync(bounce, (CUdeviceptr)(a + off), n, s);
-        if (r == 0) r = g_drv.cuStreamSynchronize(s);
-        if (r != 0) {
-            *why = err(r, "cuMemcpyDtoHAsync");
-            return false;
-        }
-        memcpy(static_cast<uint8_t *>(h) + off, bounce, n);
+    CUresult r = g_drv.cuMemcpyDtoHAsync(h, (CUdeviceptr)a, len, s);
+    if (r == 0) r = g_drv.cuStreamSynchronize(s);
+    if (r != 0) {
+        *why = err(r, "cuMemcpyDtoHAsync");
+        return false;
     }
     return true;
 }
@@ -219,33 +196,37 @@ bool copy_from_host(uint64_t a, const MemRef &m, const void *h, size_t len, std:
         return true;
     }
     CUstream s;
-    uint8_t *bounce;
-    if (!bind_device(m.device, &s, &bounce, why)) return false;
+    if (!bind_device(m.device, &s, why)) return false;
     dump::Scope act(dump::Act::CudaHtoD);
-    for (size_t off = 0; off < len; off += kBounce) {
-        const size_t n = std::min(kBounce, len - off);
-        memcpy(bounce, static_cast<const uint8_t *>(h) + off, n);
-        CUresult r = g_drv.cuMemcpyHtoDAsync((CUdeviceptr)(a + off), bounce, n, s);
-        if (r == 0) r = g_drv.cuStreamSynchronize(s);  // the bounce buffer is reused next
-        if (r != 0) {
-            *why = err(r, "cuMemcpyHtoDAsync");
-            return false;
-        }
+    CUresult r = g_drv.cuMemcpyHtoDAsync((CUdeviceptr)a, h, len, s);
+    if (r == 0) r = g_drv.cuStreamSynchronize(s);
+    if (r != 0) {
+        *why = err(r, "cuMemcpyHtoDAsync");
+        return false;
     }
     return true;
 }
 
-// Ordered on the device's stream with the copies before it; complete when it returns (the bounce buffer is reused),
-// so the caller's sync() afterwards finds nothing left to wait for.
 bool copy_from_host_async(uint64_t a, const MemRef &m, const void *h, size_t len, std::string *why) {
-    return copy_from_host(a, m, h, len, why);
+    if (!len) return true;
+    if (m.kind == MemKind::Host) {
+        memcpy(reinterpret_cast<void *>(a), h, len);
+        return true;
+    }
+    CUstream s;
+    if (!bind_device(m.device, &s, why)) return false;
+    CUresult r = g_drv.cuMemcpyHtoDAsync((CUdeviceptr)a, h, len, s);
+    if (r != 0) {
+        *why = err(r, "cuMemcpyHtoDAsync");
+        return false;
+    }
+    return true;
 }
 
 bool sync(const MemRef &m, std::string *why) {
     if (m.kind == MemKind::Host) return true;
     CUstream s;
-    uint8_t *bounce;
-    if (!bind_device(m.device, &s, &bounce, why)) return false;
+    if (!bind_device(m.device, &s, why)) return false;
     dump::Scope act(dump::Act::CudaSync);
     CUresult r = g_drv.cuStreamSynchronize(s);
     if (r != 0) {

@@ -33,9 +33,9 @@ MemRef classify(const void *addr);
 // Engine thread only. Copy between host memory (h) and memory of kind m at address a. Returns false with *why.
 bool copy_to_host(void *h, uint64_t a, const MemRef &m, size_t len, std::string *why);
 bool copy_from_host(uint64_t a, const MemRef &m, const void *h, size_t len, std::string *why);
-// Engine thread only. A copy ordered behind every earlier one on the device's private stream (a CQE's body before
-// its phase byte); it completes before returning, as the host side goes through the pinned bounce buffer that the
-// next copy reuses. sync() waits for the device's stream.
+// Engine thread only. Queues a copy behind every earlier one on the device's private stream without waiting
+// (host memory: copied at once); sync() waits for them. Used where order matters more than completion, as a
+// CQE's body before its phase byte.
 bool copy_from_host_async(uint64_t a, const MemRef &m, const void *h, size_t len, std::string *why);
 bool sync(const MemRef &m, std::string *why);
 

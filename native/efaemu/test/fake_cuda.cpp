@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -22,7 +21,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 
 struct fakecuda_stats {
-    uint64_t async_copies, nonblocking_copies, default_stream_copies, app_thread_calls, device_bytes, pageable_copies;
+    uint64_t async_copies, nonblocking_copies, default_stream_copies, app_thread_calls, device_bytes;
 };
 }
 
@@ -34,10 +33,7 @@ std::mutex g_mu;
 uint8_t *g_base = nullptr;
 size_t g_used = 0;
 std::map<CUstream, unsigned> g_streams;  // stream -> creation flags
-std::atomic<uint64_t> g_async{0}, g_nonblocking{0}, g_default{0}, g_app_calls{0}, g_bytes{0}, g_pageable{0};
-// cuMemHostAlloc'd ranges: an async copy whose host side is elsewhere is one the real driver stages through its
-// pageable path (counted: efaemu must not make one, see src/hmem.cpp).
-std::map<uint8_t *, size_t> g_pinned;
+std::atomic<uint64_t> g_async{0}, g_nonblocking{0}, g_default{0}, g_app_calls{0}, g_bytes{0};
 pthread_t g_app;
 std::atomic<bool> g_app_set{false};
 char g_ctx;  // the one fake context (its address is the handle)
@@ -65,13 +61,6 @@ CUresult device_copy(void *dst, const void *src, size_t len) {
     mprotect(g_base, kRegion, PROT_NONE);
     g_bytes += len;
     return kOk;
-}
-
-void count_host_side(const void *h, size_t len) {
-    std::lock_guard<std::mutex> g(g_mu);
-    auto *p = static_cast<const uint8_t *>(h);
-    auto it = g_pinned.upper_bound(const_cast<uint8_t *>(p));
-    if (it == g_pinned.begin() || p + len > std::prev(it)->first + std::prev(it)->second) g_pageable++;
 }
 
 void count_stream(CUstream s) {
@@ -116,14 +105,12 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, CUstream s
     note_call();
     if (!on_device(src, len)) return kInvalidValue;
     count_stream(s);
-    count_host_side(dst, len);
     return device_copy(dst, reinterpret_cast<void *>(src), len);
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len, CUstream s) {
     note_call();
     if (!on_device(dst, len)) return kInvalidValue;
     count_stream(s);
-    count_host_side(src, len);
     return device_copy(reinterpret_cast<void *>(dst), src, len);
 }
 CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
@@ -184,21 +171,6 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
     return kOk;
 }
 CUresult cuMemHostUnregister(void *) { note_call(); return kOk; }
-CUresult cuMemHostAlloc(void **p, size_t len, unsigned) {
-    note_call();
-    *p = malloc(len);
-    if (!*p) return 2;
-    std::lock_guard<std::mutex> g(g_mu);
-    g_pinned[static_cast<uint8_t *>(*p)] = len;
-    return kOk;
-}
-CUresult cuMemFreeHost(void *p) {
-    note_call();
-    std::lock_guard<std::mutex> g(g_mu);
-    g_pinned.erase(static_cast<uint8_t *>(p));
-    free(p);
-    return kOk;
-}
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned) {  // mapped host memory: same address
     note_call();
     *d = reinterpret_cast<CUdeviceptr>(p);
@@ -239,7 +211,6 @@ void fakecuda_get_stats(struct fakecuda_stats *s) {
     s->default_stream_copies = g_default;
     s->app_thread_calls = g_app_calls;
     s->device_bytes = g_bytes;
-    s->pageable_copies = g_pageable;
 }
 void fakecuda_reset_app_calls() { g_app_calls = 0; }
 

@@ -823,7 +823,8 @@ echo "PE$PMI_RANK ok $2: 100 rounds"
     expect(check('neg_device_api', { FAKE_MISS: 'signal_no_wait' })).toMatch(/^RESULT\tneg_device_api\tfail\t.*signal_no_wait: NOT caught under the modes \(rc 0, no data error in signal\)/m);
     expect(check('neg_device_api', { FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tneg_device_api\tfail\tunbroken: FAIL rc 1 under the modes: PE\d FAIL barrier: 2 data errors/m);
     // device_api runs device_api_order (ours) on and off; its data error fails the check.
-    expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order' })).toMatch(/^RESULT\tdevice_api\tpass\t2 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B.*; device_api_order off: /m);
+    expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order' })).toMatch(/^RESULT\tdevice_api\tpass\t1 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B/m);
+    expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order', DEVICE_API_OFF: 'order' })).toMatch(/^RESULT\tdevice_api\tpass\t2 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B.*; device_api_order off: ok \d+s, GDA w\/r 0\/0 B/m);
     expect(check('device_api', { DEVICE_API_PROGRAMS: 'device_api_order', FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tdevice_api\tfail\t.*device_api_order on: FAIL rc 1 .*output: PE\d FAIL barrier: 2 data errors/m);
   }, 600_000);
 

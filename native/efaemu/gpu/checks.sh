@@ -773,7 +773,9 @@ run_launch() {
 check_device_api() {
   need device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
-  local off=${DEVICE_API_OFF:-rma,value,sig,order} ok=1 ev="" n=0 row name kind args prog sw state tag
+  # device_api_order is not run switched off by default: NVSHMEM 3.4.5's own proxy path fails its signal and atomic
+  # tests under the placement modes (bench/results/device-api-gpu.md, call 8); DEVICE_API_OFF=order runs it.
+  local off=${DEVICE_API_OFF:-rma,value,sig} ok=1 ev="" n=0 row name kind args prog sw state tag
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind args <<<"$row"
     device_api_wanted "$name" || continue

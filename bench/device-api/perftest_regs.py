@@ -9,6 +9,8 @@ named by their demangled name less the parameters. The first variant is the base
 """
 import re, subprocess, sys
 
+import ptxas_log
+
 out = sys.argv[1]
 sep = sys.argv.index('--')
 tests, variants = sys.argv[2:sep], sys.argv[sep + 1:]
@@ -29,16 +31,7 @@ def res(path):
 
 def ptxas(path):
     """{function: spill bytes (stores + loads)} from ptxas -v."""
-    d, cur = {}, None
-    for line in open(path):
-        m = re.search(r"Compiling entry function '(\S+)'|Function properties for (\S+)", line)
-        if m:
-            cur = m.group(1) or m.group(2)
-            continue
-        m = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', line)
-        if m and cur:
-            d[cur] = int(m.group(1)) + int(m.group(2))
-    return d
+    return {f: spills for f, (_, spills) in ptxas_log.parse(path).items()}
 
 
 def kernels(path):

@@ -8,34 +8,26 @@
 #                   DEVICE_API_PROGRAMS; LIMIT: seconds before SIGTERM; CHECK_TIMEOUT: per program)
 #   PHASE=both      build, then selftest
 #   PHASE=diag      ring-bcast's hang: NVSHMEM's ring-bcast and bench/device-api/ring_bcast_variants.cu (plain launch,
-#                   NVSHMEM's collective launch, a bare cooperative launch) through device_api with efaemu's state dump
-#                   after 8 s (EFAEMU_DUMP_AFTER_S: every thread's backtrace), modes none, 30 s a run
+#                   NVSHMEM's collective launch, a bare cooperative launch; two of them again with the host waiting in a
+#                   pageable copy, as the example does) through device_api with efaemu's state dump after 8 s
+#                   (EFAEMU_DUMP_AFTER_S: every thread's backtrace) and warnings, modes none, 30 s a run
+#   PHASE=bench     nvshmem-efa bench's put table through efaemu (--no-deepep), with the device API column (SIZES)
 # Sources as bench/quickstart/quickstart-gpu.sh carries them (.carry/, .carry/qs). Logs under $OUT.
 set -uo pipefail
 W=/tmp/da OUT=${OUT:-/tmp/da-out} PHASE=${PHASE:-both} HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/quickstart/gpu-host.sh
-source "$(dirname "$0")/../quickstart/gpu-host.sh"
+source "$HERE/../quickstart/gpu-host.sh"
 
 if [ "$PHASE" = build ] || [ "$PHASE" = both ]; then
   stamp "machine: $(hostname) $(nproc) cores"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  cd "$W" || exit 1
-  [ -x node ] || { xz -dc "$C/node.xz" >node && chmod +x node; }
-  rm -rf bundle && tar xJf "$C/bundle.tar.xz"
-  [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$C/nvshmem-v3.4.5.tar.gz" -C src; }
   # DEEPEP=device-api|shim: also DeepEP 567632d, with that --deepep-gda path (device-api: no shim GDA path, its remote
   # operations are NVSHMEM device API calls).
   deepep=()
   if [ -n "${DEEPEP:-}" ]; then
-    [ -d src/deepep-567632d ] || tar xzf "$C/deepep-567632d.tar.gz" -C src
+    mkdir -p "$W/src" && { [ -d "$W/src/deepep-567632d" ] || tar xzf "$C/deepep-567632d.tar.gz" -C "$W/src"; }
     deepep=(--deepep-src "$W/src/deepep-567632d" --deepep-gda "$DEEPEP")
   fi
-  stamp "build --device-api ${deepep[*]}"
-  b0=$(date +%s)
-  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" "${deepep[@]}" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$W/wd" >"$OUT/build.log" 2>&1
-  rc=$?; echo "build exit $rc in $(( $(date +%s) - b0 )) s" | tee -a "$OUT/build.log"
-  cp "$W/wd/report.md" "$OUT/report.md" 2>/dev/null
-  grep -E 'NVSHMEM device API over GDA|EFA GDA:|deepep-gda-path' "$W/wd/report.md" | cut -c1-400
-  [ "$rc" = 0 ] || { tail -40 "$OUT/build.log"; mkdir -p "$OUT/logs"; cp "$W"/wd/logs/*nvshmem* "$OUT/logs/" 2>/dev/null; exit 1; }
+  device_api_build "$W/wd" "${deepep[@]}"
   stamp "build done"
 fi
 
@@ -62,24 +54,26 @@ if [ "$PHASE" = diag ]; then
   mkdir -p "$d"
   "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -O2 -std=c++17 -rdc=true -arch=sm_90 -I "$NH/include" "$HERE/ring_bcast_variants.cu" -o "$d/ring_bcast_plain" \
     -L "$NH/lib" -lnvshmem_host -lnvshmem_device -ldl "-Xlinker=-rpath,$NH/lib" >"$OUT/diag-build.log" 2>&1 || { tail -20 "$OUT/diag-build.log"; exit 1; }
-  for v in coop coopdirect plain_pageable coop_pageable; do cp "$d/ring_bcast_plain" "$d/ring_bcast_$v"; done
+  # One program; the variant is its name (ring_bcast_variants.cu).
+  programs=ring-bcast extra=""
+  for v in plain coop coopdirect plain_pageable coop_pageable; do
+    [ "$v" = plain ] || cp "$d/ring_bcast_plain" "$d/ring_bcast_$v"
+    programs+=",ring_bcast_$v" extra+="${extra:+;}ring_bcast_$v|ex|"
+  done
   stamp "diag: ring-bcast and its variants, dump after 8 s"
   # FI_LOG_LEVEL=warn: efaemu says why a copy or a WQE failed.
-  EFAEMU_DUMP_AFTER_S=8 FI_LOG_LEVEL=warn DEVICE_API_OFF=none \
-    DEVICE_API_PROGRAMS=ring-bcast,ring_bcast_plain,ring_bcast_coop,ring_bcast_coopdirect,ring_bcast_plain_pageable,ring_bcast_coop_pageable \
-    DEVICE_API_TABLE_EXTRA="ring_bcast_plain|ex|;ring_bcast_coop|ex|;ring_bcast_coopdirect|ex|;ring_bcast_plain_pageable|ex|;ring_bcast_coop_pageable|ex|" \
+  EFAEMU_DUMP_AFTER_S=8 FI_LOG_LEVEL=warn DEVICE_API_OFF=none DEVICE_API_PROGRAMS=$programs DEVICE_API_TABLE_EXTRA=$extra \
     "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" --results "$W/diag-results" --checks device_api --efaemu-modes none --timeout 30 >"$OUT/diag.txt" 2>&1
   echo "diag selftest exit $?"; grep -E '^device_api:' "$W"/diag-results/checks.log
   tar czf "$OUT/diag-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' diag-results 2>/dev/null
   stamp "diag done"
 fi
 
-# PHASE=bench: nvshmem-efa bench's put table through efaemu (--no-deepep), with the device API column (SIZES).
 if [ "$PHASE" = bench ]; then
   cd "$W" || exit 1
   stamp "bench --fabric efaemu --no-deepep (sizes ${SIZES:-4K,64K,1M,16M})"
   nvshmem-efa bench --work-dir "$W/wd" --fabric efaemu --no-deepep --sizes "${SIZES:-4K,64K,1M,16M}" --results "$W/bench-results" >"$OUT/bench.txt" 2>&1
-  echo "bench exit $?"; cat "$OUT/bench.txt" | tail -40
+  echo "bench exit $?"; tail -40 "$OUT/bench.txt"
   cp "$W/bench-results/gda-signals.md" "$W/bench-results/put-bandwidth.svg" "$OUT/" 2>/dev/null
   tar czf "$OUT/bench-results.tgz" -C "$W" --exclude='*.so' --exclude='efaemu-build' --exclude='put_bw' bench-results 2>/dev/null
   stamp "bench done"

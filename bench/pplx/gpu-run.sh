@@ -52,17 +52,7 @@ EOF
 if [ "$PHASE" = build ] || [ "$PHASE" = both ]; then
   stamp "machine: $(hostname) $(nproc) cores, $NGPU GPUs"; nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv,noheader
   [ "$NGPU" -ge 4 ] || echo "WARNING: $NGPU GPUs: pplx's 4-GPU tests skip themselves below 4"
-  cd "$W" || exit 1
-  [ -x node ] || { xz -dc "$C/node.xz" >node && chmod +x node; }
-  rm -rf bundle && tar xJf "$C/bundle.tar.xz"
-  [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$C/nvshmem-v3.4.5.tar.gz" -C src; }
-  stamp "build --device-api into $WD"
-  b0=$(date +%s)
-  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$WD" >"$OUT/build.log" 2>&1
-  rc=$?; echo "build exit $rc in $(($(date +%s) - b0)) s" | tee -a "$OUT/build.log"
-  cp "$WD/report.md" "$OUT/report.md" 2>/dev/null
-  grep -E 'NVSHMEM device API over GDA|EFA GDA:' "$WD/report.md"
-  [ "$rc" = 0 ] || { tail -40 "$OUT/build.log"; mkdir -p "$OUT/logs"; cp "$WD"/logs/*nvshmem* "$OUT/logs/" 2>/dev/null; exit 1; }
+  device_api_build "$WD"
   read -r NH LF < <(build_info)
   echo "NVSHMEM_HOME=$NH LIBFABRIC_HOME=$LF"
 

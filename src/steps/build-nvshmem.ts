@@ -56,7 +56,7 @@ export function cmakeArgs(ctx: Ctx, env: DetectedEnv): string[] {
     ...(env.ninja ? ['-G', 'Ninja'] : []),
     '-DCMAKE_BUILD_TYPE=Release',
     // compile_commands.json: selftest's neg_device_api recompiles the device library's transfer functions with one
-    // ordering rule broken, exactly as this build compiled them (native/efaemu/gpu/build-device-api-negatives.sh).
+    // ordering rule broken, exactly as this build compiled them (native/efaemu/gpu/build-device-api-order.sh).
     '-DCMAKE_EXPORT_COMPILE_COMMANDS=ON',
     `-DCMAKE_INSTALL_PREFIX=${ctx.paths.install}`,
     `-DCMAKE_CUDA_COMPILER=${env.cuda.nvcc}`,

@@ -455,10 +455,10 @@ deepep_tail() { grep -hE "$FAILURE_RE|Error|failed|FAIL" "$RESULTS/$1.pe0.log" "
 check_deepep_ll() {
   need deepep_ll DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   deepep_pair deepep_ll "NVSHMEM_EFA_GDA_ENABLE=${DEEPEP_GDA:-1} EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" ${DEEPEP_ARGS:-}
-  local gda rdm_gpu ooo bw
-  gda=$(estat deepep_ll paths.gda.write.bytes); rdm_gpu=$(estat deepep_ll paths.rdm.write.gpu_bytes); ooo=$(estat deepep_ll faults.gda_cqe_out_of_order)
-  local sig rdm_ops path
-  sig=$(estat deepep_ll paths.gda.write.small_ops); rdm_ops=$(( $(estat deepep_ll paths.rdm.send.ops) + $(estat deepep_ll paths.rdm.write.ops) ))
+  local gda rdm_gpu ooo bw sig rdm_ops rdm_sends rdm_writes path
+  read -r gda rdm_gpu ooo sig rdm_sends rdm_writes < <(estat deepep_ll paths.gda.write.bytes paths.rdm.write.gpu_bytes faults.gda_cqe_out_of_order \
+    paths.gda.write.small_ops paths.rdm.send.ops paths.rdm.write.ops)
+  rdm_ops=$((rdm_sends + rdm_writes))
   bw=$(grep -h -m1 'Dispatch + combine bandwidth' "$RESULTS/deepep_ll.pe0.log" | cut -c1-80)
   path=$(deepep_path deepep_ll)
   if deepep_ok deepep_ll && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && [ "$(nfiles deepep_ll)" -ge 2 ] && deepep_path_ok deepep_ll "$path"; then
@@ -480,8 +480,8 @@ check_deepep_rails() {
   # The shim says which path it takes on PE 0 only, the device API on each PE at finalize; that every PE used both
   # rails is read from each process's own statistics (per_nic: the local NIC that carried each write).
   local gda rdm_gpu n0 n1 said both path
-  gda=$(estat deepep_rails paths.gda.write.bytes); rdm_gpu=$(estat deepep_rails paths.rdm.write.gpu_bytes)
-  n0=$(estat deepep_rails per_nic.efaemu0.gda.write.bytes); n1=$(estat deepep_rails per_nic.efaemu1.gda.write.bytes)
+  read -r gda rdm_gpu n0 n1 < <(estat deepep_rails paths.gda.write.bytes paths.rdm.write.gpu_bytes per_nic.efaemu0.gda.write.bytes \
+    per_nic.efaemu1.gda.write.bytes)
   path=$(deepep_path deepep_rails)
   case $path in
     shim) said=$(grep -c 'nvshmem-efa shim: EFA GDA active on 2 rails' "$RESULTS/deepep_rails.pe0.log") ;;
@@ -511,9 +511,8 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable. A DeepEP
   # built without the shim's GDA path (--deepep-gda device-api) sends its signals as atomics (sends) both ways.
   local on on_small off off_small gda_off
-  on=$(estat deepep_ll paths.gda.write.bytes); on_small=$(estat deepep_ll paths.gda.write.small_bytes)
-  off=$(estat deepep_counters paths.rdm.write.gpu_bytes); off_small=$(estat deepep_counters paths.rdm.write.small_gpu_bytes)
-  gda_off=$(estat deepep_counters paths.gda.write.ops)
+  read -r on on_small < <(estat deepep_ll paths.gda.write.bytes paths.gda.write.small_bytes)
+  read -r off off_small gda_off < <(estat deepep_counters paths.rdm.write.gpu_bytes paths.rdm.write.small_gpu_bytes paths.gda.write.ops)
   local on_payload=$((on - on_small)) off_payload=$((off - off_small))
   if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
     result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(deepep_args_note)$(modes_note)"
@@ -845,7 +844,6 @@ check_neg_device_api() {
   local ok=1 ev="" c ctl test prog caught plain first
   prog=$(device_api_program device_api_order)
   if [ -z "$prog" ]; then result neg_device_api fail "device_api_order is not built in $NVSHMEM_TESTS"; return; fi
-  # shellcheck disable=SC2086 # the env words
   run_launch neg_device_api.unbroken "$base $under" -- "$prog" 100
   if [ "$RC" = 0 ]; then ev+="unbroken: passes under the modes; "
   else ok=0; ev+="unbroken: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken/rank*.log | cut -c1-160); "; fi

@@ -56,13 +56,15 @@ PY
 
 # One program: built, or the reason on stderr and a non-zero status.
 build_one() {
-  local p=$1 ctl
+  local p=$1 ctl targets
   case $p in
     device_api_order) link "$OUT/device_api_order" ;;
     device_api_order_*)
       ctl=${p#device_api_order_}
       # The controls are checks.sh's (NEG_DEVICE_API_CONTROLS): an unknown name would build an unbroken library.
-      bash "$HERE/checks.sh" --neg-device-api-targets | grep -qx "$p" || { echo "build-device-api-order.sh: no control $ctl" >&2; return 2; }
+      # Read whole before matching: under pipefail, grep -q closing the pipe early can SIGPIPE checks.sh (a race).
+      targets=$(bash "$HERE/checks.sh" --neg-device-api-targets)
+      grep -qx "$p" <<<"$targets" || { echo "build-device-api-order.sh: no control $ctl" >&2; return 2; }
       broken_library "$ctl" "$OUT/neg-$ctl" && link "$OUT/$p" "$OUT/neg-$ctl" ;;
     *) echo "build-device-api-order.sh: unknown program $p" >&2; return 2 ;;
   esac && echo "built $OUT/$p"

@@ -10,6 +10,15 @@
 //     GPU dma-buf fails on those hosts. The wrapper records fd -> (device address, size) so the emulator, in
 //     the same process, can write CQEs into the GPU memory behind the fd (efaemu_dmabuf_lookup).
 //
+//   cuGetProcAddress(_v2), the CUDA runtime's way to the driver: for cuMemcpyDtoHAsync it hands out a wrapper that,
+//     when the destination is pageable host memory, first waits for the stream (cuStreamSynchronize) and then
+//     copies. A pageable device-to-host copy returns only once it is done anyway, so the application sees the
+//     same; but the driver's own pageable path, while it waits behind a kernel that spins on the network, stalls
+//     the emulator's CUDA copies in the same context (its NIC "DMA"), and the kernel never gets its data: NVSHMEM's
+//     ring-bcast and ring-reduce examples wait that way (measured on the GPU hosts: they hang through efaemu and
+//     pass with cudaStreamSynchronize). A real NIC moves bytes without CUDA calls; this takes the emulator's own
+//     limit away, not a program's. EFAEMU_PAGEABLE_SYNC=0 turns it off. Said once on stderr when first used.
+//
 // Also, for diagnosis only: a fatal SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT prints the faulting address and a native
 // backtrace on stderr before the default action (handlers installed later, such as softgdr's, chain to it for
 // faults that are not theirs). EFAEMU_CRASH_REPORT=0 turns it off.
@@ -24,6 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -131,6 +141,85 @@ CUresult wrap_handle(void *handle, CUdeviceptr dptr, size_t size, int type, unsi
     return r;
 }
 
+// --- pageable device-to-host copies (see the top) ---------------------------------------------------------
+using DtoHFn = CUresult (*)(void *, CUdeviceptr, size_t, void *);
+using SyncFn = CUresult (*)(void *);
+using AttrFn = CUresult (*)(void *, int, CUdeviceptr);
+using GpaFn = CUresult (*)(const char *, void **, int, unsigned long long, int *);
+using GpaV1Fn = CUresult (*)(const char *, void **, int, unsigned long long);
+constexpr int kMemoryType = 2;                       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned long long kPerThreadStream = 2;   // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+void *const kStreamPerThread = reinterpret_cast<void *>(0x2);  // CU_STREAM_PER_THREAD
+GpaFn g_gpa;
+GpaV1Fn g_gpa_v1;
+SyncFn g_sync;
+AttrFn g_attr;
+unsigned long g_pageable_syncs;
+bool g_said;
+
+// The driver's copy functions the runtime was handed (legacy and per-thread variants), one wrapper each.
+constexpr int kDtoHSlots = 4;
+DtoHFn g_dtoh[kDtoHSlots];
+bool g_dtoh_ptsz[kDtoHSlots];
+
+bool pageable_sync_on() {
+    const char *v = getenv("EFAEMU_PAGEABLE_SYNC");
+    return !v || strcmp(v, "0") != 0;
+}
+
+// CUDA does not know pageable memory: its attribute query fails there.
+bool pageable(const void *p) {
+    unsigned type = 0;
+    return g_attr && g_attr(&type, kMemoryType, (CUdeviceptr)(uintptr_t)p) != 0;
+}
+
+CUresult dtoh_common(int i, void *dst, CUdeviceptr src, size_t len, void *stream) {
+    if (g_sync && pageable(dst)) {
+        if (!__atomic_exchange_n(&g_said, true, __ATOMIC_RELAXED))
+            fprintf(stderr, "efaemu-cuda-interpose: a device-to-host copy into pageable memory waits for its stream first "
+                            "(the emulator's GPU copies stall behind the driver's pageable path; EFAEMU_PAGEABLE_SYNC=0 turns this off)\n");
+        __atomic_add_fetch(&g_pageable_syncs, 1, __ATOMIC_RELAXED);
+        const CUresult r = g_sync(!stream && g_dtoh_ptsz[i] ? kStreamPerThread : stream);
+        if (r != 0) return r;
+    }
+    return g_dtoh[i](dst, src, len, stream);
+}
+CUresult dtoh0(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(0, d, s, n, st); }
+CUresult dtoh1(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(1, d, s, n, st); }
+CUresult dtoh2(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(2, d, s, n, st); }
+CUresult dtoh3(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(3, d, s, n, st); }
+const DtoHFn kDtoHWrappers[kDtoHSlots] = {dtoh0, dtoh1, dtoh2, dtoh3};
+
+// What the runtime gets for a symbol it asked for: cuMemcpyDtoHAsync's wrapper, anything else as the driver said.
+void *wrap_proc(const char *symbol, void *pfn, unsigned long long flags) {
+    if (!pfn || strcmp(symbol, "cuMemcpyDtoHAsync") != 0 || !pageable_sync_on()) return pfn;
+    if (!g_sync) {
+        g_sync = (SyncFn)real_dlsym()(g_cuda, "cuStreamSynchronize");
+        g_attr = (AttrFn)real_dlsym()(g_cuda, "cuPointerGetAttribute");
+        if (!g_sync || !g_attr) return pfn;
+    }
+    pthread_mutex_lock(&g_mu);
+    int slot = -1;
+    for (int i = 0; i < kDtoHSlots && slot < 0; i++)
+        if (g_dtoh[i] == (DtoHFn)pfn || !g_dtoh[i]) slot = i;
+    if (slot >= 0 && !g_dtoh[slot]) {
+        g_dtoh_ptsz[slot] = (flags & kPerThreadStream) != 0;
+        __atomic_store_n(&g_dtoh[slot], (DtoHFn)pfn, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return slot >= 0 ? (void *)kDtoHWrappers[slot] : pfn;
+}
+CUresult wrap_gpa(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
+    const CUresult r = g_gpa(symbol, pfn, version, flags, status);
+    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, flags);
+    return r;
+}
+CUresult wrap_gpa_v1(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    const CUresult r = g_gpa_v1(symbol, pfn, version, flags);
+    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, flags);
+    return r;
+}
+
 void crash_report(int sig, siginfo_t *si, void *) {
     char line[160];
     int n = snprintf(line, sizeof line, "efaemu-cuda-interpose: fatal signal %d (%s) at address %p in pid %d tid %ld; backtrace:\n", sig,
@@ -175,6 +264,14 @@ __attribute__((visibility("default"))) void *dlsym(void *handle, const char *nam
             if (!g_register_v1) g_register_v1 = (RegisterFn)real(handle, name);
             return g_register_v1 ? (void *)wrap_register : nullptr;
         }
+        if (!strcmp(name, "cuGetProcAddress_v2")) {
+            if (!g_gpa) g_gpa = (GpaFn)real(handle, name);
+            return g_gpa ? (void *)wrap_gpa : nullptr;
+        }
+        if (!strcmp(name, "cuGetProcAddress")) {
+            if (!g_gpa_v1) g_gpa_v1 = (GpaV1Fn)real(handle, name);
+            return g_gpa_v1 ? (void *)wrap_gpa_v1 : nullptr;
+        }
         if (!strcmp(name, "cuMemGetHandleForAddressRange")) {
             if (!g_handle) g_handle = (HandleFn)real(handle, name);
             return g_handle ? (void *)wrap_handle : nullptr;
@@ -212,6 +309,10 @@ __attribute__((visibility("default"))) void efaemu_interpose_counts(unsigned lon
 }
 
 // Marks this library in RTLD_NEXT tests (see test/interpose_test.cpp).
+__attribute__((visibility("default"))) unsigned long efaemu_interpose_pageable_syncs(void) {
+    return __atomic_load_n(&g_pageable_syncs, __ATOMIC_RELAXED);
+}
+
 __attribute__((visibility("default"))) int efaemu_probe_next(void) { return 1; }
 
 }  // extern "C"

@@ -8,10 +8,12 @@
 #include <unistd.h>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 
 extern "C" {
 typedef int CUresult;
@@ -100,9 +102,25 @@ CUresult cuStreamDestroy_v2(CUstream s) {
     delete[] reinterpret_cast<char *>(s);
     return kOk;
 }
-CUresult cuStreamSynchronize(CUstream) { note_call(); return kOk; }
+// The order of stream waits and device-to-host copies, for the interposer's test: "sync <stream>", "dtoh <stream>".
+static std::string g_events;
+static void event(const char *what, CUstream s) {
+    std::lock_guard<std::mutex> g(g_mu);
+    char e[64];
+    snprintf(e, sizeof e, "%s %p;", what, (void *)s);
+    if (g_events.size() < 4096) g_events += e;
+}
+const char *fakecuda_events() {
+    static std::string copy;
+    std::lock_guard<std::mutex> g(g_mu);
+    copy = g_events;
+    g_events.clear();
+    return copy.c_str();
+}
+CUresult cuStreamSynchronize(CUstream s) { note_call(); event("sync", s); return kOk; }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, CUstream s) {
     note_call();
+    event("dtoh", s);
     if (!on_device(src, len)) return kInvalidValue;
     count_stream(s);
     return device_copy(dst, reinterpret_cast<void *>(src), len);
@@ -198,6 +216,22 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t size,
     return kOk;
 }
 unsigned fakecuda_last_register_flags() { return g_last_register_flags; }
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t len, CUstream s) { return cuMemcpyDtoHAsync_v2(dst, src, len, s); }
+
+// The CUDA runtime's way to the driver: the entry point for a symbol (the few the tests ask for; flags 2, the
+// per-thread default stream, gets the _ptsz variant).
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int, unsigned long long flags, int *status) {
+    note_call();
+    *pfn = !strcmp(symbol, "cuMemcpyDtoHAsync") ? (flags & 2 ? (void *)cuMemcpyDtoHAsync_v2_ptsz : (void *)cuMemcpyDtoHAsync_v2)
+           : !strcmp(symbol, "cuStreamSynchronize") ? (void *)cuStreamSynchronize
+                                                     : nullptr;
+    if (status) *status = *pfn ? 0 : 1;
+    return *pfn ? kOk : 500;  // CUDA_ERROR_NOT_FOUND
+}
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
+}
 int efaemu_probe_next(void) { return 2; }  // the interposer's says 1 (RTLD_NEXT test)
 
 // Introspection for tests.

@@ -89,6 +89,40 @@ int main() {
     expect(lookup(reuse, &got, &size) == -1, "a closed dma-buf's number, reused by another file, is not trusted");
     close(reuse);
 
+    // The runtime's path to cuMemcpyDtoHAsync (cuGetProcAddress): into pageable memory it waits for the stream first;
+    // into memory CUDA knows (here the stand-in's device memory) it copies at once.
+    {
+        typedef int (*Gpa)(const char *, void **, int, unsigned long long, int *);
+        typedef int (*DtoH)(void *, unsigned long long, size_t, void *);
+        auto gpa = (Gpa)dlsym(cu, "cuGetProcAddress_v2");
+        auto events = (const char *(*)())dlsym(cu, "fakecuda_events");
+        auto syncs = (unsigned long (*)())dlsym(RTLD_DEFAULT, "efaemu_interpose_pageable_syncs");
+        void *pfn = nullptr, *ptsz = nullptr;
+        const int got = gpa ? gpa("cuMemcpyDtoHAsync", &pfn, 12000, 0, nullptr) : -1;
+        const int got2 = gpa ? gpa("cuMemcpyDtoHAsync", &ptsz, 12000, 2, nullptr) : -1;
+        expect(got == 0 && got2 == 0 && pfn && pfn != dlsym(cu, "cuMemcpyDtoHAsync_v2") && ptsz && ptsz != pfn && events && syncs,
+               "cuGetProcAddress hands the runtime a wrapper of cuMemcpyDtoHAsync (one per variant)");
+        void *other = nullptr;
+        expect(gpa && gpa("cuStreamSynchronize", &other, 12000, 0, nullptr) == 0 && other == dlsym(cu, "cuStreamSynchronize"),
+               "every other symbol is the driver's");
+        if (pfn && events && syncs) {
+            events();
+            char host[64];
+            void *stream = (void *)0x1234;
+            int rc = ((DtoH)pfn)(host, dptr, sizeof host, stream);
+            std::string e = events();
+            expect(rc == 0 && e == "sync 0x1234;dtoh 0x1234;" && syncs() == 1, "into pageable memory: the stream is waited for, then the copy", e);
+            unsigned long long dev2 = 0;
+            alloc(&dev2, 64);
+            rc = ((DtoH)pfn)((void *)dev2, dptr, 64, stream);
+            e = events();
+            expect(rc == 0 && e == "dtoh 0x1234;" && syncs() == 1, "into memory CUDA knows: the copy only", e);
+            rc = ((DtoH)ptsz)(host, dptr, sizeof host, nullptr);
+            e = events();
+            expect(rc == 0 && e == "sync 0x2;dtoh (nil);", "the per-thread variant on stream 0 waits for the per-thread stream", e);
+        }
+    }
+
     // Other handles and RTLD_NEXT are untouched.
     void *self = dlopen(nullptr, RTLD_NOW);
     expect(dlsym(self, "cuMemHostRegister_v2") == nullptr || dlsym(self, "cuMemHostRegister_v2") != (void *)reg,

@@ -10,8 +10,8 @@
 # with -Xptxas -v for its kernels' own spills, then `nvcc -dlink` with each library; `cuobjdump -res-usage` reads the
 # object before and after the link.
 # NVML's header is not on the machine: the perftests' utils.h gets a stand-in naming its four types.
-# TESTS (space-separated shmem_<test>.cu names) overrides the list. SHAPES=1 adds the wrapper and caller shapes of
-# hook_shapes.py (3.4.5's parameter lists: the caller shape does not fit 3.5's transfer API).
+# TESTS (space-separated shmem_<test>.cu names) overrides the list. The patched tree's perftests are compiled against
+# its headers, so their kernels carry the hooks at the callers, as an application built against the build's install.
 set -euo pipefail
 N=${1:?NVSHMEM source tree}; O=${2:-$(mktemp -d)}; shift $(( $# < 2 ? $# : 2 ))
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,14 +31,7 @@ typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t
 #endif
 H
 hooked_tree "$N" "$O/tree-hooked"
-variants=("unpatched=$N" "hooked=$O/tree-hooked")
-if [ "${SHAPES:-0}" = 1 ]; then  # the two other hook shapes of hook_shapes.py, from the hooked tree
-  TD=src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in
-  rm -rf "$O/tree-wrapper" "$O/tree-caller"
-  cp -r "$O/tree-hooked" "$O/tree-wrapper" && python3 "$HERE/hook_shapes.py" wrapper "$O/tree-hooked/$TD" "$O/tree-wrapper/$TD"
-  cp -r "$O/tree-hooked" "$O/tree-caller" && python3 "$HERE/hook_shapes.py" caller "$O/tree-caller"
-  variants+=("wrapper=$O/tree-wrapper" "caller=$O/tree-caller")
-fi
+variants=("unpatched=$N" "patched=$O/tree-hooked")
 variants+=("$@")
 names=()
 for v in "${variants[@]}"; do

@@ -68,6 +68,33 @@ void note_api(const char *what) {
     snprintf(g_status + n, sizeof g_status - n, "%s%s", kApiNote, what);
 }
 
+/* g over GDA: its reads land in slots of this PE's own memory, registered for GDA as a local-only region. 1024
+ * slots: threads pick one from their index, so up to that many concurrent g rarely wait for one another. */
+constexpr uint32_t kGSlots = 1024;
+
+/* g's scratch (kGSlots values, then their lock words), allocated and registered once; h gets where it is. nullptr,
+ * or why g goes through NVSHMEM's proxy. */
+const char *start_g(Gda &s, nvshmemx_efa_gda_api_shared_t &h) {
+    const size_t values = kGSlots * sizeof(unsigned long long), bytes = values + kGSlots * sizeof(unsigned int);
+    if (!s.d_api_g) {
+        CUdeviceptr d = 0;
+        CUresult r = s.cu.memAlloc(&d, bytes);
+        if (r == CUDA_SUCCESS) r = s.cu.memsetD8(d, 0, bytes);
+        if (r != CUDA_SUCCESS) {
+            if (d) s.cu.memFree(d);
+            return s.cu.name(r);
+        }
+        if (const char *why = register_local_region(s, (void *)(uintptr_t)d, values)) {
+            s.cu.memFree(d);
+            return why;
+        }
+        s.d_api_g = d;
+    }
+    h.g_value = (unsigned long long *)(uintptr_t)s.d_api_g;
+    h.g_lock = (unsigned int *)(uintptr_t)(s.d_api_g + values);
+    return nullptr;
+}
+
 }  // namespace
 }  // namespace efa_gda
 
@@ -80,8 +107,9 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
         note_api(why);
         return 0;
     }
+    const char *g_why = nullptr;
     if (!g->d_api) {
-        /* The shared block, then flushed_at[n_pes]: zero, but for the pointer to flushed_at. */
+        /* The shared block, then flushed_at[n_pes]: zero, but for the pointers to flushed_at and g's scratch. */
         const size_t bytes = sizeof(nvshmemx_efa_gda_api_shared_t) + (size_t)g->boot.n_pes * sizeof(unsigned int);
         CUdeviceptr d = 0;
         nvshmemx_efa_gda_api_shared_t h;
@@ -89,6 +117,7 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
         CUresult r = g->cu.memAlloc(&d, bytes);
         if (r == CUDA_SUCCESS) {
             h.flushed_at = (unsigned int *)(uintptr_t)(d + sizeof h);
+            g_why = start_g(*g, h);
             r = g->cu.memsetD8(d, 0, bytes);
         }
         if (r == CUDA_SUCCESS) r = upload(*g, d, &h, sizeof h);
@@ -105,8 +134,13 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
     slot->state = (nvshmemx_efa_gda_device_state_t *)(uintptr_t)g->d_state;
     slot->shared = (nvshmemx_efa_gda_api_shared_t *)(uintptr_t)g->d_api;
     slot->flags = g_delivered_once ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u;
-    note_api(g_delivered_once ? "on (p and SET signals as GDA writes: every NIC delivers a write once)"
-                              : "on (p and SET signals through NVSHMEM's proxy: a write may land twice)");
+    slot->g_slots = g->d_api_g ? kGSlots : 0u;
+    char note[400];
+    snprintf(note, sizeof note, "on (%s; %s%s)",
+             g_delivered_once ? "p and SET signals as GDA writes: every NIC delivers a write once"
+                              : "p and SET signals through NVSHMEM's proxy: a write may land twice",
+             g->d_api_g ? "g as GDA reads" : "g through NVSHMEM's proxy: its GDA scratch could not be registered: ", g->d_api_g ? "" : (g_why ? g_why : "unknown"));
+    note_api(note);
     return 0;
 }
 

@@ -214,6 +214,7 @@ struct Gda {
     bool hot_used[NVSHMEMX_EFA_GDA_HOT_REGIONS] = {}; /* filled once: a slot is never filled again */
     CUdeviceptr d_state = 0;
     CUdeviceptr d_api = 0;   /* the device API's shared block (efa_gda_api.cpp), allocated on first request */
+    CUdeviceptr d_api_g = 0; /* its g scratch: g_value then g_lock, the values registered for GDA (local only) */
     std::vector<CUdeviceptr> tables; /* every regions table published; freed at finalize */
 
     Rail &rail(size_t k) { return offered[(size_t)used[k]]; }
@@ -250,6 +251,8 @@ const char *insert_peers(Gda &s, size_t k, const std::vector<PeerAddress> &all, 
 /* efa_gda_region.cpp */
 CUdeviceptr rail_offset(size_t k);
 const char *publish_regions(Gda &s);
+/* A buffer GDA posts may use as their local side (never a remote address): every rail, not collective. */
+const char *register_local_region(Gda &s, void *buf, size_t length);
 
 /* efa_gda_api.cpp */
 /* At finalize, with NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1: the status line and the device API's proxy counters. */

@@ -170,6 +170,41 @@ void nvshmemt_efa_gda_register_region(void *buf, size_t length) {
     }
 }
 
+/* A buffer of this PE's that GDA posts may use as their local side only (the device API's g scratch): registered on
+ * every rail and added to the region table with no peer's view (valid = 0 in every PE's column, so a remote address
+ * in it is unreachable). Not collective: no PE waits for another. nullptr, or why it is not usable; a rail that
+ * could not register it makes a post through that rail fail with NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE. */
+const char *efa_gda::register_local_region(Gda &s, void *buf, size_t length) {
+    const size_t rails = s.n_rails();
+    Region reg;
+    reg.buf = buf;
+    reg.length = length;
+    reg.mr.assign(rails, nullptr);
+    reg.local.resize(rails);
+    reg.remote.assign(rails, std::vector<nvshmemx_efa_gda_region_t>(s.boot.n_pes));
+    const char *why = nullptr;
+    for (size_t k = 0; k < rails; k++) {
+        const int rc = register_mr(s, s.rail(k), buf, length, FI_READ | FI_WRITE, &reg.mr[k]);
+        const uint64_t lkey = rc == 0 ? s.rail(k).ops->get_mr_lkey(reg.mr[k]) : FI_KEY_NOTAVAIL;
+        reg.local[k] = {(uint64_t)(uintptr_t)buf, (uint64_t)length, (uint32_t)lkey, lkey != FI_KEY_NOTAVAIL ? 1u : 0u};
+        for (int pe = 0; pe < s.boot.n_pes; pe++) reg.remote[k][pe] = {(uint64_t)(uintptr_t)buf, (uint64_t)length, 0, 0};
+        if (!reg.local[k].valid && !why) why = rc ? fi_strerror(-rc) : "no lkey for its registration";
+    }
+    if (why) {
+        for (struct fid_mr *mr : reg.mr)
+            if (mr) fi_close(&mr->fid);
+        return why;
+    }
+    s.regions.push_back(reg);
+    const char *err = publish_regions(s);
+    if (err) {
+        s.regions.pop_back();
+        for (struct fid_mr *mr : reg.mr)
+            if (mr) fi_close(&mr->fid);
+    }
+    return err;
+}
+
 void nvshmemt_efa_gda_release_region(void *buf) {
     if (!g_active) return;
     Gda &s = *g;

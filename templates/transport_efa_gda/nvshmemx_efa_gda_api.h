@@ -8,13 +8,13 @@
 
 #include "nvshmemx_efa_gda.h"
 
-#define NVSHMEMX_EFA_GDA_API_ABI 1
+#define NVSHMEMX_EFA_GDA_API_ABI 2 /* 2: g over GDA (g_value, g_lock, g_slots) */
 
 /* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
 enum {
     NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION = 0, /* an address outside the regions GDA registered */
     NVSHMEMX_EFA_GDA_API_PROXY_VALUE = 1,     /* p of 1 or 2 bytes, or a value write where writes may land twice */
-    NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g: no GDA read into registered scratch yet */
+    NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g without GDA scratch (its registration failed), or outside GDA's regions */
     NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC = 3,    /* atomics, SIGNAL_ADD, signal_op: no RDMA atomics on efa-direct */
     NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 4
 };
@@ -30,7 +30,11 @@ typedef struct {
     /* [n_pes]: the sum of the GDA queues' reserved counters when a flush to that PE last finished; while the sum
      * is unchanged, no GDA write was posted since, and a proxy operation to that PE needs no flush. */
     unsigned int *flushed_at;
-    unsigned long long reserved[4];
+    /* g over GDA: [slot.g_slots] 8-byte words its reads land in (registered for GDA on this PE's rails only), and
+     * a lock word per slot (0 free, 1 taken). */
+    unsigned long long *g_value;
+    unsigned int *g_lock;
+    unsigned long long reserved[2];
 } nvshmemx_efa_gda_api_shared_t;
 
 typedef struct {
@@ -39,7 +43,7 @@ typedef struct {
     nvshmemx_efa_gda_device_state_t *state;
     nvshmemx_efa_gda_api_shared_t *shared;
     uint32_t flags;
-    uint32_t reserved0;
+    uint32_t g_slots; /* g's scratch slots (shared->g_value); 0: g through NVSHMEM's proxy */
 } nvshmemx_efa_gda_api_slot_t;
 
 #ifdef __cplusplus

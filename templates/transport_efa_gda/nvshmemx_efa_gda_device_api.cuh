@@ -2,12 +2,14 @@
  *
  * NVSHMEM's own device API over EFA GDA. NVSHMEM sends every remote RMA, signal, atomic, quiet and fence of its
  * device API (collectives included) through the nvshmemi_transfer_* functions of transfer_device.cuh; the
- * nvshmem-efa patch puts one line at the top of each of them:
+ * nvshmem-efa patch hooks each call of them at the caller (nvshmemx_efa_gda_device_api_hooks.cuh):
  *
- *     if (nvshmemi_efa_gda_api_d.on) return nvshmemi_efa_gda_api_<op>(...);
+ *     if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_<op>(...); else nvshmemi_transfer_<op>(...);
  *
- * so with GDA off a call pays one uniform constant load and a branch, and with it on the work happens in the
- * functions below, each a __noinline__ entry point, so the register budget of NVSHMEM's own code is unchanged.
+ * so with GDA off a call pays one uniform constant load, its compare and a branch, and with it on the work happens
+ * in the functions below, each a __noinline__ entry point defined in the device library
+ * (nvshmemx_efa_gda_device_api_entries.cuh). Where the transfer functions are compiled into the application
+ * (NVSHMEM_ENABLE_ALL_DEVICE_INLINING), the same line is first in each of their bodies instead.
  *
  * The slot (nvshmemi_efa_gda_api_d) is a __constant__ of NVSHMEM's device library (init_device.cu), one per
  * module: NVSHMEM returns its address as the transport state of the module and copies the host's value into
@@ -19,7 +21,8 @@
  *    address outside the regions GDA registered (a local buffer NVSHMEM registered local-only, memory NVSHMEM
  *    does not know) goes through NVSHMEM's proxy, for that call only, counted by reason.
  *  - p: a GDA write of the value (4 or 8 bytes) where every PE's NICs deliver a write once; else, and for 1 and
- *    2 bytes, the proxy. g: the proxy (it needs a read into registered scratch: not yet).
+ *    2 bytes, the proxy. g (every size): a GDA read into a scratch slot of this PE, then its completion; the
+ *    proxy where the scratch could not be registered.
  *  - put with signal: the payload over GDA, then SET as a GDA write once the payload completed (where writes
  *    are delivered once), or SET/ADD through the proxy after the payload completed and was flushed.
  *  - atomics and signal_op: the proxy (efa-direct has no RDMA atomics), after every GDA write this PE posted
@@ -45,8 +48,9 @@ extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
  * code that calls into this); the CPU test compiles it as plain C++. */
 #if defined(__CUDA_ARCH__) || !defined(__CUDACC__)
 
-/* The entry points: out of line on the GPU (the hook stays a load and a branch), internal to each translation
- * unit that includes this (NVSHMEM's device library, its host library's own copy, a perftest's copy). */
+/* The entries (NVSHMEMX_EFA_GDA_API_ENTRY): out of line and external, so the callers' hooks link to the device
+ * library's instantiations (its host library has its own copy for its on-stream kernels). Their helpers
+ * (NVSHMEMX_EFA_GDA_API_FN): out of line, internal to the translation unit. */
 #ifndef NVSHMEMX_EFA_GDA_API_FN
 #if defined(__CUDACC__)
 #define NVSHMEMX_EFA_GDA_API_FN static __device__ __noinline__
@@ -220,12 +224,45 @@ NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_rma_p(void *rptr, const T v
     memcpy(&v, &value, sizeof(T));
     nvshmemi_efa_gda_api_p_leader(rptr, v, (uint32_t)sizeof(T), pe);
 }
+/* g: a GDA read of the value into a scratch slot of this PE (registered for GDA on its rails only), the GDA
+ * quiet (a read's data is in place at its completion), then the slot's value. A slot is taken with its lock word,
+ * starting from the calling thread's index, so the threads of a launch rarely contend; the wait for a slot is
+ * bounded like every wait (its holder is itself inside a bounded quiet). false: through the proxy (no scratch, or
+ * the address is outside GDA's regions). */
+NVSHMEMX_EFA_GDA_API_FN bool nvshmemi_efa_gda_api_g_leader(void *rptr, uint32_t bytes, int pe, uint64_t *out) {
+    const uint32_t n = nvshmemi_efa_gda_api_d.g_slots;
+    if (!n) return false;
+    nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+    nvshmemx_efa_gda_api_shared_t *sh = nvshmemi_efa_gda_api_d.shared;
+    uint32_t i = (uint32_t)(blockIdx.x * blockDim.x + threadIdx.x) % n;
+    efa_gda_bound b = efa_gda_bound_of(efa_gda_ro(&s->timeout_ns));
+    while (atomicCAS(&sh->g_lock[i], 0u, 1u) != 0u) {
+        if (efa_gda_expired(b)) efa_gda_check(s, NVSHMEMX_EFA_GDA_ERR_TIMEOUT, "g (waiting for a scratch slot)", rptr, nullptr, pe, bytes);
+        i = (i + 1) % n;
+    }
+    __threadfence();
+    unsigned long long *slot = &sh->g_value[i];
+    const int err = efa_gda_get_nbi(s, slot, rptr, bytes, pe);
+    if (!err) efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet of a g", pe);
+    else if (!efa_gda_api_no_region(err)) efa_gda_check(s, err, "g", rptr, slot, pe, bytes);
+    *out = err ? 0 : *(volatile unsigned long long *)slot;
+    __threadfence();
+    atomicExch(&sh->g_lock[i], 0u);
+    return !err;
+}
+
 template <typename T>
 NVSHMEMX_EFA_GDA_API_ENTRY T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
+    uint64_t v = 0;
+    T r;
+    if (nvshmemi_efa_gda_api_g_leader(rptr, (uint32_t)sizeof(T), pe, &v)) {
+        memcpy(&r, &v, sizeof(T));
+        return r;
+    }
     nvshmemi_efa_gda_api_before_proxy(pe);
-    const T v = nvshmemi_proxy_rma_g<T>(rptr, pe); /* waits for its own completion */
+    r = nvshmemi_proxy_rma_g<T>(rptr, pe); /* waits for its own completion */
     efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE);
-    return v;
+    return r;
 }
 
 /* --- scopes: the group's first thread does the work, as NVSHMEM's proxy path does ------------------------- */

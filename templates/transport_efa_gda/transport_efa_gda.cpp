@@ -101,6 +101,8 @@ void teardown(Gda &s) {
     s.d_state = 0;
     if (s.d_api) s.cu.memFree(s.d_api);
     s.d_api = 0;
+    if (s.d_api_g) s.cu.memFree(s.d_api_g); /* after the regions: its registration is one of them */
+    s.d_api_g = 0;
     for (CUdeviceptr t : s.tables) s.cu.memFree(t);
     s.tables.clear();
     if (s.stream) s.cu.streamDestroy(s.stream);

@@ -531,6 +531,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       `the ${100000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (rail ${k})`,
     ]).flat(),
     'the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so',
+    "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
     'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
   ];
 
@@ -619,7 +620,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(perNic(stats)).toEqual({ write: [100000, 0], placed: [100000, 0] });
   });
 
-  it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, RTLD_NEXT intact', () => {
+  it('CUDA driver interposer (LD_PRELOAD, test-only): IOMEMORY dropped only for emulator pages, dma-buf fd -> device address, pageable device-to-host copies wait for their stream, RTLD_NEXT intact', () => {
     const r = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
       env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },
       encoding: 'utf8',
@@ -632,9 +633,20 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       'a dma-buf fd maps back to its device address and size',
       'a closed dma-buf\'s number, reused by another file, is not trusted',
       'dlsym(RTLD_NEXT) still resolves relative to its caller (the forward is a tail call)',
+      'cuGetProcAddress hands the runtime a wrapper of cuMemcpyDtoHAsync (one per variant)',
+      'into pageable memory: the stream is waited for, then the copy',
+      'into memory CUDA knows: the copy only',
+      'the per-thread variant on stream 0 waits for the per-thread stream',
     ])
       expect(lines).toContain(`ok ${c}`);
     expect(r.status).toBe(0);
+    expect(r.stderr).toContain('efaemu-cuda-interpose: a device-to-host copy into pageable memory waits for its stream first');
+    // Off on request: the runtime gets the driver's own function.
+    const syncOff = spawnSync(path.join(dir, 'efaemu_interpose_test'), [], {
+      env: { ...process.env, EFAEMU_PAGEABLE_SYNC: '0', LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so'), LD_LIBRARY_PATH: path.join(dir, 'fakecuda') },
+      encoding: 'utf8',
+    });
+    expect(syncOff.stdout).toContain('FAIL cuGetProcAddress hands the runtime a wrapper of cuMemcpyDtoHAsync (one per variant)');
     // Diagnosis: a crash in a preloaded process reports the signal, the address and a native backtrace.
     const crash = spawnSync('bash', ['-c', 'kill -SEGV $$'], { env: { ...process.env, LD_PRELOAD: path.join(dir, 'interpose/libefaemu-cuda-interpose.so') }, encoding: 'utf8' });
     expect(crash.signal ?? crash.status).not.toBe(0);
@@ -743,7 +755,7 @@ if [ "$(basename "$0")" = shmem_g_latency ]; then gw=0 rw=0 rb=4096  # g: the pr
   echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA \$([ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo on || echo off)"
   [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 9 (outside GDA regions 0, p or value writes 0, g \${FAKE_G_COUNT:-7}, atomics and signal adds 2); proxy quiets covered 9"
 elif [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ]; then gw=4096 rw=\${FAKE_RDM_GPU_W:-0} rb=\${FAKE_RDM_GPU_W:-0}
-  echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA on (p and SET signals as GDA writes)"
+  echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA on (p and SET signals as GDA writes; g as GDA reads)"
   echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 2 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2); proxy quiets covered 2"
 else gw=0 rw=4096 rb=4096; echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA off (NVSHMEM_EFA_GDA_DEVICE_API=0)"; fi
 printf '{"paths":{"gda":{"write":{"bytes":%d},"read":{"bytes":0}},"rdm":{"write":{"bytes":%d,"gpu_bytes":%d},"read":{"bytes":0}}}}' $gw $rb $rw > "$EFAEMU_STATS/efaemu-$$.json"

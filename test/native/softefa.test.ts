@@ -197,7 +197,8 @@ describe('software EFA (CPU)', () => {
       'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
       'a put from memory GDA did not register goes through the proxy, counted (no region); the next quiet makes one proxy quiet, the quiet after it none',
       'a fence after a proxy operation waits for the proxy (its quiet), so a GDA put after it cannot pass it',
-      'p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may land twice, go through the proxy (counted as values); g goes through the proxy (counted)',
+      'p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may land twice, go through the proxy (counted as values); g without scratch goes through the proxy (counted)',
+      'g with scratch: every size is a GDA read into a scratch slot, its value returned once the read completed, which the NIC held (large:4:16 holds every read); no proxy call; the slot is free again',
       'put with SET signal where writes may land twice: the payload over GDA, the SET through the proxy after it was in place',
       'an atomic after GDA puts runs through the proxy only once they are in place; a second atomic with no GDA write since needs no flush (fetching atomics too)',
     ]);

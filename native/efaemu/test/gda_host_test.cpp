@@ -311,6 +311,25 @@ int main(int argc, char **argv) {
                shared.proxy_issued == 0 && shared.flushed_at != nullptr && strstr(nvshmemx_efa_gda_status(), "; NVSHMEM device API over GDA on"),
            "the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so",
            fmt("rc %d on %u abi %u issued %llu status %s", got_slot, slot.on, slot.abi, shared.proxy_issued, nvshmemx_efa_gda_status()));
+    // g over GDA: its scratch is in the region table as a local-only region (this PE's keys on every rail, no peer's
+    // view), and the slot says how many slots it has.
+    {
+        std::unique_ptr<nvshmemx_efa_gda_device_state_t> after(new nvshmemx_efa_gda_device_state_t());
+        cu.dtoh(after.get(), (CUdeviceptr)nvshmemx_efa_gda_get_device_state(), sizeof *after);
+        const auto t = cu.read<nvshmemx_efa_gda_regions_t>(after->regions);
+        std::vector<nvshmemx_efa_gda_region_t> r((size_t)t.count * t.n_rails * (1 + t.n_pes));
+        cu.dtoh(r.data(), (CUdeviceptr)(after->regions + 1), r.size() * sizeof r[0]);
+        bool ok = read_back && slot.g_slots == 1024 && shared.g_value != nullptr && shared.g_lock != nullptr && t.count == 2 &&
+                  strstr(nvshmemx_efa_gda_status(), "g as GDA reads") != nullptr;
+        for (uint32_t k = 0; ok && k < t.n_rails; k++) {
+            const nvshmemx_efa_gda_region_t *gr = &r[((size_t)1 * t.n_rails + k) * (1 + t.n_pes)];
+            ok = gr[0].base == (uint64_t)(uintptr_t)shared.g_value && gr[0].length == 1024 * 8 && gr[0].valid && !gr[1].valid && !gr[2].valid &&
+                 (k == 0 || gr[0].key != r[((size_t)1 * t.n_rails) * (1 + t.n_pes)].key);
+        }
+        expect(ok, "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
+               fmt("g_slots %u value %p lock %p regions %u status %s", slot.g_slots, (void *)shared.g_value, (void *)shared.g_lock, t.count,
+                   nvshmemx_efa_gda_status()));
+    }
     nvshmemt_efa_gda_fini();
     expect(nvshmemx_efa_gda_is_active() == 0 && nvshmemx_efa_gda_rails() == 0 && std::string(nvshmemx_efa_gda_status()) == "EFA GDA off: finalized",
            "fini closes everything (endpoints before CQs, MRs and AVs before the domains)", nvshmemx_efa_gda_status());

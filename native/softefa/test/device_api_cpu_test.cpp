@@ -94,15 +94,22 @@ static const char *const kControl = nullptr;
 #endif
 static bool broken(const char *ctl) { return kControl != nullptr && strcmp(kControl ? kControl : "", ctl) == 0; }
 
-// The slot and shared block as the host fills them for PE 0.
+// The slot and shared block as the host fills them for PE 0. g's scratch: kGSlots words in PE 0's heap, at kGScratch
+// (the host registers its own buffer local-only; any GDA-registered local memory serves the device code alike).
 static nvshmemx_efa_gda_api_shared_t g_shared;
 static unsigned int g_flushed[2];
-static void setup(Rig &r, bool values_over_gda) {
+constexpr uint32_t kGSlots = 4;
+constexpr uint64_t kGScratch = 10ull << 20;
+static unsigned int g_locks[kGSlots];
+static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0) {
     g_rig = &r;
     g_shared = {};
     g_flushed[0] = g_flushed[1] = 0;
     g_shared.flushed_at = g_flushed;
-    nvshmemi_efa_gda_api_d = {NVSHMEMX_EFA_GDA_API_ABI, 1, &r.s0, &g_shared, values_over_gda ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u, 0};
+    memset(g_locks, 0, sizeof g_locks);
+    g_shared.g_value = (unsigned long long *)r.sym(kGScratch);
+    g_shared.g_lock = g_locks;
+    nvshmemi_efa_gda_api_d = {NVSHMEMX_EFA_GDA_API_ABI, 1, &r.s0, &g_shared, values_over_gda ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u, g_slots};
     g_proxy.rma = g_proxy.p = g_proxy.g = g_proxy.amo = g_proxy.amo_fetch = g_proxy.fence = g_proxy.quiet = 0;
     g_proxy.ordered_before = nullptr;
     g_proxy.ran_early = 0;
@@ -279,7 +286,7 @@ int main() {
     });
 
     test("p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may "
-         "land twice, go through the proxy (counted as values); g goes through the proxy (counted)",
+         "land twice, go through the proxy (counted as values); g without scratch goes through the proxy (counted)",
          [&] {
              Rig r("random:7:8");
              setup(r, true);
@@ -299,8 +306,42 @@ int main() {
              setup(r, false);
              nvshmemi_efa_gda_api_rma_p<int>(r.sym(9 << 20), 9, 1);
              CHECK(g_proxy.p == 1 && *(int *)(r.heap1.data() + (9 << 20)) == 9, "without delivered-once the proxy");
-             CHECK(nvshmemi_efa_gda_api_rma_g<int>(r.sym(9 << 20), 1) == 9 && g_proxy.g == 1, "g through the proxy");
+             CHECK(nvshmemi_efa_gda_api_rma_g<int>(r.sym(9 << 20), 1) == 9 && g_proxy.g == 1, "g without scratch through the proxy");
              CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE] == 1, "g counted");
+         });
+
+    test("g with scratch: every size is a GDA read into a scratch slot, its value returned once the read completed, "
+         "which the NIC held (large:4:16 holds every read); no proxy call; the slot is free again",
+         [&] {
+             Rig r("large:4:16", 256, 16, 1 << 20, 64, 64, 100000);
+             setup(r, true, kGSlots);
+             uint8_t *at = r.heap1.data() + (11 << 20);
+             const int i = -123456;
+             const double d = 6.25;
+             const short h = -7;
+             memcpy(at, &i, 4);
+             memcpy(at + 8, &d, 8);
+             memcpy(at + 16, &h, 2);
+             at[24] = 'q';
+             const uint64_t before = r.wqes(0);
+             CHECK(nvshmemi_efa_gda_api_rma_g<int>(r.sym(11 << 20), 1) == i, "int");
+             CHECK(nvshmemi_efa_gda_api_rma_g<double>(r.sym((11 << 20) + 8), 1) == d, "double");
+             CHECK(nvshmemi_efa_gda_api_rma_g<short>(r.sym((11 << 20) + 16), 1) == h, "short");
+             CHECK(nvshmemi_efa_gda_api_rma_g<char>(r.sym((11 << 20) + 24), 1) == 'q', "char");
+             CHECK(r.wqes(0) == before + 4, "one read WQE each");
+             CHECK(g_proxy.total() == 0 && g_shared.proxy_issued == 0, "the proxy was called");
+             CHECK(g_locks[0] == 0 && g_locks[1] == 0 && g_locks[2] == 0 && g_locks[3] == 0, "a slot stayed taken");
+             g_locks[0] = 1;  // taken by another thread: the next slot serves
+             memcpy(at, &d, 8);
+             CHECK(nvshmemi_efa_gda_api_rma_g<double>(r.sym(11 << 20), 1) == d && g_locks[0] == 1 && g_locks[1] == 0, "the next free slot");
+             // Scratch outside GDA's regions (a registration the NIC does not know): the proxy, counted, the slot free.
+             g_locks[0] = 0;
+             std::vector<unsigned long long> elsewhere(kGSlots, 0);
+             g_shared.g_value = elsewhere.data();
+             CHECK(nvshmemi_efa_gda_api_rma_g<double>(r.sym(11 << 20), 1) == d, "the proxy's value");
+             CHECK(g_proxy.g == 1 && g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE] == 1 && g_locks[0] == 0,
+                   "no region: the proxy, counted, the slot free");
+             CHECK(r.violations().empty(), r.violations());
          });
 
     test("put with SET signal where writes may land twice: the payload over GDA, the SET through the proxy after it was in place", [&] {

@@ -1,20 +1,29 @@
-import type { Doc, InsertSpec, OwnedFileSpec, PatchSpec } from '../engine/plan.ts';
+import type { Doc, InsertSpec, Located, OwnedFileSpec, PatchSpec } from '../engine/plan.ts';
 import type { FunctionAnchor } from '../engine/cpp.ts';
 import { afterLine, indentAt, lineStart, literal, wholeLine } from '../engine/text.ts';
 import { bodyIndent, firstInBody, similarNames, withFunction } from './find-function.ts';
 import { OWNER_MARK, vendoredContent, type Template, type VendoredFile } from './template.ts';
 
 /**
- * NVSHMEM's own device API over EFA GDA (issue 23): the hooks that send NVSHMEM's nvshmemi_transfer_* functions to
+ * NVSHMEM's own device API over EFA GDA (issue 23): the hooks that send NVSHMEM's nvshmemi_transfer_* calls to
  * templates/transport_efa_gda/nvshmemx_efa_gda_device_api.cuh, and the __constant__ slot they read.
  *
  * Every remote RMA, signal, atomic, quiet and fence of NVSHMEM's device API (collectives included) passes through
- * the transfer functions once the NVLink test failed; each is one hook line first in its body, so with GDA off the
- * call pays a uniform constant load and a branch. The hook calls only parameters both layouts have: 3.5 adds
- * qp_index (and pe_hint, qp_handle, num_qps to quiet and fence), which GDA does not need: it picks its own rail.
+ * the transfer functions once the NVLink test failed. The hook sits at the caller: nvshmemi_transfer_api.cuh, the
+ * header every application translation unit reaches them through, ends by including
+ * nvshmemx_efa_gda_device_api_hooks.cuh, which turns each call into `if (slot.on) entry(...); else
+ * nvshmemi_transfer_X(...);` in the caller's code. So with GDA off a call pays a uniform constant load, its compare
+ * and a branch, and NVSHMEM's transfer functions in the device library are compiled exactly as NVSHMEM wrote them: a
+ * hook inside them cannot meet that bar, because ptxas saves at every entry the registers the GDA call needs
+ * (bench/results/device-api-ptxas-cost.md). The device library defines the entries (the include at the end of
+ * transfer_device.cuh). Where the transfer functions are compiled into the application itself
+ * (NVSHMEM_ENABLE_ALL_DEVICE_INLINING, numba), they carry a hook line first in their bodies instead, inlined there.
+ * The hooks use only parameters both layouts have: 3.5 adds qp_index (and pe_hint, qp_handle, num_qps to quiet and
+ * fence), which GDA does not need: it picks its own rail.
  */
 export const TRANSFER_DEVICE = 'src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in';
 export const INIT_DEVICE = 'src/device/init/init_device.cu';
+export const TRANSFER_API = 'src/include/non_abi/device/pt-to-pt/nvshmemi_transfer_api.cuh';
 /**
  * Where the public headers also go in the source tree: under src/include, which every NVSHMEM target (the device
  * library's own project included) has on its include path, as nvshmem_efa/, the directory they are installed in.
@@ -25,7 +34,14 @@ export const HEADERS_DIR = 'src/include/nvshmem_efa';
 
 /** Compiled only where NVSHMEM has no IBGDA (whose transport state the slot's pointer would take) and for the GPU. */
 const GUARD = '#if !defined(NVSHMEM_IBGDA_SUPPORT) && !defined(__clang_llvm_bitcode_lib__)';
+/** Defined where the transfer functions are compiled into the application (inlined): the in-body hooks are on. */
 export const DEVICE_API_MACRO = 'NVSHMEMI_EFA_GDA_DEVICE_API';
+/** Defined where transfer_device.cuh is compiled as the device library: the entries are instantiated there. */
+const ENTRIES_MACRO = 'NVSHMEMI_EFA_GDA_DEVICE_API_ENTRIES';
+/** Defined in every translation unit that compiles the transfer functions: no caller hook there. */
+const NO_CALLER_HOOK = 'NVSHMEMI_EFA_GDA_NO_CALLER_HOOK';
+/** NVSHMEM's own test for compiling the transfer functions into the application (nvshmem_defines.h and others). */
+const INLINED = '#if defined(NVSHMEM_ENABLE_ALL_DEVICE_INLINING) || defined(__NVSHMEM_NUMBA_SUPPORT__)';
 /** The device-side slot every hook reads (also how a tree with the hooks is recognised). */
 export const DEVICE_API_SLOT = 'nvshmemi_efa_gda_api_d';
 
@@ -98,7 +114,7 @@ function hookSpec(h: Hook): InsertSpec {
     parse: 'cpp',
     style: 'c',
     anchor: `${h.fn}(): first in the body, before the IBGDA/proxy choice`,
-    why: `routes ${h.fn.replace('nvshmemi_transfer_', '')} through EFA GDA when the device API slot is on; otherwise one constant load and a branch`,
+    why: `routes ${h.fn.replace('nvshmemi_transfer_', '')} through EFA GDA where the transfer functions are compiled into the application (all device inlining, numba), inlined there; compiled out of the device library, whose callers are hooked instead`,
     lines: [`#ifdef ${DEVICE_API_MACRO}`, hookLine(h), '#endif'],
     footprint: [wholeLine(hookLine(h))],
     locate(doc) {
@@ -118,7 +134,9 @@ function onlyLine(doc: Doc, re: RegExp, what: string): number | { refuse: string
 
 /**
  * The glue's include, right after the include of proxy_device.cuh, whose functions the glue calls for what goes
- * through NVSHMEM's proxy (the file's includes sit inside its include guard, so none is top-level).
+ * through NVSHMEM's proxy (the file's includes sit inside its include guard, so none is top-level). It also says
+ * which of the two ways this translation unit hooks: the in-body hooks where the transfer functions are compiled
+ * into the application, else (the device library) the entries' instantiations at the end of the file.
  */
 const PROXY_INCLUDE = /^[ \t]*#[ \t]*include[ \t]+"non_abi\/device\/pt-to-pt\/proxy_device\.cuh"[ \t]*\r?$/;
 function includeSpec(): InsertSpec {
@@ -130,13 +148,81 @@ function includeSpec(): InsertSpec {
     parse: 'cpp',
     style: 'c',
     anchor: 'after #include "non_abi/device/pt-to-pt/proxy_device.cuh"',
-    why: 'declares the GDA entry points the hooks call and the slot; left out where NVSHMEM has IBGDA or builds the LLVM bitcode library',
-    lines: [GUARD, `#define ${DEVICE_API_MACRO} 1`, include, '#endif'],
+    why: 'defines the GDA entries the hooks call and declares the slot; left out where NVSHMEM has IBGDA or builds the LLVM bitcode library',
+    lines: [GUARD, include, INLINED, `#define ${DEVICE_API_MACRO} 1`, '#else', `#define ${ENTRIES_MACRO} 1`, '#endif', '#endif'],
     footprint: [wholeLine(include)],
     locate(doc) {
       const at = onlyLine(doc, PROXY_INCLUDE, '#include of non_abi/device/pt-to-pt/proxy_device.cuh');
       return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
     },
+  };
+}
+
+/**
+ * First in transfer_device.cuh's include guard, before anything it includes (3.5's includes
+ * nvshmemi_transfer_api.cuh): a translation unit that compiles the transfer functions gets no caller hook, whose
+ * macros would rename their definitions.
+ */
+const TRANSFER_GUARD = /^#[ \t]*define[ \t]+TRANSFER_DEVICE_CUH[ \t]*\r?$/;
+function noCallerHookSpec(): InsertSpec {
+  const define = `#define ${NO_CALLER_HOOK} 1`;
+  return {
+    kind: 'insert',
+    id: 'device-api-no-caller-hook',
+    file: TRANSFER_DEVICE,
+    parse: 'text',
+    style: 'c',
+    anchor: 'after #define TRANSFER_DEVICE_CUH (the include guard)',
+    why: 'where the transfer functions themselves are compiled, the calls are not hooked at the caller (the device library keeps NVSHMEM\'s bodies; inlined ones carry the hook)',
+    lines: [define],
+    footprint: [wholeLine(define)],
+    locate(doc) {
+      const at = onlyLine(doc, TRANSFER_GUARD, '#define TRANSFER_DEVICE_CUH');
+      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
+    },
+  };
+}
+
+/** The last line of a file that is an #endif (the include guard's), or the refusal. */
+function guardEnd(doc: Doc, guard: RegExp, what: string): Located {
+  if (!guard.test(doc.src)) return { refuse: `no ${what} include guard` };
+  const hits = [...doc.src.matchAll(/^[ \t]*#[ \t]*endif\b.*$/gm)];
+  const last = hits[hits.length - 1];
+  if (!last || doc.src.slice(last.index! + last[0].length).trim() !== '') return { refuse: `the file does not end with the #endif of its ${what} include guard` };
+  return { offset: last.index!, indent: '' };
+}
+
+/** The entries, instantiated where the device library compiles transfer_device.cuh: last in its include guard. */
+function entriesSpec(): InsertSpec {
+  const include = '#include "nvshmem_efa/nvshmemx_efa_gda_device_api_entries.cuh"';
+  return {
+    kind: 'insert',
+    id: 'device-api-entries',
+    file: TRANSFER_DEVICE,
+    parse: 'text',
+    style: 'c',
+    anchor: 'before the #endif of the TRANSFER_DEVICE_CUH include guard (the end of the file)',
+    why: "instantiates the GDA entries in the device library, for every type and scope NVSHMEM instantiates its transfer functions for: the callers' hooks link to them",
+    lines: [`#ifdef ${ENTRIES_MACRO}`, include, '#endif'],
+    footprint: [wholeLine(include)],
+    locate: (doc) => guardEnd(doc, /^#[ \t]*ifndef[ \t]+TRANSFER_DEVICE_CUH\b/m, 'TRANSFER_DEVICE_CUH'),
+  };
+}
+
+/** The hook at the caller: last in nvshmemi_transfer_api.cuh, after NVSHMEM's declarations of the transfer functions. */
+function callerHookSpec(): InsertSpec {
+  const include = '#include "nvshmem_efa/nvshmemx_efa_gda_device_api_hooks.cuh"';
+  return {
+    kind: 'insert',
+    id: 'device-api-caller-hook',
+    file: TRANSFER_API,
+    parse: 'text',
+    style: 'c',
+    anchor: 'before the #endif of the _NVSHMEMI_TRANSFER_H_ include guard (the end of the file)',
+    why: "routes every call of the transfer functions through EFA GDA when the slot is on, in the caller's code; otherwise one constant load, its compare and a branch, then NVSHMEM's unchanged function",
+    lines: [GUARD, include, '#endif'],
+    footprint: [wholeLine(include)],
+    locate: (doc) => guardEnd(doc, /^#[ \t]*ifndef[ \t]+_NVSHMEMI_TRANSFER_H_\b/m, '_NVSHMEMI_TRANSFER_H_'),
   };
 }
 
@@ -192,9 +278,9 @@ function memHandleSpec(): InsertSpec {
   };
 }
 
-/** The device side of the device API: the glue's include and the hooks, the slot and its registration. */
+/** The device side of the device API: the glue's include, the hooks (at the callers, and in the bodies for inlining), the entries, the slot and its registration. */
 export function deviceSideSpecs(): InsertSpec[] {
-  return [includeSpec(), ...HOOKS.map(hookSpec), slotSpec(), memHandleSpec()];
+  return [noCallerHookSpec(), includeSpec(), ...HOOKS.map(hookSpec), entriesSpec(), callerHookSpec(), slotSpec(), memHandleSpec()];
 }
 
 /* --- the host side: filling the slot ------------------------------------------------------------------------ */

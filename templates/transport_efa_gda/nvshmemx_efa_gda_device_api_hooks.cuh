@@ -1,0 +1,117 @@
+/* nvshmem-efa template transport_efa_gda: installed by nvshmem-efa, which rewrites this file on each run.
+ *
+ * The device API hook at the caller: included at the end of NVSHMEM's nvshmemi_transfer_api.cuh (patched), the
+ * header through which every application translation unit (and NVSHMEM's own collectives) reaches the
+ * nvshmemi_transfer_* functions of NVSHMEM's device library. Each call becomes, in the caller's own code:
+ *
+ *     if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_<op>(...); else nvshmemi_transfer_<op>(...);
+ *
+ * so with GDA off a call pays one uniform constant load, its compare and a branch, and then calls NVSHMEM's own
+ * transfer function, which the patch leaves byte for byte as NVSHMEM built it. (A hook inside the transfer
+ * function cannot meet that: ptxas saves the registers the GDA call needs at every entry, whichever path runs;
+ * bench/results/device-api-ptxas-cost.md.) The entries are defined once, in the device library
+ * (nvshmemx_efa_gda_device_api_entries.cuh).
+ *
+ * The hooks take the parameters NVSHMEM 3.4.5 and 3.5 share and pass any more (3.5's qp_index, pe_hint, qp_handle,
+ * num_qps, which GDA does not need: it picks its own rail) through to NVSHMEM's function unchanged, defaults
+ * included.
+ *
+ * Not here: a translation unit that compiles the transfer functions themselves (NVSHMEM's device library, an
+ * application built with NVSHMEM_ENABLE_ALL_DEVICE_INLINING, numba's) defines NVSHMEMI_EFA_GDA_NO_CALLER_HOOK first
+ * (transfer_device.cuh, patched): in the library the bodies stay NVSHMEM's, and where they are compiled into the
+ * application they carry the hook themselves. An application compiled against NVSHMEM's unpatched headers and
+ * linked with this build's device library takes the proxy path throughout: build applications against this
+ * build's include directory. */
+#ifndef NVSHMEMX_EFA_GDA_DEVICE_API_HOOKS_CUH
+#define NVSHMEMX_EFA_GDA_DEVICE_API_HOOKS_CUH
+
+#if defined(__CUDA_ARCH__) && !defined(NVSHMEMI_EFA_GDA_NO_CALLER_HOOK)
+#include "nvshmemx_efa_gda_api.h"
+
+/* Defined once, in NVSHMEM's device library (init_device.cu, patched). */
+extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
+
+/* The entries (nvshmemx_efa_gda_device_api.cuh), instantiated in the device library. */
+template <typename T>
+__device__ void nvshmemi_efa_gda_api_rma_p(void *rptr, const T value, int pe);
+template <typename T>
+__device__ T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe);
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
+__device__ void nvshmemi_efa_gda_api_rma(void *rptr, void *lptr, size_t bytes, int pe);
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op>
+__device__ void nvshmemi_efa_gda_api_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe);
+template <threadgroup_t SCOPE>
+__device__ void nvshmemi_efa_gda_api_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr, uint64_t signal,
+                                                nvshmemi_amo_t sig_op, int pe, bool is_nbi);
+template <typename T>
+__device__ T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op);
+template <typename T>
+__device__ void nvshmemi_efa_gda_api_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op);
+template <threadgroup_t SCOPE>
+__device__ void nvshmemi_efa_gda_api_quiet(bool use_membar);
+template <threadgroup_t SCOPE>
+__device__ void nvshmemi_efa_gda_api_fence();
+
+/* The hooks. `rest` is what a 3.5 caller passes beyond the shared parameters: NVSHMEM's function gets it as is. */
+template <typename T, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_rma_p(void *rptr, const T value, int pe, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_rma_p<T>(rptr, value, pe);
+    else nvshmemi_transfer_rma_p<T>(rptr, value, pe, rest...);
+}
+template <typename T, typename... Rest>
+__device__ __forceinline__ T nvshmemi_efa_gda_hook_rma_g(void *rptr, int pe, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) return nvshmemi_efa_gda_api_rma_g<T>(rptr, pe);
+    return nvshmemi_transfer_rma_g<T>(rptr, pe, rest...);
+}
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_rma(void *rptr, void *lptr, size_t bytes, int pe, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_rma<SCOPE, channel_op>(rptr, lptr, bytes, pe);
+    else nvshmemi_transfer_rma<SCOPE, channel_op>(rptr, lptr, bytes, pe, rest...);
+}
+template <threadgroup_t SCOPE, nvshmemi_op_t channel_op, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_rma_nbi(void *rptr, void *lptr, size_t bytes, int pe, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_rma_nbi<SCOPE, channel_op>(rptr, lptr, bytes, pe);
+    else nvshmemi_transfer_rma_nbi<SCOPE, channel_op>(rptr, lptr, bytes, pe, rest...);
+}
+template <threadgroup_t SCOPE, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr, uint64_t signal,
+                                                                 nvshmemi_amo_t sig_op, int pe, bool is_nbi, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_put_signal<SCOPE>(rptr, lptr, bytes, sig_addr, signal, sig_op, pe, is_nbi);
+    else nvshmemi_transfer_put_signal<SCOPE>(rptr, lptr, bytes, sig_addr, signal, sig_op, pe, is_nbi, rest...);
+}
+template <typename T, typename... Rest>
+__device__ __forceinline__ T nvshmemi_efa_gda_hook_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) return nvshmemi_efa_gda_api_amo_fetch<T>(rptr, value, compare, pe, op);
+    return nvshmemi_transfer_amo_fetch<T>(rptr, value, compare, pe, op, rest...);
+}
+template <typename T, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_amo_nonfetch<T>(rptr, value, pe, op);
+    else nvshmemi_transfer_amo_nonfetch<T>(rptr, value, pe, op, rest...);
+}
+/* 3.5's quiet and fence may name one PE or some queues: GDA's quiet covers every queue, a superset. */
+template <threadgroup_t SCOPE, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_quiet(bool use_membar, Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_quiet<SCOPE>(use_membar);
+    else nvshmemi_transfer_quiet<SCOPE>(use_membar, rest...);
+}
+template <threadgroup_t SCOPE, typename... Rest>
+__device__ __forceinline__ void nvshmemi_efa_gda_hook_fence(Rest... rest) {
+    if (nvshmemi_efa_gda_api_d.on) nvshmemi_efa_gda_api_fence<SCOPE>();
+    else nvshmemi_transfer_fence<SCOPE>(rest...);
+}
+
+/* From here on in the translation unit, NVSHMEM's calls of its transfer functions are calls of the hooks. The
+ * names above were bound before these, so the hooks still call NVSHMEM's functions. */
+#define nvshmemi_transfer_rma_p nvshmemi_efa_gda_hook_rma_p
+#define nvshmemi_transfer_rma_g nvshmemi_efa_gda_hook_rma_g
+#define nvshmemi_transfer_rma nvshmemi_efa_gda_hook_rma
+#define nvshmemi_transfer_rma_nbi nvshmemi_efa_gda_hook_rma_nbi
+#define nvshmemi_transfer_put_signal nvshmemi_efa_gda_hook_put_signal
+#define nvshmemi_transfer_amo_fetch nvshmemi_efa_gda_hook_amo_fetch
+#define nvshmemi_transfer_amo_nonfetch nvshmemi_efa_gda_hook_amo_nonfetch
+#define nvshmemi_transfer_quiet nvshmemi_efa_gda_hook_quiet
+#define nvshmemi_transfer_fence nvshmemi_efa_gda_hook_fence
+
+#endif /* __CUDA_ARCH__ && !NVSHMEMI_EFA_GDA_NO_CALLER_HOOK */
+#endif

@@ -10,7 +10,10 @@
 # with -Xptxas -v for its kernels' own spills, then `nvcc -dlink` with each library; `cuobjdump -res-usage` reads the
 # object before and after the link.
 # NVML's header is not on the machine: the perftests' utils.h gets a stand-in naming its four types.
-# TESTS (space-separated shmem_<test>.cu names) overrides the list. The patched tree's perftests are compiled against
+# TESTS (space-separated shmem_<test>.cu names) overrides the list. DEEPEP=<DeepEP source patched by nvshmem-efa
+# patch --deepep-src> adds DeepEP's internode_ll.cu and internode.cu kernels (tests deepep_internode_ll,
+# deepep_internode), compiled with its setup.py's nvcc flags and without NVSHMEM_EFA_SHIM_GDA, as --deepep-gda
+# device-api builds them: their remote operations are NVSHMEM device API calls. The patched tree's perftests are compiled against
 # its headers, so their kernels carry the hooks at the callers, as an application built against the build's install.
 set -euo pipefail
 N=${1:?NVSHMEM source tree}; O=${2:-$(mktemp -d)}; shift $(( $# < 2 ? $# : 2 ))
@@ -30,6 +33,7 @@ typedef enum nvmlGpuP2PCapsIndex_enum { NVML_P2P_CAPS_INDEX_READ = 0 } nvmlGpuP2
 typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t;
 #endif
 H
+[ -n "${DEEPEP:-}" ] && tests+=(deepep_internode_ll deepep_internode)
 hooked_tree "$N" "$O/tree-hooked"
 variants=("unpatched=$N" "patched=$O/tree-hooked")
 variants+=("$@")
@@ -44,14 +48,22 @@ for v in "${variants[@]}"; do
   nvcc "${lib[@]}" -x cu -c "$tree/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in" -o "$d/transfer_device.o"
   rm -f "$d/libnvshmem_device.a" && nvcc -lib -o "$d/libnvshmem_device.a" "$d/init_device.o" "$d/transfer_device.o"
   for t in "${tests[@]}"; do
-    tf=(-std=c++17 -O3 -rdc=true -arch=sm_90 "$tree/perftest/device/pt-to-pt/shmem_$t.cu"
-        -I "$O/stub" -I "$O/gen" -I "$tree/perftest/common" -I "$tree/src/include")
+    case $t in
+      deepep_*)  # DeepEP's kernels, with its setup.py's flags and the ones torch's CUDAExtension adds; without
+                 # NVSHMEM_EFA_SHIM_GDA, as --deepep-gda device-api builds them
+        tf=(-std=c++17 -O3 -rdc=true -arch=sm_90 --ptxas-options=--register-usage-level=10 -DDISABLE_AGGRESSIVE_PTX_INSTRS
+            --expt-relaxed-constexpr -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__
+            -D__CUDA_NO_HALF2_OPERATORS__
+            "$DEEPEP/csrc/kernels/${t#deepep_}.cu" -I "$DEEPEP/csrc/kernels" -I "$O/gen" -I "$tree/src/include") ;;
+      *) tf=(-std=c++17 -O3 -rdc=true -arch=sm_90 "$tree/perftest/device/pt-to-pt/shmem_$t.cu"
+             -I "$O/stub" -I "$O/gen" -I "$tree/perftest/common" -I "$tree/src/include") ;;
+    esac
     # one compile per distinct content of the files the perftest includes (nvcc -M), whatever tree they are in
     key=$(nvcc "${tf[@]}" -M -MT x | sed 's/[ \\]/\n/g' | grep -vx 'x\|:\|x:' | grep . | xargs cat | sha1sum | cut -c1-12)
     obj=$O/obj/$t-$key.o
     mkdir -p "$O/obj"
     [ -f "$obj" ] || nvcc "${tf[@]}" -Xptxas -v -c -o "$obj" > "$O/obj/$t-$key.ptxas.log" 2>&1 ||
-      { echo "nvcc failed on shmem_$t.cu:"; grep -m5 error "$O/obj/$t-$key.ptxas.log"; exit 1; }
+      { echo "nvcc failed on $t:"; grep -m5 error "$O/obj/$t-$key.ptxas.log"; exit 1; }
     cp "$O/obj/$t-$key.ptxas.log" "$d/$t.ptxas.log"
     "$CUOBJDUMP" -res-usage "$obj" > "$d/$t.o.res"
     nvcc -dlink -arch=sm_90 "$obj" "$d/libnvshmem_device.a" -o "$d/$t.dlink.o"

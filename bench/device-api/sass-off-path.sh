@@ -31,8 +31,9 @@ cp "$O/patched.cu" "$O/in-body.cu"
 python3 "$HERE/hook_shapes.py" wrapper "$O/patched.cu" "$O/wrapper.cu"
 for f in unpatched patched in-body wrapper; do
   extra=(); case $f in in-body|wrapper) extra=(-DNVSHMEMI_EFA_GDA_DEVICE_API=1) ;; esac
+  inc=$O/tree/src/include; [ $f = unpatched ] && inc=$N/src/include  # 3.5's transfer file includes the API header
   nvcc -std=c++17 -rdc=true -arch=sm_90 -maxrregcount=32 -Xptxas -v -c "$O/$f.cu" -o "$O/$f.o" "${extra[@]}" \
-    -I "$O/gen" -I "$O/tree/src/include" -I "$COST_R/test/efa_abi" > "$O/$f.log" 2>&1 ||
+    -I "$O/gen" -I "$inc" -I "$COST_R/test/efa_abi" > "$O/$f.log" 2>&1 ||
     { echo "nvcc failed on $f.cu:"; grep -m5 error "$O/$f.log"; exit 1; }
   rm -rf "$O/cubin-$f" && mkdir -p "$O/cubin-$f"
   (cd "$O/cubin-$f" && "$CUOBJDUMP" -xelf all "$O/$f.o" > /dev/null)

@@ -32,7 +32,7 @@ export function nvshmemDeviceApiStatus(ctx: Ctx): Report['nvshmemDeviceApi'] {
     return { status: 'off', reason: "without --device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
   }
   const gda = gdaStatus(ctx).status;
-  const hooks = 'hooks in NVSHMEM\'s nvshmemi_transfer_* functions route remote put/get (all scopes), p/g, put-with-signal and signal_op SET, quiet and fence over GDA; atomics and SIGNAL_ADD stay on the proxy, ordered after the GDA data they follow (docs/device-api.md)';
+  const hooks = 'hooks at every call of NVSHMEM\'s nvshmemi_transfer_* functions (applications built against this install) route remote put/get (all scopes), p/g, put-with-signal and signal_op SET, quiet and fence over GDA; atomics and SIGNAL_ADD stay on the proxy, ordered after the GDA data they follow (docs/device-api.md)';
   const when = `on at run time where GDA is active (${ctx.patch.gdaEnv}=1); NVSHMEM_EFA_GDA_DEVICE_API=0 keeps the proxy path in the same build`;
   return { status: 'on', reason: gda === 'available' || gda === 'unknown' ? `${hooks}; ${when}` : `${hooks}; but GDA is ${gda} in this build, so every call takes the proxy path` };
 }

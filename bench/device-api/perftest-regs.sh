@@ -66,7 +66,15 @@ for v in "${variants[@]}"; do
       { echo "nvcc failed on $t:"; grep -m5 error "$O/obj/$t-$key.ptxas.log"; exit 1; }
     cp "$O/obj/$t-$key.ptxas.log" "$d/$t.ptxas.log"
     "$CUOBJDUMP" -res-usage "$obj" > "$d/$t.o.res"
-    nvcc -dlink -arch=sm_90 "$obj" "$d/libnvshmem_device.a" -o "$d/$t.dlink.o"
+    more=()
+    if [[ $t == deepep_* ]]; then  # the shim's device state is defined in DeepEP's runtime.cu
+      rt=(-std=c++17 -O3 -rdc=true -arch=sm_90 --expt-relaxed-constexpr "$DEEPEP/csrc/kernels/runtime.cu" -I "$DEEPEP/csrc/kernels"
+          -I "$O/gen" -I "$tree/src/include")
+      [ -f "$d/deepep_runtime.o" ] || nvcc "${rt[@]}" -c -o "$d/deepep_runtime.o" > "$d/deepep_runtime.log" 2>&1 ||
+        { echo "nvcc failed on DeepEP's runtime.cu:"; grep -m5 error "$d/deepep_runtime.log"; exit 1; }
+      more=("$d/deepep_runtime.o")
+    fi
+    nvcc -dlink -arch=sm_90 "$obj" "${more[@]}" "$d/libnvshmem_device.a" -o "$d/$t.dlink.o"
     "$CUOBJDUMP" -res-usage "$d/$t.dlink.o" > "$d/$t.dlink.res"
   done
   echo "built $name ($tree): libnvshmem_device.a and ${#tests[@]} perftests device-linked"

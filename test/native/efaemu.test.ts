@@ -532,6 +532,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     ]).flat(),
     'the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so',
     "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
+    "a GDA read into g's scratch, with its key, completes OK and the 8 bytes are PE 1's",
     'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
   ];
 

@@ -329,6 +329,40 @@ int main(int argc, char **argv) {
         expect(ok, "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
                fmt("g_slots %u value %p lock %p regions %u status %s", slot.g_slots, (void *)shared.g_value, (void *)shared.g_lock, t.count,
                    nvshmemx_efa_gda_status()));
+        // What a g does with it: a read of 8 bytes of PE 1's heap into slot 5, with the scratch's key, on rail 0's
+        // queue (its second WQE), the data in the slot at completion.
+        if (ok && pair.a) {
+            const nvshmemx_efa_gda_region_t *gr = &r[(size_t)1 * t.n_rails * (1 + t.n_pes)], *hr = &r[0];
+            const nvshmemx_efa_gda_qp_t &qp = s.rail[0].qp;
+            efa_gda_rdma_desc d{};
+            d.op = EFA_IO_RDMA_READ;
+            d.req_id = 1;
+            d.dest_qpn = peers[0][1].qpn;
+            d.ah = peers[0][1].ah;
+            d.qkey = peers[0][1].qkey;
+            d.local_addr = gr[0].base + 5 * 8;
+            d.lkey = gr[0].key;
+            d.remote_addr = hr[2].base + 64;
+            d.rkey = hr[2].key;
+            d.length = 8;
+            union efa_gda_wqe_words w;
+            efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(1, qp.sq_log2));
+            volatile uint64_t *at = (volatile uint64_t *)(qp.sq_buf + (size_t)qp.wqe_size);
+            for (int i = 0; i < 8; i++) at[i] = w.q[i];
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            *(volatile uint32_t *)qp.sq_db = 2;
+            uint8_t e[64];
+            const bool got = wait_cqe(cu, qp.cq_buf, 1, qp.cq_entry_size, e);
+            efa_io_cdesc_common c;
+            memcpy(&c, e, sizeof c);
+            uint8_t v[8] = {};
+            cu.dtoh(v, (CUdeviceptr)(gr[0].base + 5 * 8), 8);
+            bool same = true;
+            for (int i = 0; i < 8; i++) same = same && v[i] == pattern(1, 64 + i);
+            expect(got && c.status == 0 && c.req_id == 1 && same, "a GDA read into g's scratch, with its key, completes OK and the 8 bytes are PE 1's",
+                   fmt("got %d status %u req %u first byte 0x%02x (want 0x%02x)", got, c.status, c.req_id, v[0], pattern(1, 64)));
+        }
+        sync(pair);
     }
     nvshmemt_efa_gda_fini();
     expect(nvshmemx_efa_gda_is_active() == 0 && nvshmemx_efa_gda_rails() == 0 && std::string(nvshmemx_efa_gda_status()) == "EFA GDA off: finalized",

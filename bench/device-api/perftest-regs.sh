@@ -72,7 +72,9 @@ for v in "${variants[@]}"; do
           -I "$O/gen" -I "$tree/src/include")
       [ -f "$d/deepep_runtime.o" ] || nvcc "${rt[@]}" -c -o "$d/deepep_runtime.o" > "$d/deepep_runtime.log" 2>&1 ||
         { echo "nvcc failed on DeepEP's runtime.cu:"; grep -m5 error "$d/deepep_runtime.log"; exit 1; }
-      more=("$d/deepep_runtime.o")
+      # Linked alone, nvlink drops kernels whose host references it does not see (all of internode.cu's, the LL
+      # combine kernels); DeepEP's own link keeps them, so they are named as used.
+      more=("$d/deepep_runtime.o" -Xnvlink -kernels-used=deep_ep)
     fi
     nvcc -dlink -arch=sm_90 "$obj" "${more[@]}" "$d/libnvshmem_device.a" -o "$d/$t.dlink.o"
     "$CUOBJDUMP" -res-usage "$d/$t.dlink.o" > "$d/$t.dlink.res"

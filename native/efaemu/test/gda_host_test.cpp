@@ -105,6 +105,21 @@ bool wait_cqe(Drv &cu, const uint8_t *ring, uint32_t index, uint32_t entry_size,
     return false;
 }
 
+// Posts one RDMA WQE at slot of qp through the host's mapping of its SQ, rings the doorbell and waits for the CQE at
+// that slot: false when none came; *c is its common part.
+bool post_and_wait(Drv &cu, const nvshmemx_efa_gda_qp_t &qp, uint32_t slot, const efa_gda_rdma_desc &d, efa_io_cdesc_common *c) {
+    union efa_gda_wqe_words w;
+    efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(slot, qp.sq_log2));
+    volatile uint64_t *at = (volatile uint64_t *)(qp.sq_buf + (size_t)slot * qp.wqe_size);
+    for (int i = 0; i < 8; i++) at[i] = w.q[i];
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *(volatile uint32_t *)qp.sq_db = slot + 1;
+    uint8_t e[64];
+    const bool got = wait_cqe(cu, qp.cq_buf, slot, qp.cq_entry_size, e);
+    memcpy(c, e, sizeof *c);
+    return got;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -213,16 +228,8 @@ int main(int argc, char **argv) {
             d.remote_addr = row(k)[2].base + dst_off;
             d.rkey = row(k)[2].key;
             d.length = len;
-            union efa_gda_wqe_words w;
-            efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(0, qp.sq_log2));
-            volatile uint64_t *slot = (volatile uint64_t *)qp.sq_buf;  // the host mapping (cuMemHostGetDevicePointer)
-            for (int i = 0; i < 8; i++) slot[i] = w.q[i];
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            *(volatile uint32_t *)qp.sq_db = 1;
-            uint8_t e[64];
-            const bool got = wait_cqe(cu, qp.cq_buf, 0, qp.cq_entry_size, e);
             efa_io_cdesc_common c;
-            memcpy(&c, e, sizeof c);
+            const bool got = post_and_wait(cu, qp, 0, d, &c);
             expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == qp.qp_num,
                    "a WQE in the SQ the host code mapped completes into its GPU TX CQ (status OK, this QP)" + on,
                    fmt("got %d status %u req %u qp %u", got, c.status, c.req_id, c.qp_num));
@@ -275,16 +282,8 @@ int main(int argc, char **argv) {
                 w.remote_addr = row(0)[2].base + dst_off;
                 w.rkey = row(0)[2].key;
                 w.length = len;
-                union efa_gda_wqe_words ww;
-                efa_gda_build_rdma_wqe(&ww, &w, efa_gda_sq_phase(0, oq[k].sq_log2));
-                volatile uint64_t *slot = (volatile uint64_t *)oq[k].sq_buf;
-                for (int i = 0; i < 8; i++) slot[i] = ww.q[i];
-                __atomic_thread_fence(__ATOMIC_SEQ_CST);
-                *(volatile uint32_t *)oq[k].sq_db = 1;
-                uint8_t e[64];
-                const bool got = wait_cqe(cu, oq[k].cq_buf, 0, oq[k].cq_entry_size, e);
                 efa_io_cdesc_common c;
-                memcpy(&c, e, sizeof c);
+                const bool got = post_and_wait(cu, oq[k], 0, w, &c);
                 expect(got && c.status == 0 && c.req_id == 0 && c.qp_num == oq[k].qp_num,
                        "a write posted on the owned queue completes OK into its own GPU TX CQ with its own QP number" + on,
                        fmt("got %d status %u req %u qp %u", got, c.status, c.req_id, c.qp_num));
@@ -345,16 +344,8 @@ int main(int argc, char **argv) {
             d.remote_addr = hr[2].base + 64;
             d.rkey = hr[2].key;
             d.length = 8;
-            union efa_gda_wqe_words w;
-            efa_gda_build_rdma_wqe(&w, &d, efa_gda_sq_phase(1, qp.sq_log2));
-            volatile uint64_t *at = (volatile uint64_t *)(qp.sq_buf + (size_t)qp.wqe_size);
-            for (int i = 0; i < 8; i++) at[i] = w.q[i];
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            *(volatile uint32_t *)qp.sq_db = 2;
-            uint8_t e[64];
-            const bool got = wait_cqe(cu, qp.cq_buf, 1, qp.cq_entry_size, e);
             efa_io_cdesc_common c;
-            memcpy(&c, e, sizeof c);
+            const bool got = post_and_wait(cu, qp, 1, d, &c);
             uint8_t v[8] = {};
             cu.dtoh(v, (CUdeviceptr)(gr[0].base + 5 * 8), 8);
             bool same = true;

@@ -4,6 +4,8 @@
 #   gen_headers NVSHMEM_SRC DIR   DIR/non_abi/nvshmem_build_options.h and nvshmem_version.h from their .in files,
 #                                 every option off (no IBGDA), version 3.4.5 (as ptxas-cost.sh makes them)
 #   hooked_tree NVSHMEM_SRC DIR   DIR: a copy of the tree with the device API patch applied (patch-tree.ts)
+#   nvml_stub DIR                 DIR/nvml.h: a stand-in naming the four NVML types perftest/common/utils.h uses (NVML's
+#                                 header is not on the machine)
 #   need_tool NAME                the path of cuobjdump or nvdisasm: $CUOBJDUMP / $NVDISASM, else PATH, else CUDA's bin
 # The CUDA 13.0 toolkit on the development machine has nvcc, ptxas and nvlink but no cuobjdump or nvdisasm. Debian's
 # non-free nvidia-cuda-toolkit (12.4.131, trixie) has both, and they read sm_90 objects from nvcc 13.0; extracted from
@@ -20,6 +22,19 @@ hooked_tree() {
   rm -rf "$2" && cp -r "$1" "$2"
   (cd "$COST_R" && npx tsx bench/device-api/patch-tree.ts "$2" > "$2.patch.log") ||
     { echo "the device API patcher refused $1:"; grep refused "$2.patch.log"; return 1; }
+}
+nvml_stub() {
+  mkdir -p "$1"
+  cat > "$1/nvml.h" <<'H'
+/* Stand-in for NVML's header: only the types perftest/common/utils.h names. */
+#ifndef NVML_STUB_H
+#define NVML_STUB_H
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef enum nvmlGpuP2PCapsIndex_enum { NVML_P2P_CAPS_INDEX_READ = 0 } nvmlGpuP2PCapsIndex_t;
+typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t;
+#endif
+H
 }
 need_tool() {
   local var=${1^^}

@@ -21,18 +21,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/cost-common.sh"
 CUOBJDUMP=$(need_tool cuobjdump)
 read -r -a tests <<< "${TESTS:-put_bw put_latency get_bw get_latency p_latency g_latency put_signal_ping_pong_latency signal_ping_pong_latency put_atomic_ping_pong_latency}"
-mkdir -p "$O/stub"
 gen_headers "$N" "$O/gen"
-cat > "$O/stub/nvml.h" <<'H'
-/* Stand-in for NVML's header: only the types perftest/common/utils.h names. */
-#ifndef NVML_STUB_H
-#define NVML_STUB_H
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef enum nvmlGpuP2PCapsIndex_enum { NVML_P2P_CAPS_INDEX_READ = 0 } nvmlGpuP2PCapsIndex_t;
-typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t;
-#endif
-H
+nvml_stub "$O/stub"
 [ -n "${DEEPEP:-}" ] && tests+=(deepep_internode_ll deepep_internode)
 hooked_tree "$N" "$O/tree-hooked"
 variants=("unpatched=$N" "patched=$O/tree-hooked")

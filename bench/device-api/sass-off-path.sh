@@ -61,12 +61,8 @@ for f in patched in-body wrapper; do
 done
 echo "off paths and diffs: $O/diffs-patched, $O/diffs-in-body, $O/diffs-wrapper"
 echo
-# The caller's side: a perftest kernel compiled against the patched headers (NVML's header: a stand-in naming the
-# four types perftest/common/utils.h uses, as perftest-regs.sh writes it).
-mkdir -p "$O/stub"
-printf '%s\n' '#ifndef NVML_STUB_H' '#define NVML_STUB_H' 'typedef int nvmlReturn_t;' 'typedef struct nvmlDevice_st *nvmlDevice_t;' \
-  'typedef enum nvmlGpuP2PCapsIndex_enum { NVML_P2P_CAPS_INDEX_READ = 0 } nvmlGpuP2PCapsIndex_t;' \
-  'typedef enum nvmlGpuP2PStatus_enum { NVML_P2P_STATUS_OK = 0 } nvmlGpuP2PStatus_t;' '#endif' > "$O/stub/nvml.h"
+# The caller's side: a perftest kernel compiled against the patched headers.
+nvml_stub "$O/stub"
 nvcc -std=c++17 -O3 -rdc=true -arch=sm_90 -c "$O/tree/perftest/device/pt-to-pt/shmem_put_bw.cu" -o "$O/put_bw.o" \
   -I "$O/stub" -I "$O/gen" -I "$O/tree/perftest/common" -I "$O/tree/src/include" > "$O/put_bw.log" 2>&1 ||
   { echo "nvcc failed on shmem_put_bw.cu:"; grep -m5 error "$O/put_bw.log"; exit 1; }

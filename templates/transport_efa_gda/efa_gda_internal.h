@@ -249,6 +249,7 @@ const char *insert_peers(Gda &s, size_t k, const std::vector<PeerAddress> &all, 
                          char *why, size_t whylen);
 
 /* efa_gda_region.cpp */
+void close_mrs(const std::vector<struct fid_mr *> &mrs);
 CUdeviceptr rail_offset(size_t k);
 const char *publish_regions(Gda &s);
 /* A buffer GDA posts may use as their local side (never a remote address): every rail, not collective. */

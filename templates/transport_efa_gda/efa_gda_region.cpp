@@ -17,6 +17,12 @@
 
 namespace efa_gda {
 
+/* Closes a region's registrations (one per rail; a rail that could not register it holds none). */
+void close_mrs(const std::vector<struct fid_mr *> &mrs) {
+    for (struct fid_mr *mr : mrs)
+        if (mr) fi_close(&mr->fid);
+}
+
 CUdeviceptr rail_offset(size_t k) {
     return offsetof(nvshmemx_efa_gda_device_state_t, rail) + k * sizeof(nvshmemx_efa_gda_rail_t);
 }
@@ -190,19 +196,13 @@ const char *efa_gda::register_local_region(Gda &s, void *buf, size_t length) {
         for (int pe = 0; pe < s.boot.n_pes; pe++) reg.remote[k][pe] = {(uint64_t)(uintptr_t)buf, (uint64_t)length, 0, 0};
         if (!reg.local[k].valid && !why) why = rc ? fi_strerror(-rc) : "no lkey for its registration";
     }
-    if (why) {
-        for (struct fid_mr *mr : reg.mr)
-            if (mr) fi_close(&mr->fid);
-        return why;
-    }
-    s.regions.push_back(reg);
-    const char *err = publish_regions(s);
-    if (err) {
+    if (!why) {
+        s.regions.push_back(reg);
+        if (!(why = publish_regions(s))) return nullptr;
         s.regions.pop_back();
-        for (struct fid_mr *mr : reg.mr)
-            if (mr) fi_close(&mr->fid);
     }
-    return err;
+    close_mrs(reg.mr);
+    return why;
 }
 
 void nvshmemt_efa_gda_release_region(void *buf) {
@@ -217,8 +217,7 @@ void nvshmemt_efa_gda_release_region(void *buf) {
         if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: retiring the hot slot of %p failed (%s)\n", buf, err);
         err = publish_regions(s);
         if (err) fprintf(stderr, "nvshmem-efa: EFA GDA: publishing the region table after releasing %p failed (%s)\n", buf, err);
-        for (struct fid_mr *mr : mrs)
-            if (mr) fi_close(&mr->fid);
+        close_mrs(mrs);
         return;
     }
 }

@@ -92,9 +92,7 @@ const char *const kOwnedEnv = NVSHMEM_EFA_GDA_OWNED_QUEUES_ENV;
 const char *const kTimeoutEnv = NVSHMEM_EFA_GDA_TIMEOUT_MS_ENV;
 
 void teardown(Gda &s) {
-    for (Region &r : s.regions)
-        for (struct fid_mr *mr : r.mr)
-            if (mr) fi_close(&mr->fid);
+    for (Region &r : s.regions) close_mrs(r.mr);
     s.regions.clear();
     for (Rail &rl : s.offered) teardown_rail(s, rl);
     if (s.d_state) s.cu.memFree(s.d_state);

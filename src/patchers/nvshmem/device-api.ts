@@ -125,11 +125,11 @@ function hookSpec(h: Hook): InsertSpec {
   };
 }
 
-/** A line matching `re` exactly once in the file (for top-level anchors the parse does not index). */
-function onlyLine(doc: Doc, re: RegExp, what: string): number | { refuse: string } {
+/** Right after the line matching `re` exactly once in the file (for top-level anchors the parse does not index). */
+function afterOnlyLine(doc: Doc, re: RegExp, what: string): Located {
   const hits = [...doc.src.matchAll(new RegExp(re.source, 'gm'))];
   if (hits.length !== 1) return { refuse: `expected one ${what}, found ${hits.length}` };
-  return hits[0]!.index!;
+  return { offset: afterLine(doc.src, hits[0]!.index!), indent: '' };
 }
 
 /**
@@ -151,10 +151,7 @@ function includeSpec(): InsertSpec {
     why: 'defines the GDA entries the hooks call and declares the slot; left out where NVSHMEM has IBGDA or builds the LLVM bitcode library',
     lines: [GUARD, include, INLINED, `#define ${DEVICE_API_MACRO} 1`, '#else', `#define ${ENTRIES_MACRO} 1`, '#endif', '#endif'],
     footprint: [wholeLine(include)],
-    locate(doc) {
-      const at = onlyLine(doc, PROXY_INCLUDE, '#include of non_abi/device/pt-to-pt/proxy_device.cuh');
-      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
-    },
+    locate: (doc) => afterOnlyLine(doc, PROXY_INCLUDE, '#include of non_abi/device/pt-to-pt/proxy_device.cuh'),
   };
 }
 
@@ -176,19 +173,16 @@ function noCallerHookSpec(): InsertSpec {
     why: 'where the transfer functions themselves are compiled, the calls are not hooked at the caller (the device library keeps NVSHMEM\'s bodies; inlined ones carry the hook)',
     lines: [define],
     footprint: [wholeLine(define)],
-    locate(doc) {
-      const at = onlyLine(doc, TRANSFER_GUARD, '#define TRANSFER_DEVICE_CUH');
-      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
-    },
+    locate: (doc) => afterOnlyLine(doc, TRANSFER_GUARD, '#define TRANSFER_DEVICE_CUH'),
   };
 }
 
-/** The last line of a file that is an #endif (the include guard's), or the refusal. */
-function guardEnd(doc: Doc, guard: RegExp, what: string): Located {
-  if (!guard.test(doc.src)) return { refuse: `no ${what} include guard` };
+/** The last line of a file, an #endif closing its include guard `#ifndef guard`, or the refusal. */
+function guardEnd(doc: Doc, guard: string): Located {
+  if (!new RegExp(`^#[ \\t]*ifndef[ \\t]+${guard}\\b`, 'm').test(doc.src)) return { refuse: `no ${guard} include guard` };
   const hits = [...doc.src.matchAll(/^[ \t]*#[ \t]*endif\b.*$/gm)];
   const last = hits[hits.length - 1];
-  if (!last || doc.src.slice(last.index! + last[0].length).trim() !== '') return { refuse: `the file does not end with the #endif of its ${what} include guard` };
+  if (!last || doc.src.slice(last.index! + last[0].length).trim() !== '') return { refuse: `the file does not end with the #endif of its ${guard} include guard` };
   return { offset: last.index!, indent: '' };
 }
 
@@ -205,7 +199,7 @@ function entriesSpec(): InsertSpec {
     why: "instantiates the GDA entries in the device library, for every type and scope NVSHMEM instantiates its transfer functions for: the callers' hooks link to them",
     lines: [`#ifdef ${ENTRIES_MACRO}`, include, '#endif'],
     footprint: [wholeLine(include)],
-    locate: (doc) => guardEnd(doc, /^#[ \t]*ifndef[ \t]+TRANSFER_DEVICE_CUH\b/m, 'TRANSFER_DEVICE_CUH'),
+    locate: (doc) => guardEnd(doc, 'TRANSFER_DEVICE_CUH'),
   };
 }
 
@@ -222,7 +216,7 @@ function callerHookSpec(): InsertSpec {
     why: "routes every call of the transfer functions through EFA GDA when the slot is on, in the caller's code; otherwise one constant load, its compare and a branch, then NVSHMEM's unchanged function",
     lines: [GUARD, include, '#endif'],
     footprint: [wholeLine(include)],
-    locate: (doc) => guardEnd(doc, /^#[ \t]*ifndef[ \t]+_NVSHMEMI_TRANSFER_H_\b/m, '_NVSHMEMI_TRANSFER_H_'),
+    locate: (doc) => guardEnd(doc, '_NVSHMEMI_TRANSFER_H_'),
   };
 }
 
@@ -307,10 +301,7 @@ function hostSlotSpec(): InsertSpec {
     why: "the host's copy of the device API slot, filled from the transport plugin and copied into every module",
     lines: [HOST_GUARD, '#include "nvshmem_efa/nvshmemx_efa_gda_api.h"', `nvshmemx_efa_gda_api_slot_t ${HOST_SLOT};`, '#endif'],
     footprint: [literal(`nvshmemx_efa_gda_api_slot_t ${HOST_SLOT};`)],
-    locate(doc) {
-      const at = onlyLine(doc, /^static[ \t]+void[ \t]*\*[ \t]*transport_lib[ \t]*=[ \t]*NULL[ \t]*;[ \t]*$/, '`static void *transport_lib = NULL;` line');
-      return typeof at === 'number' ? { offset: afterLine(doc.src, at), indent: '' } : at;
-    },
+    locate: (doc) => afterOnlyLine(doc, /^static[ \t]+void[ \t]*\*[ \t]*transport_lib[ \t]*=[ \t]*NULL[ \t]*;[ \t]*$/, '`static void *transport_lib = NULL;` line'),
   };
 }
 

@@ -167,6 +167,18 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/efaemu-dump\[\d+\] findings: /); // on stderr too, line by line
   });
 
+  it('exit after dumps: libfabric unloading the provider at exit does not leave the dump thread in unmapped code', () => {
+    // The dump thread is detached; libfabric dlcloses the provider in its destructor. The program waits past the
+    // thread's next wakes from a handler that runs after every destructor: a SIGSEGV there, not a failed check.
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-unload-'));
+    const r = run('efaemu_rdm_test', ['exit-unload'], { EFAEMU_DUMP_AFTER_S: '1', EFAEMU_STATS: stats });
+    passed(r, [
+      'the dump thread runs (its first timed dump is written)',
+      'no dump begins after the provider\'s cleanup',
+      'the process outlives the dump thread\'s next wakes after libfabric unloaded the provider',
+    ]);
+  });
+
   it('fault injection: EFAEMU_FAIL_EVERY fails exactly every Nth operation, visibly, moving no data', () =>
     rdm('fail-every', [
       'EFAEMU_FAIL_EVERY=3: operations 3, 6, 9 complete with UNRESP_REMOTE, the rest succeed',

@@ -355,7 +355,9 @@ void start() {
 
 void stop() {
     if (g_stopped.exchange(true)) return;
-    g_dump_mu.lock();  // never unlocked: the process is going away
+    // Never unlocked: the process is going away. The thread, detached, parks on this lock at its next wake; the
+    // library is linked -z nodelete so that the code it wakes into is still mapped after libfabric dlcloses us.
+    g_dump_mu.lock();
 }
 
 }  // namespace dump

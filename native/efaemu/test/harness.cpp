@@ -112,7 +112,10 @@ int finish(Pair &p) {
             }
             usleep(100000);
         }
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failures++;
+        // Say how B ended: B prints its own failed checks, but a crash or an exit code of its own prints nothing.
+        if (WIFSIGNALED(st)) fail("peer exits", fmt("B was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st))));
+        else if (!WIFEXITED(st)) fail("peer exits", fmt("B ended with wait status 0x%x", st));
+        else if (WEXITSTATUS(st) != 0) fail("peer exits", fmt("B exited with status %d", WEXITSTATUS(st)));
     }
     return failures ? 1 : 0;
 }

@@ -96,6 +96,13 @@ void sync(Pair &p) {
     get(p, &c, 1);
 }
 
+void peer_status(int st) {
+    // B prints its own failed checks, but a crash or an exit status of its own prints nothing: say how it ended.
+    if (WIFSIGNALED(st)) fail("peer exits", fmt("B was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st))));
+    else if (!WIFEXITED(st)) fail("peer exits", fmt("B ended with wait status 0x%x", st));
+    else if (WEXITSTATUS(st) != 0) fail("peer exits", fmt("B exited with status %d", WEXITSTATUS(st)));
+}
+
 int finish(Pair &p) {
     if (!p.a) exit(failures ? 1 : 0);  // exit, not _exit: atexit work (the statistics file) must run
     int st = 0;
@@ -112,10 +119,7 @@ int finish(Pair &p) {
             }
             usleep(100000);
         }
-        // Say how B ended: B prints its own failed checks, but a crash or an exit code of its own prints nothing.
-        if (WIFSIGNALED(st)) fail("peer exits", fmt("B was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st))));
-        else if (!WIFEXITED(st)) fail("peer exits", fmt("B ended with wait status 0x%x", st));
-        else if (WEXITSTATUS(st) != 0) fail("peer exits", fmt("B exited with status %d", WEXITSTATUS(st)));
+        peer_status(st);
     }
     return failures ? 1 : 0;
 }

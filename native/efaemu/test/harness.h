@@ -52,6 +52,8 @@ T get(Pair &p) {
 }
 void sync(Pair &p);  // both sides wait for each other
 // B: exits with its result. A: waits for B and folds B's result into its own; returns the process exit code.
+// A: a FAIL line unless B's wait status is a clean exit 0.
+void peer_status(int st);
 int finish(Pair &p);
 
 // ---- libfabric -------------------------------------------------------------------------------------------------

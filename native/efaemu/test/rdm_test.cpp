@@ -439,7 +439,7 @@ int errors() {
         int st;
         waitpid(p.child, &st, 0);
         p.child = -1;
-        if (!WIFEXITED(st) || WEXITSTATUS(st)) failures++;
+        peer_status(st);
         t0 = now_ms();
         r = fi_write(f.ep, buf, 8, nullptr, other, w.addr, w.key, nullptr);
         int es = r == 0 ? complete_err(f, &err) : -3;

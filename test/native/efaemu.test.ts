@@ -646,6 +646,8 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       'a dma-buf fd maps back to its device address and size',
       'a closed dma-buf\'s number, reused by another file, is not trusted',
       'dlsym(RTLD_NEXT) still resolves relative to its caller (the forward is a tail call)',
+      'cuGetProcAddress answers for itself, both versions',
+      'through the 11030 answer too, cuMemcpyDtoHAsync is the wrapper',
       'cuGetProcAddress hands the runtime a wrapper of cuMemcpyDtoHAsync (one per variant)',
       'into pageable memory: the stream is waited for, then the copy',
       'into memory CUDA knows: the copy only',
@@ -764,6 +766,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     const fake = `#!/bin/bash
 echo "rank=$PMI_RANK size=$PMI_SIZE gpu=$CUDA_VISIBLE_DEVICES api=$NVSHMEM_EFA_GDA_DEVICE_API args=$*" > "${tmp}/seen.$(basename "$0").$NVSHMEM_EFA_GDA_DEVICE_API.$PMI_RANK"
 echo "defer=$EFAEMU_PLACE_DEFER_US wqe=$EFAEMU_WQE_SIZE" > "${tmp}/modes.$(basename "$0").$PMI_RANK"
+uname -n > "${tmp}/host.$(basename "$0").$PMI_RANK"
 if [ "$(basename "$0")" = shmem_g_latency ]; then gw=0 rw=0 rb=4096  # g: the proxy, counted (or not: FAKE_G_COUNT)
   echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA \$([ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo on || echo off)"
   [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ] && echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 9 (outside GDA regions 0, p or value writes 0, g \${FAKE_G_COUNT:-7}, atomics and signal adds 2); proxy quiets covered 9"
@@ -772,10 +775,10 @@ elif [ "$NVSHMEM_EFA_GDA_DEVICE_API" = 1 ]; then gw=4096 rw=\${FAKE_RDM_GPU_W:-0
   echo "nvshmem-efa: PE $PMI_RANK: NVSHMEM device API proxy operations 2 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2); proxy quiets covered 2"
 else gw=0 rw=4096 rb=4096; echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 1 rail (efaemu0): efa-direct; NVSHMEM device API over GDA off (NVSHMEM_EFA_GDA_DEVICE_API=0)"; fi
 printf '{"paths":{"gda":{"write":{"bytes":%d},"read":{"bytes":0}},"rdm":{"write":{"bytes":%d,"gpu_bytes":%d},"read":{"bytes":0}}}}' $gw $rb $rw > "$EFAEMU_STATS/efaemu-$$.json"
-[ "$(basename "$0")" = put-block ] && echo "\${FAKE_EXAMPLE_OUTPUT:-[0 of 2] run success}"
+case $(basename "$0") in put-block | dev-guide-ring) echo "\${FAKE_EXAMPLE_OUTPUT:-[0 of 2] run success}" ;; esac
 exit 0
 `;
-    for (const f of ['perftest/device/pt-to-pt/shmem_put_bw', 'perftest/device/pt-to-pt/shmem_get_latency', 'perftest/device/pt-to-pt/shmem_g_latency', 'examples/put-block']) writeFileSync(path.join(tests, f), fake, { mode: 0o755 });
+    for (const f of ['perftest/device/pt-to-pt/shmem_put_bw', 'perftest/device/pt-to-pt/shmem_get_latency', 'perftest/device/pt-to-pt/shmem_g_latency', 'examples/put-block', 'examples/dev-guide-ring']) writeFileSync(path.join(tests, f), fake, { mode: 0o755 });
     const lf = path.join(tmp, 'lf');
     mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
     const check = (extra: Record<string, string> = {}) => {
@@ -786,25 +789,31 @@ exit 0
       return r.stdout + r.stderr;
     };
     const good = check();
-    expect(good).toMatch(/^RESULT\tdevice_api\tpass\t7 runs: shmem_put_bw on: ok \d+s, GDA w\/r 8192\/0 B, RDM w\+r 0 B \(GPU-sourced writes 0 B\), proxy operations 2 \(outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2\); shmem_put_bw off: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B .*put-block on: ok/m);
+    expect(good).toMatch(/^RESULT\tdevice_api\tpass\t7 runs: shmem_put_bw on: ok \d+s, GDA w\/r 8192\/0 B, RDM w\+r 0 B \(GPU-sourced writes 0 B\), proxy operations 2 \(outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 2\); shmem_put_bw off: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B .*put-block on \(data not judged: [^)]*\): ok/m);
     // Each rank under PMI, with its own GPU and the PE environment checks.sh gives every rank.
     expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.1.0'), 'utf8')).toBe('rank=0 size=2 gpu=0 api=1 args=-b 8 -e 256K -n 10 -w 2 -c 2 -t 256 -s all\n');
     expect(readFileSync(path.join(tmp, 'seen.shmem_put_bw.0.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=1 api=0 /);
     // g goes through the proxy by design: it passes on the device API's own count (and fails without one).
     expect(good).toMatch(/shmem_g_latency on: ok \d+s, GDA w\/r 0\/0 B, RDM w\+r 8192 B \(GPU-sourced writes 0 B\), proxy operations 9 \(outside GDA regions 0, p or value writes 0, g 7/);
-    // An example is run with the switch on only (DEVICE_API_OFF default: rma,value,sig), seeing both GPUs (it picks
-    // its own by node rank).
+    // An example is run with the switch on only (DEVICE_API_OFF default: rma,value,sig), each rank a host of its own
+    // (a UTS namespace named <host>-pe<R>: NVSHMEM's node rank 0) seeing only its own GPU, which it picks by node rank;
+    // the perftests keep the host's name.
     expect(existsSync(path.join(tmp, 'seen.put-block.0.0'))).toBe(false);
-    expect(readFileSync(path.join(tmp, 'seen.put-block.1.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=0,1 api=1 /);
+    expect(readFileSync(path.join(tmp, 'seen.put-block.1.1'), 'utf8')).toMatch(/^rank=1 size=2 gpu=1 api=1 /);
+    expect(readFileSync(path.join(tmp, 'host.put-block.1'), 'utf8')).toBe(`${os.hostname()}-pe1\n`);
+    expect(readFileSync(path.join(tmp, 'host.put-block.0'), 'utf8')).toBe(`${os.hostname()}-pe0\n`);
+    expect(readFileSync(path.join(tmp, 'host.shmem_put_bw.1'), 'utf8')).toBe(`${os.hostname()}\n`);
     expect(check({ FAKE_RDM_GPU_W: '64', DEVICE_API_PROGRAMS: 'shmem_put_bw' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_put_bw on: FAIL rc 0 128 GPU-sourced RDM write bytes; /m);
-    // Under the placement modes, put-block (it reads its peer's put with no synchronization) runs without them, and
-    // says so; the other programs and the other modes keep them.
+    // Every program runs under the run's modes. put-block reads its peer's put with no synchronization: its data
+    // check is reported, not judged; an example that synchronizes (dev-guide-ring) fails the check on a data error.
     const modes = check({ EFAEMU_MODES: 'defer,wqe128', DEVICE_API_PROGRAMS: 'shmem_put_bw,put-block', DEVICE_API_OFF: 'none' });
-    expect(modes).toMatch(/put-block on \(placement modes off: it reads a peer's put with no synchronization\): ok/);
-    expect(readFileSync(path.join(tmp, 'modes.put-block.0'), 'utf8')).toBe('defer= wqe=128\n');
+    expect(modes).toMatch(/put-block on \(data not judged: it reads its peer's put with no synchronization; no data error\): ok/);
+    expect(readFileSync(path.join(tmp, 'modes.put-block.0'), 'utf8')).toBe('defer=20-400 wqe=128\n');
+    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000', DEVICE_API_PROGRAMS: 'put-block' }))
+      .toMatch(/^RESULT\tdevice_api\tpass\t.*put-block on \(data not judged: it reads its peer's put with no synchronization; Error at 3 of rank 1: 0\.000000[^)]*\): ok/m);
     expect(readFileSync(path.join(tmp, 'modes.shmem_put_bw.0'), 'utf8')).toBe('defer=20-400 wqe=128\n');
     expect(check({ FAKE_G_COUNT: '0', DEVICE_API_PROGRAMS: 'shmem_g_latency', DEVICE_API_OFF: 'none' })).toMatch(/^RESULT\tdevice_api\tfail\t.*shmem_g_latency on: FAIL rc 0 neither GDA bytes nor p\/g counted at the proxy; /m);
-    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000', DEVICE_API_PROGRAMS: 'put-block' })).toMatch(/^RESULT\tdevice_api\tfail\t.*put-block on: FAIL rc 0 output: Error at 3 of rank 1/m);
+    expect(check({ FAKE_EXAMPLE_OUTPUT: 'Error at 3 of rank 1: 0.000000', DEVICE_API_PROGRAMS: 'dev-guide-ring' })).toMatch(/^RESULT\tdevice_api\tfail\t.*dev-guide-ring on: FAIL rc 0 output: Error at 3 of rank 1/m);
   }, 600_000);
 
   // neg_device_api and device_api_order on a host without GPUs: stand-ins for device_api_order and its negative

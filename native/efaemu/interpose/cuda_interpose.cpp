@@ -190,8 +190,22 @@ CUresult dtoh2(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(
 CUresult dtoh3(void *d, CUdeviceptr s, size_t n, void *st) { return dtoh_common(3, d, s, n, st); }
 const DtoHFn kDtoHWrappers[kDtoHSlots] = {dtoh0, dtoh1, dtoh2, dtoh3};
 
-// What the runtime gets for a symbol it asked for: cuMemcpyDtoHAsync's wrapper, anything else as the driver said.
-void *wrap_proc(const char *symbol, void *pfn, unsigned long long flags) {
+CUresult wrap_gpa(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+CUresult wrap_gpa_v1(const char *symbol, void **pfn, int version, unsigned long long flags);
+
+// What the runtime gets for a symbol it asked for: cuMemcpyDtoHAsync's wrapper; cuGetProcAddress itself wrapped too,
+// because the runtime asks the entry point it got by dlsym for "cuGetProcAddress" (versions 11030 and 12000, seen
+// with CUDA 13's static cudart) and looks up everything else through the answer, which would be the driver's own and
+// pass us by (on the GPU hosts the wrapper was never reached until this); anything else as the driver said.
+void *wrap_proc(const char *symbol, void *pfn, int version, unsigned long long flags) {
+    if (pfn && !strcmp(symbol, "cuGetProcAddress")) {
+        // 12000 on is cuGetProcAddress_v2 (with the status argument), earlier the v1 signature.
+        pthread_mutex_lock(&g_mu);
+        if (version >= 12000 && !g_gpa) g_gpa = (GpaFn)pfn;
+        if (version < 12000 && !g_gpa_v1) g_gpa_v1 = (GpaV1Fn)pfn;
+        pthread_mutex_unlock(&g_mu);
+        return version >= 12000 ? (void *)wrap_gpa : (void *)wrap_gpa_v1;
+    }
     if (!pfn || strcmp(symbol, "cuMemcpyDtoHAsync") != 0 || !pageable_sync_on()) return pfn;
     if (!g_sync) {
         g_sync = (SyncFn)real_dlsym()(g_cuda, "cuStreamSynchronize");
@@ -211,12 +225,12 @@ void *wrap_proc(const char *symbol, void *pfn, unsigned long long flags) {
 }
 CUresult wrap_gpa(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
     const CUresult r = g_gpa(symbol, pfn, version, flags, status);
-    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, flags);
+    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, version, flags);
     return r;
 }
 CUresult wrap_gpa_v1(const char *symbol, void **pfn, int version, unsigned long long flags) {
     const CUresult r = g_gpa_v1(symbol, pfn, version, flags);
-    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, flags);
+    if (r == 0 && pfn) *pfn = wrap_proc(symbol, *pfn, version, flags);
     return r;
 }
 

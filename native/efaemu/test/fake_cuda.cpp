@@ -219,12 +219,16 @@ unsigned fakecuda_last_register_flags() { return g_last_register_flags; }
 
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t len, CUstream s) { return cuMemcpyDtoHAsync_v2(dst, src, len, s); }
 
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
+
 // The CUDA runtime's way to the driver: the entry point for a symbol (the few the tests ask for; flags 2, the
-// per-thread default stream, gets the _ptsz variant).
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int, unsigned long long flags, int *status) {
+// per-thread default stream, gets the _ptsz variant). Asked for "cuGetProcAddress" itself, it answers with its own
+// entry point of that version, as the driver does (the runtime asks, then looks up everything through the answer).
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
     note_call();
     *pfn = !strcmp(symbol, "cuMemcpyDtoHAsync") ? (flags & 2 ? (void *)cuMemcpyDtoHAsync_v2_ptsz : (void *)cuMemcpyDtoHAsync_v2)
            : !strcmp(symbol, "cuStreamSynchronize") ? (void *)cuStreamSynchronize
+           : !strcmp(symbol, "cuGetProcAddress")    ? (version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress)
                                                      : nullptr;
     if (status) *status = *pfn ? 0 : 1;
     return *pfn ? kOk : 500;  // CUDA_ERROR_NOT_FOUND

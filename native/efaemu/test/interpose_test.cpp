@@ -90,11 +90,22 @@ int main() {
     close(reuse);
 
     // The runtime's path to cuMemcpyDtoHAsync (cuGetProcAddress): into pageable memory it waits for the stream first;
-    // into memory CUDA knows (here the stand-in's device memory) it copies at once.
+    // into memory CUDA knows (here the stand-in's device memory) it copies at once. The path is CUDA 13's static
+    // cudart's: dlsym of cuGetProcAddress_v2, which it asks for "cuGetProcAddress" (11030, then 12000), then every
+    // symbol through the 12000 answer.
     {
         typedef int (*Gpa)(const char *, void **, int, unsigned long long, int *);
+        typedef int (*GpaV1)(const char *, void **, int, unsigned long long);
         typedef int (*DtoH)(void *, unsigned long long, size_t, void *);
-        auto gpa = (Gpa)dlsym(cu, "cuGetProcAddress_v2");
+        auto first = (Gpa)dlsym(cu, "cuGetProcAddress_v2");
+        Gpa gpa = nullptr;
+        GpaV1 gpa_v1 = nullptr;
+        expect(first && first("cuGetProcAddress", (void **)&gpa_v1, 11030, 0, nullptr) == 0 &&
+                   first("cuGetProcAddress", (void **)&gpa, 12000, 0, nullptr) == 0 && gpa && gpa_v1,
+               "cuGetProcAddress answers for itself, both versions");
+        void *via_v1 = nullptr;
+        expect(gpa_v1 && gpa_v1("cuMemcpyDtoHAsync", &via_v1, 11030, 0) == 0 && via_v1 && via_v1 != dlsym(cu, "cuMemcpyDtoHAsync_v2"),
+               "through the 11030 answer too, cuMemcpyDtoHAsync is the wrapper");
         auto events = (const char *(*)())dlsym(cu, "fakecuda_events");
         auto syncs = (unsigned long (*)())dlsym(RTLD_DEFAULT, "efaemu_interpose_pageable_syncs");
         void *pfn = nullptr, *ptsz = nullptr;

@@ -2,6 +2,7 @@
 # bench/device-api/gpu-run.sh), from the repository root, after setting W (their scratch dir) and OUT, PHASE defaults.
 # The host has no network and no Node.js: node, the standalone bundle and the pinned sources come from .carry/ (C)
 # and .carry/qs (Q) through the tool's documented mirror variables (NVSHMEM_EFA_<PKG>_URL, NVSHMEM_EFA_FABRIC_LOCK).
+# bench/carry/make-carry.sh makes .carry/ (ignored) on the machine that starts the call.
 # NVLink multicast stays off (a rule of the GPU hosts); pip's NVSHMEM must not shadow the tool's.
 # shellcheck shell=bash
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1

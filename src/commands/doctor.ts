@@ -1,6 +1,7 @@
 import { detectGdrdrv, surveyEnvironment, versionAtLeast, type GdrdrvFacts, type Survey } from '../core/environment.ts';
 import { GDRCOPY_SWITCH } from '../core/fabric-lock.ts';
 import { queryTool } from '../core/exec.ts';
+import { findPipNvshmem, pipNvshmemFix } from '../core/pip-nvshmem.ts';
 import { renderChecks, type HostCheck } from '../core/host-check.ts';
 import { notNvshmemReason, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
 import { describeJournal, journalState, JOURNAL, readJournal, STAGED } from '../patchers/engine/journal.ts';
@@ -21,6 +22,8 @@ export interface DoctorInput {
   survey: Pick<Survey, 'parts' | 'blockers'>;
   /** Where a pip nvidia-nvshmem package lives, if the Python that would run DeepEP has one. */
   pipNvshmem?: string;
+  /** torch's requirement on the pip package (its metadata), when it has one: then uninstalling it breaks torch. */
+  torchRequiresNvshmem?: string;
   nodeVersion: string;
   torch?: string;
   /** The --nvshmem-src tree's check (nvshmemTreeCheck), when one was given. */
@@ -101,7 +104,7 @@ export function doctorChecks(d: DoctorInput): HostCheck[] {
   }
   const ldPip = (env.LD_LIBRARY_PATH ?? '').split(':').filter((p) => /nvidia\/nvshmem/.test(p));
   if (d.pipNvshmem || ldPip.length) {
-    out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'warn', [d.pipNvshmem && `pip package at ${d.pipNvshmem}`, ldPip.length && `LD_LIBRARY_PATH has ${ldPip.join(', ')}`].filter(Boolean).join('; ') + ': its libnvshmem can load instead of the one nvshmem-efa builds', 'pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 (and drop it from LD_LIBRARY_PATH) in the environment that runs the job'));
+    out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'warn', [d.pipNvshmem && `pip package at ${d.pipNvshmem}`, ldPip.length && `LD_LIBRARY_PATH has ${ldPip.join(', ')}`].filter(Boolean).join('; ') + ': its libnvshmem can load instead of the one nvshmem-efa builds', pipNvshmemFix({ torchRequires: d.torchRequiresNvshmem }, '<work dir>/install/nvshmem/lib')));
   } else {
     out.push(check('pip-nvshmem', 'pip NVSHMEM shadowing', 'pass', 'no pip nvidia-nvshmem package, nothing in LD_LIBRARY_PATH'));
   }
@@ -207,12 +210,12 @@ export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: s
   // NVIDIA NVSHMEM 3.x includes nvml.h, so a build stops without it: a blocker here too.
   const survey = await surveyEnvironment({ ...opts, env: process.env, requireNvml: true });
   const py = process.env.PYTHON ?? 'python3';
-  const pipNvshmem = (await queryTool(py, ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim() || undefined;
+  const pip = await findPipNvshmem(py);
   const torch = (await queryTool(py, ['-c', 'import torch; print(torch.__version__)']))?.trim() || undefined;
   const tree = opts.nvshmemSrc ? await nvshmemTreeCheck(opts.nvshmemSrc) : undefined;
   // NVSHMEM_EFA_SYSROOT: where /sys and /dev are read (tests), as for the host's rdma-core.
   const gdrdrv = detectGdrdrv(process.env.NVSHMEM_EFA_SYSROOT ?? '/');
-  const checks = doctorChecks({ env: process.env, survey, pipNvshmem, nodeVersion: process.version, torch, gdrdrv, ...(tree ? { nvshmemTree: tree.check } : {}) });
+  const checks = doctorChecks({ env: process.env, survey, pipNvshmem: pip.dir, torchRequiresNvshmem: pip.torchRequires, nodeVersion: process.version, torch, gdrdrv, ...(tree ? { nvshmemTree: tree.check } : {}) });
   const verdict = doctorVerdict(checks);
   out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, verdict));
   return checks.some((c) => c.status === 'fail') ? 1 : 0;

@@ -24,6 +24,7 @@ import path from 'node:path';
 import { checkExportDir } from './export-patches.ts';
 import { torchImportedBefore } from '../steps/build-deepep.ts';
 import { checkInPlaceWritable } from '../core/writable.ts';
+import { requireTorch } from '../core/pip-nvshmem.ts';
 
 /**
  * Everything that can be checked before the long steps, checked before anything is written: a typo in a
@@ -268,10 +269,7 @@ export const PREFLIGHT: readonly Check[] = [
       }
       // A rerun whose last DeepEP build imported torch with this very interpreter skips the import (seconds).
       if (existsSync(o.workDir) && (await torchImportedBefore(o.workDir, py))) return;
-      const torch = await queryTool(py, ['-c', 'import torch; print(torch.__version__)']);
-      if (!torch) {
-        throw new EnvironmentError(`${py} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it; or drop --deepep-src/--deepep-ref');
-      }
+      await requireTorch(py, '; or drop --deepep-src/--deepep-ref');
     },
   },
 ];

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { EnvironmentError } from '../core/errors.ts';
 import { openLog, queryTool, run } from '../core/exec.ts';
 import { hashJson } from '../core/hash.ts';
+import { findPipNvshmem, pipNvshmemFix, requireTorch } from '../core/pip-nvshmem.ts';
 import { pythonIdentity } from '../core/python-identity.ts';
 import { StateStore } from '../core/state.ts';
 import { walkTree } from '../core/walk-tree.ts';
@@ -111,13 +112,10 @@ export const buildDeepEpStep: Step = {
       throw new EnvironmentError(`NVSHMEM install ${prefix} lacks ${missing.join(', ')}, which DeepEP's setup.py links against`, 'rerun the NVSHMEM build with --force');
     }
     fixes.push({ id: 'deepep-nvshmem-dir', anchor: `NVSHMEM_DIR=${prefix}`, status: 'applied', why: "DeepEP's setup.py takes NVSHMEM from NVSHMEM_DIR, else from a pip nvidia-nvshmem package (which has IBGDA, not this transport)", detail: 'include/nvshmem.h, libnvshmem_host.so, libnvshmem_device.a and the libfabric transport are present' });
-    const torch = await queryTool(python(), ['-c', 'import torch; print(torch.__version__, torch.version.cuda)']);
-    if (!torch) {
-      throw new EnvironmentError(`${python()} cannot import torch, which DeepEP's setup.py builds with`, 'install PyTorch for your CUDA (pip install torch) or set PYTHON to an interpreter that has it');
-    }
-    const pipNvshmem = (await queryTool(python(), ['-c', "import importlib.util as u; s = u.find_spec('nvidia.nvshmem'); print(s.submodule_search_locations[0] if s else '')"]))?.trim();
-    if (pipNvshmem) {
-      fixes.push({ id: 'deepep-pip-nvshmem', anchor: pipNvshmem, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pipNvshmem}; DeepEP is linked with an rpath to ${prefix}/lib, but if both load, NVSHMEM initialises twice. Fix: pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 in this environment` });
+    const torch = await requireTorch(python(), '', 'torch.__version__, torch.version.cuda');
+    const pip = await findPipNvshmem(python());
+    if (pip.dir) {
+      fixes.push({ id: 'deepep-pip-nvshmem', anchor: pip.dir, status: 'warned', why: 'a pip nvidia-nvshmem package can be loaded instead of this NVSHMEM at run time (torch or another extension pulls it in first)', detail: `found ${pip.dir}; DeepEP is linked with an rpath to ${prefix}/lib, but the library loaded first (one soname) serves both. Fix: ${pipNvshmemFix(pip, path.join(prefix, 'lib'))}` });
     }
     fixes.push(deepEpGdaPathFix({ deepepGda: ctx.opts.deepepGda, nvshmemGda: nvshmemHasGda(ctx, prefix), deviceApiHooks: ctx.patch?.nvshmemDeviceApi === true }));
 

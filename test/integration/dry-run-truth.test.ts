@@ -43,6 +43,14 @@ describe('build --dry-run refuses where the build refuses (item 7)', () => {
     const noTorch = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: '/bin/false' });
     expect(noTorch.code, noTorch.stdout).toBe(4);
     expect(noTorch.stderr).toMatch(/cannot import torch/);
+    // torch 2.11+cu130 without the pip NVSHMEM it requires (uninstalled, as the old advice said): that package is the
+    // fix, not reinstalling torch.
+    const fake = path.join(tmp('py-'), 'python3');
+    writeFileSync(fake, '#!/bin/bash\ncase "$2" in *importlib.metadata*) echo \'{"dir": "", "req": "nvidia-nvshmem-cu13==3.4.5"}\' ;; *) echo "ImportError: libnvshmem_host.so.3: cannot open shared object file" >&2; exit 1 ;; esac\n', { mode: 0o755 });
+    const noNvshmem = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: fake });
+    expect(noNvshmem.code, noNvshmem.stdout).toBe(4);
+    expect(noNvshmem.stderr).toContain('cannot import torch: it needs libnvshmem_host.so.3, from its pip package nvidia-nvshmem-cu13==3.4.5, which this environment lacks');
+    expect(noNvshmem.stderr).toContain(`${fake} -m pip install 'nvidia-nvshmem-cu13==3.4.5' and keep it`);
     const missing = path.join(tmp(), 'no-python3');
     const none = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: missing });
     expect(none.code, none.stdout).toBe(4);

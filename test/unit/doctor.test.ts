@@ -63,6 +63,14 @@ describe('doctor', () => {
     expect(c['pip-nvshmem']?.evidence).toContain('LD_LIBRARY_PATH has');
   });
 
+  it('pip NVSHMEM that torch requires: keep it and preload the build\'s library (uninstalling it breaks import torch)', () => {
+    const pkg = { pipNvshmem: '/venv/lib/python3.12/site-packages/nvidia/nvshmem' };
+    expect(run(good, pkg)['pip-nvshmem']?.fix).toMatch(/^pip uninstall nvidia-nvshmem-cu12 nvidia-nvshmem-cu13/);
+    const kept = run(good, { ...pkg, torchRequiresNvshmem: 'nvidia-nvshmem-cu13==3.4.5' })['pip-nvshmem'];
+    expect(kept?.status).toBe('warn');
+    expect(kept?.fix).toBe("keep it: torch requires nvidia-nvshmem-cu13==3.4.5 and cannot be imported without it. Start the job's Python processes with LD_PRELOAD=<work dir>/install/nvshmem/lib/libnvshmem_host.so.3, so that this NVSHMEM is the one loaded");
+  });
+
   it('fails on an old Node and on a missing build tool, with the fix', () => {
     const { cmake: _, ...rest } = detected;
     const checks = doctorChecks({ env: good, survey: { parts: rest, blockers: [{ id: 'cmake', message: 'cmake not found on PATH', fix: 'apt-get install cmake' }] }, nodeVersion: 'v18.19.0' });

@@ -22,18 +22,21 @@ if [ "$PHASE" = build ] || [ "$PHASE" = both ]; then
   stamp "machine: $(hostname) $(nproc) cores"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   # DEEPEP=device-api|shim: also DeepEP 567632d, with that --deepep-gda path (device-api: no shim GDA path, its remote
   # operations are NVSHMEM device API calls).
-  deepep=()
+  device_api_build "$W/wd"
   if [ -n "${DEEPEP:-}" ]; then
+    # The hosts' torch (2.11+cu130) links libnvshmem_host.so.3 and gpu-host.sh removed the pip NVSHMEM it came with, so
+    # torch imports only with the build's NVSHMEM on the library path: NVSHMEM first, then DeepEP (a no-op for NVSHMEM).
     mkdir -p "$W/src" && { [ -d "$W/src/deepep-567632d" ] || tar xzf "$C/deepep-567632d.tar.gz" -C "$W/src"; }
-    deepep=(--deepep-src "$W/src/deepep-567632d" --deepep-gda "$DEEPEP")
+    mv "$OUT/build.log" "$OUT/build-nvshmem.log"
+    export LD_LIBRARY_PATH=$W/wd/install/nvshmem/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    device_api_build "$W/wd" --deepep-src "$W/src/deepep-567632d" --deepep-gda "$DEEPEP"
   fi
-  device_api_build "$W/wd" "${deepep[@]}"
   stamp "build done"
 fi
 
 if [ "$PHASE" = selftest ] || [ "$PHASE" = both ]; then
   cd "$W" || exit 1
-  eval "$(nvshmem-efa env --work-dir "$W/wd")"
+  eval "$(nvshmem-efa env --work-dir "$W/wd")"  # its LD_LIBRARY_PATH starts with the build's NVSHMEM (torch, above)
   env | grep -E '^(NVSHMEM_|FI_EFA|LD_LIBRARY_PATH)' | sort >"$OUT/env.txt"
   stamp "selftest --checks ${CHECKS:-device_api} (modes ${MODES:-all}; programs ${PROGRAMS:-all})"
   s0=$(date +%s)

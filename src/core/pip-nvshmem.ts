@@ -10,9 +10,9 @@ import { queryTool } from './exec.ts';
  * through its rpath, and the loader hands that same library to DeepEP's module, so the build's NVSHMEM never runs
  * (on the GPU hosts the pip transport then crashed in fi_dupinfo: bench/results/efaemu-gpu-h200x2.md).
  *
- * Why uninstalling is not always the fix: torch 2.11+cu130 requires the package and links its libnvshmem_host.so.3,
- * so without it `import torch` fails (bench/results/device-api-gpu.md, call 12). Then the fix is to keep it and
- * preload the build's library, which is what selftest's DeepEP checks do and what passed there.
+ * Why uninstalling is not always the fix: torch 2.11+cu130 links libnvshmem_host.so.3, and with the package removed
+ * `import torch` failed (bench/results/device-api-gpu.md, call 12). Where torch's metadata requires the package, the
+ * fix is to keep it and preload the build's library, which is what selftest's DeepEP checks do and what passed there.
  */
 
 export interface PipNvshmem {

@@ -34,8 +34,8 @@ has_commit() { git --git-dir="$1" cat-file -e "$2^{commit}" 2>/dev/null || die "
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 # json FILE EXPR: a value of a lock file (EXPR is JavaScript over `j`).
 json() { node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"; }
-# pin_commit NAME REF: the commit src/pins.ts pins for REF.
-pin_commit() { grep -E "ref: '$2', commit: '" "$REPO/src/pins.ts" | sed -E "s/.*commit: '([0-9a-f]{40})'.*/\1/" | head -1; }
+# pin_commit REF: the commit src/pins.ts pins for REF.
+pin_commit() { grep -E "ref: '$1', commit: '" "$REPO/src/pins.ts" | sed -E "s/.*commit: '([0-9a-f]{40})'.*/\1/" | head -1; }
 # archive GIT COMMIT PREFIX OUT [LEVEL]: a gzip'd git archive with a fixed prefix, byte-stable (gzip -n; the level is
 # part of the bytes: GDRCopy's pinned sha256 is gzip's default, pplx-kernels' lock says -9).
 archive() {
@@ -51,7 +51,7 @@ node "$REPO/scripts/bundle.mjs" --standalone "$tmp/bundle" >/dev/null
 tar cJf "$C/bundle.tar.xz" -C "$tmp" bundle
 
 # NVSHMEM 3.4.5 and DeepEP 567632d, as the scripts unpack them.
-nv=$(pin_commit nvshmem v3.4.5-0) dp=$(pin_commit deepep 567632d)
+nv=$(pin_commit v3.4.5-0) dp=$(pin_commit 567632d)
 { [ -n "$nv" ] && [ -n "$dp" ]; } || die "src/pins.ts no longer pins v3.4.5-0 and 567632d: update this script with the scripts that carry them"
 archive "$(git_dir NVIDIA+nvshmem)" "$nv" nvshmem-v3.4.5 "$C/nvshmem-v3.4.5.tar.gz"
 archive "$(git_dir deepseek-ai+DeepEP)" "$dp" deepep-567632d "$C/deepep-567632d.tar.gz"

@@ -47,7 +47,7 @@ export async function findPipNvshmem(py: string): Promise<PipNvshmem> {
 }
 
 /** The library a job preloads so that the build's NVSHMEM is the one loaded. */
-export function preloadLine(nvshmemLib: string): string {
+function preloadLine(nvshmemLib: string): string {
   return `LD_PRELOAD=${nvshmemLib}/libnvshmem_host.so.3`;
 }
 

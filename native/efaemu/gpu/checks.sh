@@ -207,12 +207,11 @@ if [ "${1:-}" = --pe-exec ]; then
   # GPU it sees is the one it picks. NVSHMEM's examples pick their GPU by node rank (cudaSetDevice(mype_node)), and
   # ring-reduce creates its events before that call: with both GPUs visible, PE 1 recorded an event of GPU 0 on a
   # stream of GPU 1 ("invalid resource handle", 2x H200 through efaemu, bench/results/device-api-gpu.md).
-  if [ -n "${PE_OWN_HOST:-}" ]; then
-    # shellcheck disable=SC2046,SC2016 # pe_env prints VAR=value words for env; $1 and $@ belong to the inner sh
-    exec unshare --uts sh -c 'echo "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' pe-host "$(uname -n)-pe$r" env $(pe_env "$r") "$@"
-  fi
+  own_host=()
+  # shellcheck disable=SC2016 # $1 and $@ belong to the inner sh
+  [ -n "${PE_OWN_HOST:-}" ] && own_host=(unshare --uts sh -c 'echo "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' pe-host "$(uname -n)-pe$r")
   # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
-  exec env $(pe_env "$r") "$@"
+  exec "${own_host[@]}" env $(pe_env "$r") "$@"
 fi
 
 # run_pair NAME EXTRA_ENV -- CMD...: both ranks (RANK, the GPU, --rank are substituted for @R@; @NS@ becomes the words of

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 // Only light modules here (node builtins, commander, data): --help and a usage mistake must answer within 0.15 s
 // (issue 22; bench/results/help-time.md), so each command's implementation, and zod, execa, listr2, simple-git and
 // tree-sitter with it, is imported inside its action. test/unit/cli-light.test.ts fails when a heavy one comes back.
@@ -60,7 +60,9 @@ function addSourceOptions(c: Command): Command {
     .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
     .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (pinned: ${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it; no default: DeepEP is left alone unless --deepep-src or --deepep-ref is given`)
     .option('--efa-io-defs <file>', "rdma-core's efa_io_defs.h pinned in third_party/efa_gda/lock.json (default: download it; checked by sha256)")
-    .option('--device-api', "also route NVSHMEM's own device API (nvshmem_put*, p/g, signals, quiet, fence of any NVSHMEM program) over EFA GDA; off by default (docs/device-api.md says what is proven); NVSHMEM_EFA_GDA_DEVICE_API=0 turns it off at run time")
+    // --device-api, the default since issue 23, is still taken (scripts of earlier versions pass it); help shows the way out.
+    .addOption(new Option('--device-api', "route NVSHMEM's own device API over EFA GDA (the default)").hideHelp())
+    .option('--no-device-api', "leave NVSHMEM's own device API (nvshmem_put*, p/g, signals, quiet, fence of any NVSHMEM program) on NVSHMEM's CPU proxy: build without the hooks that route it over EFA GDA (docs/device-api.md); in a build with them NVSHMEM_EFA_GDA_DEVICE_API=0 does the same at run time")
     .option('--force', 'rerun every step even if its inputs did not change')
     .option('--json', 'print machine-readable JSON on stdout; progress goes to stderr')
     .option('--verbose', 'print every step event and output line');
@@ -107,7 +109,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--gdrcopy-home <dir>', `GDRCopy prefix (default: GDRCOPY_HOME, which must then hold include/gdrapi.h, else the first of ${GDRCOPY_PREFIXES.join(', ')} that holds it; none: its library libgdrapi is built from the source pinned in third_party/gdrcopy/lock.json into <work-dir>/install/gdrcopy (step gdrcopy); NVSHMEM_EFA_GDRCOPY=0 builds without GDRCopy instead, with a warning)`)
     .option('--nvshmem-static', "also build NVSHMEM 3.4's combined static library libnvshmem.a and nvshmem-info (off by default: they compile every host source a second time, about half of NVSHMEM's build)")
     .option('--no-overlap', "compile DeepEP after NVSHMEM's build instead of beside it (a cold build then needs about half the peak memory and takes longer)")
-    .option('--deepep-gda <path>', "the GDA path of DeepEP's remote operations: shim (the default) or device-api (with --device-api only). " +
+    .option('--deepep-gda <path>', "the GDA path of DeepEP's remote operations: shim (the default) or device-api (not with --no-device-api). " +
       "shim compiles the shim's own GDA path into DeepEP (-DNVSHMEM_EFA_SHIM_GDA); device-api leaves it out, so DeepEP's puts, signals and quiets are " +
       "NVSHMEM device API calls that NVSHMEM's device API hooks route over GDA (its signals are atomic adds there, which take NVSHMEM's proxy). The report's deepep-gda-path line says which path DeepEP takes")
     .action(action('build', async (o) => (o.dryRun ? (await import('./commands/dry-run.ts')).planOnly(o, out) : runPipeline(o, 'build'))));

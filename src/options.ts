@@ -30,7 +30,8 @@ const Raw = z.object({
   verbose: z.boolean().default(false),
   keepSet: z.boolean().default(false),
   nvshmemStatic: z.boolean().default(false),
-  deviceApi: z.boolean().default(false),
+  // On unless --no-device-api (issue 23): every NVSHMEM program built against the install gets the GDA path.
+  deviceApi: z.boolean().default(true),
   deepepGda: z.string().optional(),
   overlap: z.boolean().default(true),
 });
@@ -38,7 +39,7 @@ const Raw = z.object({
 /**
  * Which GDA path DeepEP's remote operations take (build --deepep-gda): `shim`, the shim's own (compiled in with
  * -DNVSHMEM_EFA_SHIM_GDA: its puts, signals and barrier writes post to the GDA queue themselves), or `device-api`,
- * none of its own (its remote operations are NVSHMEM device API calls, which the --device-api hooks route).
+ * none of its own (its remote operations are NVSHMEM device API calls, which NVSHMEM's device API hooks route).
  */
 export const DEEPEP_GDA_PATHS = ['shim', 'device-api'] as const;
 export type DeepEpGda = (typeof DEEPEP_GDA_PATHS)[number];
@@ -74,7 +75,7 @@ export interface Options {
   keepSet: boolean;
   /** build: also build NVSHMEM 3.4's combined static library (libnvshmem.a) and nvshmem-info. */
   nvshmemStatic: boolean;
-  /** build, patch: also route NVSHMEM's own device API over EFA GDA (issue 23; docs/device-api.md). */
+  /** build, patch: also route NVSHMEM's own device API over EFA GDA (issue 23; docs/device-api.md); off with --no-device-api. */
   nvshmemDeviceApi: boolean;
   /** build: the GDA path DeepEP's remote operations take (--deepep-gda; DEEPEP_GDA_PATHS). */
   deepepGda: DeepEpGda;
@@ -153,12 +154,12 @@ function resolveDeepEpGda(command: Command, o: z.infer<typeof Raw>): DeepEpGda {
   const paths = DEEPEP_GDA_PATHS.join(' or ');
   if (command !== 'build') throw new UsageError('--deepep-gda belongs to the build command (the choice is how DeepEP is compiled)', `run: nvshmem-efa build --deepep-gda ${o.deepepGda} ...`);
   const gda = DEEPEP_GDA_PATHS.find((p) => p === o.deepepGda);
-  if (!gda) throw new UsageError(`--deepep-gda must be ${paths}, got '${o.deepepGda}'`, `pass --deepep-gda ${DEFAULT_DEEPEP_GDA} (the default: the shim's own GDA path) or --deepep-gda device-api (with --device-api)`);
+  if (!gda) throw new UsageError(`--deepep-gda must be ${paths}, got '${o.deepepGda}'`, `pass --deepep-gda ${DEFAULT_DEEPEP_GDA} (the default: the shim's own GDA path) or --deepep-gda device-api (NVSHMEM's device API hooks)`);
   if (!o.deepepSrc && !o.deepepRef) throw new UsageError('--deepep-gda needs --deepep-src or --deepep-ref', 'add --deepep-ref 567632d (or --deepep-src DIR), or leave --deepep-gda out');
   if (gda === 'device-api' && !o.deviceApi) {
     throw new UsageError(
-      "--deepep-gda device-api needs --device-api: without NVSHMEM's device API hooks DeepEP's remote operations would all take NVSHMEM's CPU proxy",
-      "add --device-api (NVSHMEM's device API then carries DeepEP's remote operations over GDA), or leave --deepep-gda out for the shim's own GDA path",
+      "--deepep-gda device-api contradicts --no-device-api: without NVSHMEM's device API hooks DeepEP's remote operations would all take NVSHMEM's CPU proxy",
+      "leave out --no-device-api (NVSHMEM's device API then carries DeepEP's remote operations over GDA), or leave out --deepep-gda for the shim's own GDA path",
     );
   }
   return gda;

@@ -153,23 +153,23 @@ if [ "$DO_PUT" = 1 ]; then
       { out "FAIL: building put_bw failed ($RESULTS/put_bw.build.log: $(grep -m1 error "$RESULTS/put_bw.build.log" | cut -c1-160))"; exit 1; }
   fi
   rm -f "$RESULTS/uid-put" "$RESULTS/uid-put-api"
-  # The proxy column is NVSHMEM's CPU proxy: in a --device-api build the switch is off in this process.
+  # The proxy column is NVSHMEM's CPU proxy: in a build with the device API hooks the switch is off in this process.
   run_pair put "NVSHMEM_EFA_GDA_DEVICE_API=0" "" -- "$PUT" --rank @R@ --uid-file "$RESULTS/uid-put" --sizes "$SIZES" --bytes-per-size "$PER_SIZE" --modes gda,proxy
   PUT_RC="$RC0/$RC1" logs=("$RESULTS/put.pe0.log") checks=("$RESULTS/put.pe1.log") api_why=""
   # The device API column: NVSHMEM's own put again, in processes with the switch on (DEVICE_API=1: nvshmem-efa bench
-  # found a --device-api build; DEVICE_API_WHY says why not otherwise).
+  # found a build with the device API hooks; DEVICE_API_WHY says why not otherwise).
   if [ "${DEVICE_API:-0}" = 1 ]; then
     run_pair put_api "NVSHMEM_EFA_GDA_DEVICE_API=1 NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1" "" -- "$PUT" --rank @R@ --uid-file "$RESULTS/uid-put-api" --sizes "$SIZES" --bytes-per-size "$PER_SIZE" --modes api
     PUT_RC+=" $RC0/$RC1" logs+=("$RESULTS/put_api.pe0.log") checks+=("$RESULTS/put_api.pe1.log")
     grep -q 'NVSHMEM device API over GDA on' "$RESULTS/put_api.pe0.log" ||
       api_why="the device API was not on in its run ($(grep -h -m1 -o 'NVSHMEM device API over GDA [^;]*' "$RESULTS/put_api.pe0.log" || echo 'no status line at finalize'))"
   else
-    api_why=${DEVICE_API_WHY:-the build has no device API hooks (build with --device-api)}
+    api_why=${DEVICE_API_WHY:-the build has no device API hooks (built with --no-device-api: rebuild without it)}
   fi
   out "## Put, PE 0 -> PE 1, one warp posting, then quiet ($LABEL)"
   out ""
   out "GDA: efa_gda_put_nbi_warp + efa_gda_quiet (the GDA device header). device API: nvshmemx_putmem_nbi_warp + nvshmem_quiet"
-  out "with NVSHMEM_EFA_GDA_DEVICE_API=1 (a --device-api build routes them over GDA). proxy: the same calls with the switch at 0"
+  out "with NVSHMEM_EFA_GDA_DEVICE_API=1 (a build with the device API hooks routes them over GDA). proxy: the same calls with the switch at 0"
   out "(NVSHMEM's CPU proxy)."
   out ""
   out "| size | GDA GB/s | GDA us | device API GB/s | device API us | proxy GB/s | proxy us | GDA / proxy | device API / proxy |"

@@ -3,7 +3,7 @@
 // efa_gda_quiet) and once through NVSHMEM's own path (nvshmemx_putmem_nbi_warp, then nvshmem_quiet: NVSHMEM's CPU
 // proxy on its libfabric transport), in the same process, from the same symmetric buffers. PE 1 checks every
 // byte of the last put of each size and mode. Bootstrapped without MPI: NVSHMEM's unique-id bootstrap, the id
-// passed through a file. Mode `api` is NVSHMEM's own path again, under its own name: in a --device-api build run
+// passed through a file. Mode `api` is NVSHMEM's own path again, under its own name: in a build with the device API hooks run
 // with NVSHMEM_EFA_GDA_DEVICE_API=1 it is NVSHMEM's device API over GDA (bench.sh runs it as a process of its own,
 // the proxy column with the switch at 0).
 //

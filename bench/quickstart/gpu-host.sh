@@ -23,7 +23,7 @@ export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
 "$PYTHON" -m pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true
 
 # device_api_build WD [ARG...]: node and the standalone bundle into $W, the carried NVSHMEM 3.4.5 source, then
-# nvshmem-efa build --device-api ARG... into WD (bench/device-api/gpu-run.sh, bench/pplx/gpu-run.sh). Prints the
+# nvshmem-efa build ARG... into WD (the device API hooks are the default; ARG --no-device-api leaves them out) (bench/device-api/gpu-run.sh, bench/pplx/gpu-run.sh). Prints the
 # report's GDA lines; on failure the log's tail, and exits 1.
 device_api_build() {
   local wd=$1 b0 rc
@@ -32,9 +32,9 @@ device_api_build() {
   [ -x node ] || { xz -dc "$C/node.xz" >node && chmod +x node; }
   rm -rf bundle && tar xJf "$C/bundle.tar.xz"
   [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$C/nvshmem-v3.4.5.tar.gz" -C src; }
-  stamp "build --device-api $* into $wd"
+  stamp "build $* into $wd"
   b0=$(date +%s)
-  nvshmem-efa build --device-api --nvshmem-src "$W/src/nvshmem-v3.4.5" "$@" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$wd" >"$OUT/build.log" 2>&1
+  nvshmem-efa build --nvshmem-src "$W/src/nvshmem-v3.4.5" "$@" --efa-io-defs "$C/efa_io_defs.h" --work-dir "$wd" >"$OUT/build.log" 2>&1
   rc=$?; echo "build exit $rc in $(($(date +%s) - b0)) s" | tee -a "$OUT/build.log"
   cp "$wd/report.md" "$OUT/report.md" 2>/dev/null
   grep -E 'NVSHMEM device API over GDA|EFA GDA:|deepep-gda-path' "$wd/report.md" | cut -c1-400

@@ -25,11 +25,11 @@ function gdaStatus(ctx: Ctx): Report['gda'] {
   return { status: 'unknown', reason: 'the run stopped before this was known' };
 }
 
-/** Whether NVSHMEM's own device API takes the GDA path (the --device-api hooks), and what decides it at run time. */
+/** Whether NVSHMEM's own device API takes the GDA path (its hooks, unless --no-device-api), and what decides it at run time. */
 export function nvshmemDeviceApiStatus(ctx: Ctx): Report['nvshmemDeviceApi'] {
   if (!ctx.patch) return undefined;
   if (!ctx.patch.nvshmemDeviceApi) {
-    return { status: 'off', reason: "without --device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
+    return { status: 'off', reason: "--no-device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
   }
   const gda = gdaStatus(ctx).status;
   const hooks = 'hooks at every call of NVSHMEM\'s nvshmemi_transfer_* functions (applications built against this install) route remote put/get (all scopes), p/g, put-with-signal and signal_op SET, quiet and fence over GDA; atomics and SIGNAL_ADD stay on the proxy, ordered after the GDA data they follow (docs/device-api.md)';

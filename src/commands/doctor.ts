@@ -189,13 +189,16 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
     return { check: check('nvshmem-tree', TREE_TITLE, 'fail', `${what}: patch would refuse it: ${plan.refusals.map((r) => `${r.id}: ${r.detail}`).join('; ')}`, err.fix), facts };
   }
   const toApply = plan.fixes.filter((f) => f.status === 'applied').length;
-  // --device-api adds patches of its own in other files: whether they would apply is said, not failed on (off by default).
+  // The device API hooks are patches of their own in other files, on by default: a build would refuse the tree where
+  // they do not apply, and --no-device-api is the way to build it anyway.
   const withApi = await planNvshmem(dir, await loadTemplate(), [], { nvshmemDeviceApi: true });
   const refused = withApi.refusals;
-  const api = refused.length
-    ? `--device-api would be refused (${refused.length} of its patches): ${refused.slice(0, 2).map((r) => `${r.id}: ${r.detail}`).join('; ')}${refused.length > 2 ? '; ...' : ''}`
-    : `--device-api applies too (${withApi.fixes.length - plan.fixes.length} more patches)`;
-  const evidence = `${what}; ${layoutLine(layout!)}; ${toApply} patch(es) to apply, ${plan.fixes.length - toApply} already present; ${api}`;
+  const counts = `${toApply} patch(es) to apply, ${plan.fixes.length - toApply} already present`;
+  if (refused.length) {
+    const detail = `${what}; ${layoutLine(layout!)}; ${counts}; but the device API hooks, on by default, would be refused (${refused.length} of their patches): ${refused.slice(0, 2).map((r) => `${r.id}: ${r.detail}`).join('; ')}${refused.length > 2 ? '; ...' : ''}`;
+    return { check: check('nvshmem-tree', TREE_TITLE, 'fail', detail, "build with --no-device-api (NVSHMEM's device API then stays on its CPU proxy), or use an NVSHMEM release from NVIDIA (3.0.6 to 3.5.x have the shape the hooks need)"), facts };
+  }
+  const evidence = `${what}; ${layoutLine(layout!)}; ${counts}; the device API hooks apply too (${withApi.fixes.length - plan.fixes.length} more patches; --no-device-api leaves them out)`;
   const warn = versionWarning(version);
   return { check: warn ? check('nvshmem-tree', TREE_TITLE, 'warn', `${evidence}; ${warn.detail}`, 'build it with care, or use --nvshmem-ref v3.4.5-0') : check('nvshmem-tree', TREE_TITLE, 'pass', evidence), facts };
 }

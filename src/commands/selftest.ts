@@ -76,7 +76,7 @@ export function readBuild(workDir: string): {
   libfabricHome?: string;
   cudaArch?: string;
   deviceApi?: boolean;
-  /** The build has NVSHMEM's device API hooked to GDA (--device-api). */
+  /** The build has NVSHMEM's device API hooked to GDA (built without --no-device-api). */
   nvshmemDeviceApi?: boolean;
   /** The NVSHMEM source tree it was built from (perftest/ and examples/ for device_api). */
   sourceDir?: string;
@@ -193,9 +193,9 @@ export async function survey(o: SelftestOptions, host: HostQueries): Promise<Sur
     else s.missing.pattern = 'no nvcc (CUDA_HOME, /usr/local/cuda) to build deepep_pattern';
   }
   // NVSHMEM's own perftests and examples, built from the build's source against its install: they take the device
-  // API path only in a build with the hooks (--device-api), and need cmake and nvcc to build.
+  // API path only in a build with the hooks (not --no-device-api), and need cmake and nvcc to build.
   if (!s.nvshmemHome) s.missing.nvshmem_tests = 'needs the NVSHMEM build';
-  else if (!b.nvshmemDeviceApi) s.missing.nvshmem_tests = `the build in ${o.workDir} routes no NVSHMEM device API call over GDA: rebuild with nvshmem-efa build --device-api (docs/device-api.md)`;
+  else if (!b.nvshmemDeviceApi) s.missing.nvshmem_tests = `the build in ${o.workDir} routes no NVSHMEM device API call over GDA (built with --no-device-api): rebuild without it (docs/device-api.md)`;
   else if (!b.sourceDir || !existsSync(path.join(b.sourceDir, 'perftest', 'CMakeLists.txt'))) s.missing.nvshmem_tests = `the build's NVSHMEM source ${b.sourceDir ?? '(not recorded)'} has no perftest/ to build NVSHMEM's perftests from`;
   else if (!(await host.nvcc())) s.missing.nvshmem_tests = "no nvcc (CUDA_HOME, /usr/local/cuda) to build NVSHMEM's perftests";
   else {
@@ -206,7 +206,7 @@ export async function survey(o: SelftestOptions, host: HostQueries): Promise<Sur
   // build used: its compile_commands.json (builds since CMAKE_EXPORT_COMPILE_COMMANDS was passed have one).
   const commands = path.join(workPaths(o.workDir).build, 'compile_commands.json');
   if (s.missing.nvshmem_tests) s.missing.neg_build = s.missing.nvshmem_tests;
-  else if (!existsSync(commands)) s.missing.neg_build = `${commands} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --device-api --work-dir ${o.workDir}`;
+  else if (!existsSync(commands)) s.missing.neg_build = `${commands} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --work-dir ${o.workDir}`;
   else s.have.neg_build = commands;
   const deepepDir = o.deepepDir ?? (b.deepepModule ? path.dirname(b.deepepModule) : undefined);
   if (!deepepDir) s.missing.deepep = `no DeepEP build in ${o.workDir} (build with --deepep-src or --deepep-ref, or pass --deepep-dir)`;

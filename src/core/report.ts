@@ -57,7 +57,7 @@ export const ReportSchema = z.object({
     .optional(),
   environment: z.record(z.string(), z.unknown()).optional(),
   gda: z.object({ status: z.enum(['available', 'not-implemented', 'unavailable', 'unknown']), reason: z.string() }),
-  /** NVSHMEM's own device API over GDA (--device-api, issue 23). Absent in reports of older versions. */
+  /** NVSHMEM's own device API over GDA (on unless --no-device-api; issue 23). Absent in reports of older versions. */
   nvshmemDeviceApi: z.object({ status: z.enum(['on', 'off']), reason: z.string() }).optional(),
   fixes: z.array(Fix),
   steps: z.array(z.object({ id: z.string(), title: z.string(), status: z.enum(['done', 'skipped', 'failed', 'not-run']), reason: z.string().optional(), ms: z.number() })),

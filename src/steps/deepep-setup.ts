@@ -65,7 +65,7 @@ export function nvshmemHasGda(ctx: Ctx, prefix: string): boolean {
 /**
  * The shim's own GDA path is compiled in (-DNVSHMEM_EFA_SHIM_GDA) when DeepEP takes it (--deepep-gda shim) and the
  * NVSHMEM it builds against has GDA. With --deepep-gda device-api it never is: the shim then turns each of
- * DeepEP's remote operations into an NVSHMEM device API call, which --device-api's hooks route.
+ * DeepEP's remote operations into an NVSHMEM device API call, which NVSHMEM's device API hooks route.
  */
 export function shimGdaCompiledIn(ctx: Ctx, prefix: string): boolean {
   return ctx.opts.deepepGda === 'shim' && nvshmemHasGda(ctx, prefix);
@@ -76,7 +76,7 @@ export interface DeepEpGdaFacts {
   deepepGda: DeepEpGda;
   /** The NVSHMEM DeepEP builds against has GDA (nvshmemHasGda). */
   nvshmemGda: boolean;
-  /** NVSHMEM was patched with the device API hooks (--device-api). */
+  /** NVSHMEM was patched with the device API hooks (the default; not with --no-device-api). */
   deviceApiHooks: boolean;
 }
 
@@ -92,7 +92,7 @@ export const DEEPEP_GDA_PATH_FIX = 'deepep-gda-path';
  * in the NIC, so they take NVSHMEM's proxy after their payload (docs/device-api.md).
  */
 export function deepEpGdaPathFix(f: DeepEpGdaFacts): FixRecord {
-  const why = "DeepEP's remote operations take one GDA path, chosen by --deepep-gda: the shim's own (shim, the default) or NVSHMEM's device API (device-api, with --device-api)";
+  const why = "DeepEP's remote operations take one GDA path, chosen by --deepep-gda: the shim's own (shim, the default) or NVSHMEM's device API (device-api, with its hooks in NVSHMEM)";
   const record = (status: FixRecord['status'], detail: string): FixRecord => ({ id: DEEPEP_GDA_PATH_FIX, anchor: 'NVSHMEM_EFA_SHIM_GDA', status, why, detail });
   const noGda = 'this NVSHMEM has no GDA (see the EFA GDA line of the report)';
   if (f.deepepGda === 'shim') {
@@ -101,11 +101,11 @@ export function deepEpGdaPathFix(f: DeepEpGdaFacts): FixRecord {
       : record('warned', `not compiled in: ${noGda}; remote puts go through NVSHMEM's proxy`);
   }
   const calls = "not compiled in (--deepep-gda device-api): DeepEP's remote operations are NVSHMEM device API calls (nvshmemx_putmem_nbi_warp, nvshmem_int_p, nvshmem_fence, nvshmem_quiet, nvshmem_int_atomic_add, nvshmemx_barrier_all_block)";
-  const blocker = !f.deviceApiHooks ? "NVSHMEM was patched without the device API hooks (rebuild with --device-api)" : !f.nvshmemGda ? noGda : undefined;
+  const blocker = !f.deviceApiHooks ? "NVSHMEM was patched without the device API hooks (rebuild without --no-device-api)" : !f.nvshmemGda ? noGda : undefined;
   if (blocker) return record('warned', `${calls}, but ${blocker}, so every one goes through NVSHMEM's proxy`);
   return record(
     'applied',
-    `${calls}, which the --device-api hooks send over GDA at run time where GDA is active and NVSHMEM_EFA_GDA_DEVICE_API is not 0; ` +
+    `${calls}, which NVSHMEM's device API hooks send over GDA at run time where GDA is active and NVSHMEM_EFA_GDA_DEVICE_API is not 0; ` +
       "the low-latency count and flag are atomic adds there and take NVSHMEM's proxy after their payload (EFA has no RDMA atomics; the shim's own path writes them over GDA)",
   );
 }

@@ -119,7 +119,7 @@ function noteVersion(ctx: Ctx, version: string | undefined): void {
 
 /**
  * What the patch step will write. Part of this step's stamp so that a new template or tool version, or turning
- * --device-api off, starts from a fresh copy instead of finding another run's blocks in the work dir's tree.
+ * the device API hooks on or off (--no-device-api), starts from a fresh copy instead of finding another run's blocks in the work dir's tree.
  */
 async function patchesIdentity(nvshmemDeviceApi: boolean): Promise<string> {
   return hashJson({ tool: toolVersion(), template: (await loadTemplate()).files, nvshmemDeviceApi });

@@ -47,7 +47,7 @@ export interface PatchResult {
   gdaEnv: string;
   /** Whether the installed GDA device headers have the vendored efa_io_defs.h they include. */
   deviceHeaders?: 'complete' | 'without-efa-io-defs';
-  /** Whether NVSHMEM's own device API was hooked to GDA (--device-api). */
+  /** Whether NVSHMEM's own device API was hooked to GDA (the default; not with --no-device-api). */
   nvshmemDeviceApi?: boolean;
 }
 

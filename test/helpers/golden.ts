@@ -11,6 +11,7 @@ export const GOLDEN_DEEPEP = path.join(GOLDEN_ROOT, 'deepep');
 export interface GoldenCase {
   name: string;
   dir: string;
+  /** The case whose tree this one starts from: a name in the same root, or a relative path to another root's case. */
   base?: string;
   expect: 'patch' | 'refuse';
   note: string;
@@ -34,7 +35,20 @@ export function goldenCases(root = GOLDEN): GoldenCase[] {
   return readdirSync(root)
     .filter((n) => existsSync(path.join(root, n, 'case.json')))
     .sort()
-    .map((name) => ({ name, dir: path.join(root, name), ...JSON.parse(readFileSync(path.join(root, name, 'case.json'), 'utf8')) }));
+    .map((name) => caseAt(path.join(root, name)));
+}
+
+function caseAt(dir: string): GoldenCase {
+  return { name: path.basename(dir), dir, ...JSON.parse(readFileSync(path.join(dir, 'case.json'), 'utf8')) };
+}
+
+/** A case's base: a case of the same root by name, or of another root by relative path (`../nvshmem/v3.4-like`). */
+function baseOf(gc: GoldenCase, root: string): { base: GoldenCase; root: string } {
+  if (gc.base!.includes('/')) {
+    const dir = path.resolve(root, gc.base!);
+    return { base: caseAt(dir), root: path.dirname(dir) };
+  }
+  return { base: goldenCases(root).find((x) => x.name === gc.base)!, root };
 }
 
 /**
@@ -42,7 +56,10 @@ export function goldenCases(root = GOLDEN): GoldenCase[] {
  * files over them, then its own edits.
  */
 function layTree(gc: GoldenCase, root: string, dst: string): void {
-  if (gc.base) layTree(goldenCases(root).find((x) => x.name === gc.base)!, root, dst);
+  if (gc.base) {
+    const b = baseOf(gc, root);
+    layTree(b.base, b.root, dst);
+  }
   if (existsSync(path.join(gc.dir, 'tree'))) cpSync(path.join(gc.dir, 'tree'), dst, { recursive: true });
   for (const e of gc.edits ?? []) {
     const file = path.join(dst, e.file);

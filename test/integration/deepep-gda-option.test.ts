@@ -1,25 +1,21 @@
-// --deepep-gda (issue 23): `build --device-api --deepep-gda device-api` builds DeepEP without the shim's own GDA
-// path (no -DNVSHMEM_EFA_SHIM_GDA), so its remote operations are NVSHMEM device API calls that the --device-api
-// hooks route. The option is refused where it could not mean what it says, the report's deepep-gda-path record
+// --deepep-gda (issue 23): `build --deepep-gda device-api` builds DeepEP without the shim's own GDA path (no
+// -DNVSHMEM_EFA_SHIM_GDA), so its remote operations are NVSHMEM device API calls that NVSHMEM's device API hooks (on
+// by default) route. The option is refused where it could not mean what it says, the report's deepep-gda-path record
 // says which path DeepEP takes and why, the choice is in build-deepep's stamp, and the dry run shows it.
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/core/errors.ts';
 import { DEFAULT_DEEPEP_GDA, resolveOptions } from '../../src/options.ts';
 import { DEEPEP_GDA_PATH_FIX, deepEpGdaPathFix } from '../../src/steps/deepep-setup.ts';
-import { cli, IO_DEFS, LOCK, report, ROOT, stepStatus, tmp } from '../helpers/cli.ts';
+import { cli, IO_DEFS, LOCK, report, stepStatus, tmp } from '../helpers/cli.ts';
 import { fakeToolchain, type FakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const SHIM_FLAG = '-DNVSHMEM_EFA_SHIM_GDA';
 
-/** The miniature NVSHMEM of the patch goldens with the device API files laid over it (as device-api-option.test.ts). */
-function treeWithDeviceApi(): string {
-  const dir = materialize('v3.4-like');
-  cpSync(path.join(ROOT, 'test/golden/device-api/v3.4-like/tree'), dir, { recursive: true });
-  return dir;
-}
+/** The miniature NVSHMEM of the patch goldens: it has the device API files in NVSHMEM 3.4.5's shapes. */
+const treeWithDeviceApi = () => materialize('v3.4-like');
 
 /** The fake toolchain's libfabric as one that has GDA (2.3.0, declaring FI_EFA_GDA_OPS): the shim's flag then applies. */
 function withGdaLibfabric(t: FakeToolchain): FakeToolchain {
@@ -51,17 +47,18 @@ function setupFlags(t: FakeToolchain): string[] {
 const gdaPath = (work: string) => report(work).fixes.find((f) => f.id === DEEPEP_GDA_PATH_FIX);
 
 describe('--deepep-gda: the option', () => {
-  it('shim by default; device-api with --device-api and a DeepEP to build', () => {
+  it('shim by default; device-api with the device API hooks (the default, or --device-api) and a DeepEP to build', () => {
     expect(DEFAULT_DEEPEP_GDA).toBe('shim');
     expect(resolveOptions('build', { deepepRef: '567632d' }).deepepGda).toBe('shim');
     expect(resolveOptions('patch', {}).deepepGda).toBe('shim');
     expect(resolveOptions('build', { deepepGda: 'device-api', deviceApi: true, deepepRef: '567632d' }).deepepGda).toBe('device-api');
+    expect(resolveOptions('build', { deepepGda: 'device-api', deepepRef: '567632d' })).toMatchObject({ deepepGda: 'device-api', nvshmemDeviceApi: true });
     expect(resolveOptions('build', { deepepGda: 'shim', deepepSrc: 'dp' }, '/base').deepepGda).toBe('shim');
   });
 
   it.each([
-    ['device-api without --device-api', 'build', { deepepGda: 'device-api', deepepRef: '567632d' }, /--deepep-gda device-api needs --device-api/, /add --device-api/],
-    ['a value it does not know', 'build', { deepepGda: 'gda', deviceApi: true, deepepRef: '567632d' }, /--deepep-gda must be shim or device-api, got 'gda'/, /--deepep-gda device-api \(with --device-api\)/],
+    ['device-api with --no-device-api', 'build', { deepepGda: 'device-api', deviceApi: false, deepepRef: '567632d' }, /--deepep-gda device-api contradicts --no-device-api/, /leave out --no-device-api/],
+    ['a value it does not know', 'build', { deepepGda: 'gda', deepepRef: '567632d' }, /--deepep-gda must be shim or device-api, got 'gda'/, /--deepep-gda device-api \(NVSHMEM's device API hooks\)/],
     ['no DeepEP to build', 'build', { deepepGda: 'device-api', deviceApi: true }, /--deepep-gda needs --deepep-src or --deepep-ref/, /add --deepep-ref 567632d/],
     ['a command that builds no DeepEP', 'patch', { deepepGda: 'device-api', deviceApi: true, deepepRef: '567632d' }, /--deepep-gda belongs to the build command/, /nvshmem-efa build --deepep-gda device-api/],
   ] as const)('refuses %s: a usage error (exit 2) with its fix', (_what, command, raw, message, fix) => {
@@ -77,12 +74,12 @@ describe('--deepep-gda: the option', () => {
     expect((err as UsageError).exitCode).toBe(2);
   });
 
-  it('the CLI refuses device-api without --device-api before it touches anything: exit 2, the error and the fix', () => {
+  it('the CLI refuses device-api with --no-device-api before it touches anything: exit 2, the error and the fix', () => {
     const work = path.join(tmp(), 'w');
-    const r = cli(['build', '--deepep-gda', 'device-api', '--deepep-src', materialize('v1', GOLDEN_DEEPEP), '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work]);
+    const r = cli(['build', '--no-device-api', '--deepep-gda', 'device-api', '--deepep-src', materialize('v1', GOLDEN_DEEPEP), '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work]);
     expect(r.code, r.stderr).toBe(2);
-    expect(r.stderr).toMatch(/^error: --deepep-gda device-api needs --device-api/m);
-    expect(r.stderr).toMatch(/^fix: add --device-api/m);
+    expect(r.stderr).toMatch(/^error: --deepep-gda device-api contradicts --no-device-api/m);
+    expect(r.stderr).toMatch(/^fix: leave out --no-device-api/m);
     expect(existsSync(work)).toBe(false);
   });
 });
@@ -93,11 +90,11 @@ describe('--deepep-gda: the report record (deepep-gda-path)', () => {
     expect(shim).toMatchObject({ id: 'deepep-gda-path', status: 'applied', detail: expect.stringMatching(/^compiled in \(--deepep-gda shim\)/) });
     expect(deepEpGdaPathFix({ deepepGda: 'shim', nvshmemGda: false, deviceApiHooks: true })).toMatchObject({ status: 'warned', detail: expect.stringMatching(/^not compiled in: this NVSHMEM has no GDA/) });
     const api = deepEpGdaPathFix({ deepepGda: 'device-api', nvshmemGda: true, deviceApiHooks: true });
-    expect(api).toMatchObject({ status: 'applied', detail: expect.stringMatching(/^not compiled in \(--deepep-gda device-api\): DeepEP's remote operations are NVSHMEM device API calls \(nvshmemx_putmem_nbi_warp, .*which the --device-api hooks send over GDA/) });
+    expect(api).toMatchObject({ status: 'applied', detail: expect.stringMatching(/^not compiled in \(--deepep-gda device-api\): DeepEP's remote operations are NVSHMEM device API calls \(nvshmemx_putmem_nbi_warp, .*which NVSHMEM's device API hooks send over GDA/) });
     // Its signals are atomics for NVSHMEM: said, not left to be found.
     expect(api.detail).toMatch(/count and flag are atomic adds there and take NVSHMEM's proxy/);
     expect(deepEpGdaPathFix({ deepepGda: 'device-api', nvshmemGda: false, deviceApiHooks: true })).toMatchObject({ status: 'warned', detail: expect.stringMatching(/but this NVSHMEM has no GDA .*, so every one goes through NVSHMEM's proxy$/) });
-    expect(deepEpGdaPathFix({ deepepGda: 'device-api', nvshmemGda: true, deviceApiHooks: false })).toMatchObject({ status: 'warned', detail: expect.stringMatching(/but NVSHMEM was patched without the device API hooks \(rebuild with --device-api\)/) });
+    expect(deepEpGdaPathFix({ deepepGda: 'device-api', nvshmemGda: true, deviceApiHooks: false })).toMatchObject({ status: 'warned', detail: expect.stringMatching(/but NVSHMEM was patched without the device API hooks \(rebuild without --no-device-api\)/) });
     expect(new Set([shim.why, api.why]).size).toBe(1);
   });
 });
@@ -106,19 +103,21 @@ describe('--deepep-gda: the build (fake toolchain)', () => {
   it('with GDA: device-api compiles DeepEP without the shim flag, shim with it; switching reruns build-deepep, an unchanged rerun skips it', () => {
     const t = withGdaLibfabric(fakeToolchain());
     const b = builder(t);
-    const api = b.build(['--device-api', '--deepep-gda', 'device-api']);
+    const api = b.build(['--deepep-gda', 'device-api']);
     expect(api.code, api.stderr).toBe(0);
     // Beside NVSHMEM's build and after its install: the same environment, without the flag.
     expect(setupFlags(t)).toEqual(['none', 'none']);
     expect(gdaPath(b.work)).toMatchObject({ status: 'applied', detail: expect.stringMatching(/^not compiled in \(--deepep-gda device-api\)/) });
     expect(report(b.work).nvshmemDeviceApi?.status).toBe('on');
 
+    // --device-api, the old opt-in, names the default: nothing to redo.
     const again = b.build(['--device-api', '--deepep-gda', 'device-api']);
     expect(again.code, again.stderr).toBe(0);
+    expect(stepStatus(b.work)['build-nvshmem']).toBe('skipped');
     expect(stepStatus(b.work)['build-deepep']).toBe('skipped');
     expect(setupFlags(t)).toEqual([]);
 
-    const shim = b.build(['--device-api']);
+    const shim = b.build([]);
     expect(shim.code, shim.stderr).toBe(0);
     expect(stepStatus(b.work)['build-deepep']).toBe('done');
     expect(setupFlags(t)).toEqual([SHIM_FLAG]);
@@ -128,12 +127,12 @@ describe('--deepep-gda: the build (fake toolchain)', () => {
   it('without GDA both choices compile alike, yet switching reruns build-deepep: the choice is in its stamp, and the report follows it', () => {
     const t = fakeToolchain(); // libfabric 1.17: no GDA
     const b = builder(t);
-    const shim = b.build(['--device-api']);
+    const shim = b.build([]);
     expect(shim.code, shim.stderr).toBe(0);
     expect(setupFlags(t).every((f) => f === 'none')).toBe(true);
     expect(gdaPath(b.work)).toMatchObject({ status: 'warned', detail: expect.stringMatching(/^not compiled in: this NVSHMEM has no GDA/) });
 
-    const api = b.build(['--device-api', '--deepep-gda', 'device-api']);
+    const api = b.build(['--deepep-gda', 'device-api']);
     expect(api.code, api.stderr).toBe(0);
     expect(stepStatus(b.work)['build-deepep']).toBe('done');
     expect(setupFlags(t)).toEqual(['none']);
@@ -143,13 +142,13 @@ describe('--deepep-gda: the build (fake toolchain)', () => {
   it('build --dry-run shows the choice: the setup.py command with or without the shim flag, and the deepep-gda-path line', () => {
     const t = withGdaLibfabric(fakeToolchain());
     const b = builder(t);
-    const api = b.build(['--dry-run', '--device-api', '--deepep-gda', 'device-api']);
+    const api = b.build(['--dry-run', '--deepep-gda', 'device-api']);
     expect(api.code, api.stderr).toBe(0);
     const setup = (out: string) => out.split('\n').find((l) => l.includes('setup.py build_ext')) ?? '';
     expect(setup(api.stdout)).toMatch(/NVSHMEM_DIR=/);
     expect(setup(api.stdout)).not.toContain(SHIM_FLAG);
     expect(api.stdout).toMatch(/^# applied: deepep-gda-path: not compiled in \(--deepep-gda device-api\): DeepEP's remote operations are NVSHMEM device API calls/m);
-    const shim = b.build(['--dry-run', '--device-api']);
+    const shim = b.build(['--dry-run']);
     expect(shim.code, shim.stderr).toBe(0);
     expect(setup(shim.stdout)).toContain(`NVCC_APPEND_FLAGS=${SHIM_FLAG}`);
     expect(shim.stdout).toMatch(/^# applied: deepep-gda-path: compiled in \(--deepep-gda shim\)/m);

@@ -1,7 +1,8 @@
-// --device-api (issue 23): the option adds the device API patch to `patch` and `build`, the report says whether the
-// device API takes GDA, a work dir copy follows the option, and an in-place tree that has the hooks from an earlier
-// run is refused without the option (never built silently with hooks the command line did not ask for).
-import { cpSync, readFileSync } from 'node:fs';
+// The device API hooks (issue 23): on by default in `patch` and `build`, left out with --no-device-api (--device-api,
+// the old opt-in, is still taken); the report says whether the device API takes GDA, a work dir copy follows the
+// option, and an in-place tree that has the hooks from an earlier run is refused with --no-device-api (never built
+// silently with hooks the command line turned off).
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { nvshmemDeviceApiStatus } from '../../src/commands/assemble-report.ts';
@@ -9,18 +10,14 @@ import { nvshmemSpecDigest, planNvshmem } from '../../src/patchers/nvshmem/index
 import { TRANSFER_DEVICE } from '../../src/patchers/nvshmem/device-api.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
 import type { Ctx } from '../../src/steps/types.ts';
-import { cli, ENV, IO_DEFS, ROOT, tmp } from '../helpers/cli.ts';
+import { cli, ENV, IO_DEFS, tmp } from '../helpers/cli.ts';
 import { materialize } from '../helpers/golden.ts';
 
 const template = await loadTemplate();
-/** The miniature NVSHMEM of the patch goldens with the device API files of the device API goldens laid over it. */
-function treeWithDeviceApi(): string {
-  const dir = materialize('v3.4-like');
-  cpSync(path.join(ROOT, 'test/golden/device-api/v3.4-like/tree'), dir, { recursive: true });
-  return dir;
-}
+/** The miniature NVSHMEM of the patch goldens: it has the device API files in NVSHMEM 3.4.5's shapes. */
+const treeWithDeviceApi = () => materialize('v3.4-like');
 
-describe('--device-api', () => {
+describe('the device API hooks: on by default, --no-device-api', () => {
   it('adds the device API patch to the plan and to the spec digest; without it the plan is what it was', async () => {
     const dir = treeWithDeviceApi();
     const off = await planNvshmem(dir, template);
@@ -34,42 +31,47 @@ describe('--device-api', () => {
     expect(JSON.stringify(await nvshmemSpecDigest(dir, template, [], { nvshmemDeviceApi: true }))).not.toBe(JSON.stringify(await nvshmemSpecDigest(dir, template)));
   });
 
-  it('patch --dry-run --device-api shows the hooks; patch --in-place then leaves a tree that a run without it refuses (exit 3, the fix names both ways out)', () => {
+  it('patch --dry-run shows the hooks (with or without --device-api), not with --no-device-api; patch --in-place then leaves a tree that a run with --no-device-api refuses (exit 3, the fix names both ways out)', () => {
     const src = treeWithDeviceApi();
     const work = () => path.join(tmp(), 'w');
-    const dry = cli(['patch', '--dry-run', '--device-api', '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
-    expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout).toContain(`+++ b/${TRANSFER_DEVICE}`);
-    expect(dry.stdout).toContain('nvshmemi_efa_gda_api_d.on');
-    const plain = cli(['patch', '--dry-run', '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    for (const opt of [[], ['--device-api']]) {
+      const dry = cli(['patch', '--dry-run', ...opt, '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(dry.stdout).toContain(`+++ b/${TRANSFER_DEVICE}`);
+      expect(dry.stdout).toContain('nvshmemi_efa_gda_api_d.on');
+    }
+    const plain = cli(['patch', '--dry-run', '--no-device-api', '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout).not.toContain(TRANSFER_DEVICE);
 
     const w = work();
-    const first = cli(['patch', '--in-place', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    const first = cli(['patch', '--in-place', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(first.code, first.stderr).toBe(0);
     expect(readFileSync(path.join(src, TRANSFER_DEVICE), 'utf8')).toContain('nvshmemi_efa_gda_api_d.on');
     const report = readFileSync(path.join(w, 'report.md'), 'utf8');
     expect(report).toMatch(/^- NVSHMEM device API over GDA: on: /m);
     const again = cli(['patch', '--in-place', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(again.code, again.stderr).toBe(0);
-    const without = cli(['patch', '--in-place', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    const without = cli(['patch', '--in-place', '--no-device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(without.code, without.stderr).toBe(3);
     expect(without.stderr).toContain('device-api-left-over');
-    expect(without.stderr).toMatch(/fix: pass --device-api .*restore the tree \(git checkout -- \.\)/);
+    expect(without.stderr).toMatch(/fix: leave out --no-device-api .*restore the tree \(git checkout -- \.\)/);
   });
 
   it('a copied tree follows the option: turning it off rebuilds the copy without the hooks', () => {
     const src = treeWithDeviceApi();
     const w = path.join(tmp(), 'w');
     const copied = path.join(w, 'sources/nvshmem', TRANSFER_DEVICE);
-    const on = cli(['patch', '--device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    const on = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(on.code, on.stderr).toBe(0);
     expect(readFileSync(copied, 'utf8')).toContain('nvshmemi_efa_gda_api_d.on');
-    const off = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    const off = cli(['patch', '--no-device-api', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
     expect(off.code, off.stderr).toBe(0);
     expect(readFileSync(copied, 'utf8')).not.toContain('nvshmemi_efa_gda_api_d');
-    expect(readFileSync(path.join(w, 'report.md'), 'utf8')).toMatch(/^- NVSHMEM device API over GDA: off: without --device-api/m);
+    expect(readFileSync(path.join(w, 'report.md'), 'utf8')).toMatch(/^- NVSHMEM device API over GDA: off: --no-device-api: /m);
+    const back = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);
+    expect(back.code, back.stderr).toBe(0);
+    expect(readFileSync(copied, 'utf8')).toContain('nvshmemi_efa_gda_api_d.on');
   });
 
   it('the report line says what decides the path at run time, and when GDA itself is not there', () => {

@@ -92,7 +92,7 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     expect(r.report).toContain(`Put plot: ${r.svgPath}`);
     expect(title(r.svg!)).toBe('Put bandwidth over EFA: EFA GDA vs NVSHMEM&#39;s CPU proxy');
     expect(r.svg).not.toContain('efaemu');
-    expect(legend(r.svg!)).toHaveLength(3);  // GDA, the device API (not measured: no --device-api), proxy
+    expect(legend(r.svg!)).toHaveLength(3);  // GDA, the device API (not measured: --no-device-api), proxy
     // 4 sizes per path, each a marker; the data of the table (64 MiB in 2 us: 33554.432 GB/s).
     expect(r.svg!.match(/<circle data-series="0"/g)).toHaveLength(4);
     expect(r.svg!.match(/<polygon data-series="2"/g)).toHaveLength(4);
@@ -102,7 +102,7 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     expect(putChartSvg(parsePutTable(r.report)!)).toBe(r.svg);
   });
 
-  it('a --device-api build: the device API is a series of its own, between GDA and the proxy', () => {
+  it('a build with the device API hooks: the device API is a series of its own, between GDA and the proxy', () => {
     const d = rig();
     const state = path.join(d, 'wd', 'state.json');
     const j = JSON.parse(readFileSync(state, 'utf8'));
@@ -127,7 +127,7 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     const d = rig();
     const r = bench(d, ['--fabric', 'efa'], { FAKE_NO_GDA: '1' });
     expect(r.code, r.stdout).toBe(1);
-    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', expect.stringMatching(/^device API: not measured \(the build in .* was made without --device-api/), 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
+    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', expect.stringMatching(/^device API: not measured \(the build in .* was made with --no-device-api/), 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
     expect(r.svg!.match(/<polyline /g)).toHaveLength(1);
     expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, proxy; not measured: GDA, device API)`);
   });

@@ -79,7 +79,7 @@ describe('bench/gda-signals/bench.sh (stand-ins for put_bw and the DeepEP ranks)
     expect(r.stdout).toContain('| 256 B | 0.128 | 2.0 | - | - | 0.032 | 8.0 | 4.00x | - |');
     expect(r.stdout).toContain('| 4 KiB | 2.048 | 2.0 | - | - | 0.512 | 8.0 | 4.00x | - |');
     expect(r.stdout).toContain('| 64 MiB | 33554.432 | 2.0 | - | - | 8388.608 | 8.0 | 4.00x | - |');
-    expect(r.stdout).toContain('device API column empty: the build has no device API hooks (build with --device-api)');
+    expect(r.stdout).toContain('device API column empty: the build has no device API hooks (built with --no-device-api: rebuild without it)');
     expect(r.stdout).toContain('Every put landed byte-exact at PE 1 (8 checks).');
     expect(r.stdout).toContain('| gda | 30.00 | 40.00 | 75.00 | 0 | 300 / 12288 |');
     expect(r.stdout).toContain('| proxy | 60.00 | 90.00 | 160.00 | 192 | 300 / 12288 |');
@@ -165,8 +165,8 @@ describe('nvshmem-efa bench: finding the build', () => {
     expect(inv.args).toEqual(['--fabric', 'efaemu', '--sizes', '256,4K']);
     expect(inv.env).toEqual({ NVSHMEM_HOME: path.join(d, 'nvshmem'), DEEPEP_DIR: path.join(d, 'DeepEP'), EFAEMU_BUILD: path.join(d, 'efaemu'),
       LIBFABRIC_HOME: path.join(d, 'libfabric'), RESULTS: path.join(wd, 'bench'),
-      DEVICE_API_WHY: `the build in ${wd} was made without --device-api (rebuild with it to measure NVSHMEM put calls over GDA)` });
-    // A --device-api build: the device API column is measured.
+      DEVICE_API_WHY: `the build in ${wd} was made with --no-device-api (rebuild without it to measure NVSHMEM put calls over GDA)` });
+    // A build with the device API hooks: the device API column is measured.
     writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps: {
       'patch-nvshmem': { stamp: 'x', finishedAt: 'y', result: { nvshmemDeviceApi: true } },
       'build-nvshmem': { stamp: 'x', finishedAt: 'y', result: { prefix: path.join(d, 'nvshmem'), cmakeArgs: [] } } } }));
@@ -200,7 +200,7 @@ describe('nvshmem-efa bench: finding the build', () => {
       'build-nvshmem': { stamp: 'x', finishedAt: 'y', result: { prefix: path.join(d, 'nvshmem'), cmakeArgs: [] } } } }));
     const dry = cli(['bench', '--work-dir', wd, '--fabric', 'efa', '--deepep-args', '--num-tokens 64', '--dry-run']);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} DEVICE_API_WHY='the build in ${wd} was made without --device-api (rebuild with it to measure NVSHMEM put calls over GDA)' RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
+    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} DEVICE_API_WHY='the build in ${wd} was made with --no-device-api (rebuild without it to measure NVSHMEM put calls over GDA)' RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
     const none = cli(['bench', '--work-dir', path.join(d, 'empty')]);
     expect(none.code).toBe(4);
     expect(none.stderr).toContain(`no NVSHMEM build in ${path.join(d, 'empty')}`);

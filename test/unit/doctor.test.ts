@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -99,7 +99,7 @@ describe('doctor --nvshmem-src', () => {
     const { check, facts } = await nvshmemTreeCheck(materialize('multi-rail'));
     expect(check).toMatchObject({ id: 'nvshmem-tree', status: 'pass' });
     expect(check.evidence).toMatch(/^NVSHMEM 3\.5\.7\.0 at .*; NVSHMEM libfabric layout: multi-rail \(per-PE domains vector, up to NVSHMEMT_LIBFABRIC_MAX_NIC_PER_PE NICs/);
-    expect(check.evidence).toMatch(/; 34 patch\(es\) to apply, 0 already present; --device-api would be refused \(22 of its patches\): device-api-no-caller-hook: src\/include\/non_abi\/device\/pt-to-pt\/transfer_device.cuh.in not found; device-api-include: .* not found; \.\.\.$/);
+    expect(check.evidence).toMatch(/; 34 patch\(es\) to apply, 0 already present; the device API hooks apply too \(3[0-9] more patches; --no-device-api leaves them out\)$/);
     expect(facts).toEqual({ version: '3.5.7.0', layout: { id: 'multi-rail', summary: expect.stringContaining('multi-rail') } });
   });
 
@@ -108,15 +108,17 @@ describe('doctor --nvshmem-src', () => {
     const { check, facts } = await nvshmemTreeCheck(tree);
     expect(check.status).toBe('pass');
     expect(facts).toMatchObject({ version: '3.4.5.0', layout: { id: 'single-rail' } });
-    expect(check.evidence).toMatch(/NVSHMEM libfabric layout: single-rail .*; 0 patch\(es\) to apply, 36 already present; --device-api would be refused/);
+    expect(check.evidence).toMatch(/NVSHMEM libfabric layout: single-rail .*; 0 patch\(es\) to apply, 36 already present; the device API hooks apply too/);
   });
 
-  it('says that --device-api applies too on a tree with the device API files', async () => {
+  it('fails a tree the device API hooks (on by default) do not fit, saying to build it with --no-device-api', async () => {
     const tree = materialize('v3.4-like');
-    cpSync(path.join(import.meta.dirname, '../golden/device-api/v3.4-like/tree'), tree, { recursive: true });
-    const { check } = await nvshmemTreeCheck(tree);
-    expect(check.status).toBe('pass');
-    expect(check.evidence).toMatch(/; --device-api applies too \(3[0-9] more patches\)$/);
+    rmSync(path.join(tree, 'src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in'));
+    const { check, facts } = await nvshmemTreeCheck(tree);
+    expect(check.status).toBe('fail');
+    expect(check.evidence).toMatch(/; 36 patch\(es\) to apply, 0 already present; but the device API hooks, on by default, would be refused \([0-9]+ of their patches\): device-api-no-caller-hook: src\/include\/non_abi\/device\/pt-to-pt\/transfer_device.cuh.in not found; /);
+    expect(check.fix).toMatch(/^build with --no-device-api /);
+    expect(facts).toMatchObject({ version: '3.4.5.0', layout: { id: 'single-rail' } });
   });
 
   it('fails a tree patch would refuse, with the refusal and the fix', async () => {

@@ -393,12 +393,12 @@ describe('selftest: efaemu modes', () => {
 });
 
 describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the device API)', () => {
-  it('a build without --device-api: device_api is skipped, saying to rebuild with it', async () => {
+  it('a --no-device-api build: device_api is skipped, saying to rebuild without it', async () => {
     const s = await survey(opts(workDir()), host());
-    expect(s.missing.nvshmem_tests).toMatch(/routes no NVSHMEM device API call over GDA: rebuild with nvshmem-efa build --device-api/);
+    expect(s.missing.nvshmem_tests).toMatch(/routes no NVSHMEM device API call over GDA \(built with --no-device-api\): rebuild without it/);
   });
 
-  it('a --device-api build: the dry run says it would build the perftests and examples of the build\'s source into the work dir', async () => {
+  it('a build with the device API hooks: the dry run says it would build the perftests and examples of the build\'s source into the work dir', async () => {
     const w = workDir({ nvshmemDeviceApi: true });
     const s = await survey(opts(w), host());
     expect(s.missing.nvshmem_tests).toBeUndefined();
@@ -496,7 +496,7 @@ describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the d
   it('neg_device_api needs the build\'s compile commands: missing, it is skipped with the fix; present, it is runnable', async () => {
     const w = workDir({ nvshmemDeviceApi: true });
     const s = await survey(opts(w), host());
-    expect(s.missing.neg_build).toBe(`${path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json')} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --device-api --work-dir ${w.wd}`);
+    expect(s.missing.neg_build).toBe(`${path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json')} is missing (an NVSHMEM build from before nvshmem-efa exported its compile commands): rerun nvshmem-efa build --work-dir ${w.wd}`);
     mkdirSync(path.join(w.wd, 'build', 'nvshmem'), { recursive: true });
     writeFileSync(path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json'), '[]');
     expect((await survey(opts(w), host())).have.neg_build).toBeDefined();

@@ -421,7 +421,7 @@ SMALL_DEEPEP_ARGS="--num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4"
 if [ -z "${DEEPEP_ARGS+set}" ] && [ -n "$MODES_ENV" ]; then DEEPEP_ARGS=$SMALL_DEEPEP_ARGS; fi
 deepep_args_note() { echo "; DeepEP args: ${DEEPEP_ARGS:-none (its defaults)}"; }
 # Every DeepEP run asks NVSHMEM's device API for its status line at finalize (NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1: a
-# build with --device-api prints it on each PE, another prints nothing): the evidence of a DeepEP built without the
+# build with the device API hooks prints it on each PE, another prints nothing): the evidence of a DeepEP built without the
 # shim's own GDA path (build --deepep-gda device-api), whose remote operations NVSHMEM's device API carries.
 deepep_pair() {
   local name=$1 extra=$2; shift 2
@@ -432,7 +432,7 @@ deepep_pair() {
 }
 # deepep_path NAME: which GDA path carried DeepEP's remote operations in run NAME, from what the run printed: shim (the
 # shim's own path, active: PE 0's start-up line), device-api (DeepEP built without it, and NVSHMEM's device API on
-# over GDA on both PEs at finalize), else none. efaemu's GDA counters cannot tell the two apart: in a --device-api build
+# over GDA on both PEs at finalize), else none. efaemu's GDA counters cannot tell the two apart: in a build with the device API hooks
 # even a shim whose own path is off sends its puts through NVSHMEM, which the device API carries over GDA.
 # DEEPEP_GDA_PATH (shim or device-api: the build's --deepep-gda, which selftest passes) makes any other path a failure.
 deepep_path() {

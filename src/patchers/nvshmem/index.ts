@@ -10,7 +10,7 @@ import { type LayoutId, type NvshmemLayout, treeLayout } from './layout.ts';
 import { libfabricCppSpecs } from './libfabric-cpp.ts';
 import { templateFileSpecs, vendoredFileSpec, type Template, type VendoredFile } from './template.ts';
 
-/** What the user chose about the patch: `nvshmemDeviceApi` also routes NVSHMEM's own device API over GDA (--device-api). */
+/** What the user chose about the patch: `nvshmemDeviceApi` also routes NVSHMEM's own device API over GDA (the tool's default; off with --no-device-api). */
 export interface NvshmemPatchChoice {
   nvshmemDeviceApi?: boolean;
 }
@@ -45,9 +45,9 @@ export interface NvshmemPlan extends PatchPlan {
   awsGda?: { file: string; line: number };
 }
 
-/** The refusal of a tree that has device API hooks from an earlier --device-api run, in a run without it. */
+/** The refusal of a tree that has device API hooks from an earlier run, in a run with --no-device-api. */
 export const DEVICE_API_LEFTOVER_ID = 'device-api-left-over';
-export const DEVICE_API_LEFTOVER_FIX = 'pass --device-api to build with the device API hooks the tree has, or restore the tree (git checkout -- .) and rerun';
+export const DEVICE_API_LEFTOVER_FIX = 'leave out --no-device-api to build with the device API hooks the tree has, or restore the tree (git checkout -- .) and rerun';
 
 /**
  * AWS's efa-gda NVSHMEM prototype branch carries a GDA transport of its own, switched by the CMake option
@@ -110,7 +110,7 @@ async function treeSpecs(root: string, t: Template, vendored: VendoredFile[], ch
 }
 
 /**
- * A tree that already has the device API hooks (an earlier --device-api run patched it in place) while this run
+ * A tree that already has the device API hooks (an earlier run patched it in place) while this run (--no-device-api)
  * leaves the device API off: its hooks would still be built, so the build would not be what the option says.
  * Refused, with the two ways out.
  */
@@ -122,9 +122,9 @@ async function leftoverDeviceApi(root: string): Promise<FixRecord | undefined> {
     id: DEVICE_API_LEFTOVER_ID,
     file: TRANSFER_DEVICE,
     anchor: `${DEVICE_API_SLOT} in ${TRANSFER_DEVICE}`,
-    why: 'without --device-api the build must not route the device API over GDA; hooks left from an earlier run would',
+    why: 'with --no-device-api the build must not route the device API over GDA; hooks left from an earlier run would',
     status: 'refused',
-    detail: `${TRANSFER_DEVICE}:${lineOf(src, at)}: the NVSHMEM device API hooks of an earlier --device-api run are in this tree, and this run leaves the device API off`,
+    detail: `${TRANSFER_DEVICE}:${lineOf(src, at)}: the NVSHMEM device API hooks of an earlier run are in this tree, and this run leaves the device API off (--no-device-api)`,
   };
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 23 on a lent 4-GPU host (no network, no Node.js of its own): pplx-kernels (third_party/pplx-kernels/lock.json)
-# built against NVSHMEM 3.4.5 made by `nvshmem-efa build --device-api`, then its all-to-all tests, unmodified, on 4
+# built against NVSHMEM 3.4.5 made by `nvshmem-efa build` (the device API hooks are its default), then its all-to-all tests, unmodified, on 4
 # ranks (each on its own GPU) through efaemu, the emulated EFA NIC, with GDA and NVSHMEM's device API over GDA on.
 #
-#   PHASE=build  node + bundle, NVSHMEM 3.4.5 source, build --device-api into $WD (default /tmp/pplx-gpu/wd, kept while
+#   PHASE=build  node + bundle, NVSHMEM 3.4.5 source, build into $WD (default /tmp/pplx-gpu/wd, kept while
 #                the machine stays warm; WD=/tmp/da/wd reuses bench/device-api/gpu-run.sh's build, a rerun is a no-op),
 #                selftest --checks fi_info (builds efaemu and lists its NICs, one per GPU), pytest from .carry/pplx/wheels
 #                if the python lacks it, pplx-kernels from .carry/pplx-kernels-<ref>.tar.gz (sha256 checked) with its own

@@ -82,7 +82,7 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInv
   // The put table's device API column: NVSHMEM's own put over GDA, which a build with --no-device-api lacks.
   if (o.nvshmemHome) env.DEVICE_API_WHY = `--nvshmem-home ${o.nvshmemHome}: not a build of this work dir, so not known to have the device API hooks`;
   else if (built.deviceApi) env.DEVICE_API = '1';
-  else env.DEVICE_API_WHY = `the build in ${o.workDir} was made with --no-device-api (rebuild without it to measure NVSHMEM put calls over GDA)`;
+  else env.DEVICE_API_WHY = `the build in ${o.workDir} has no device API hooks (built with --no-device-api, or by an nvshmem-efa from before they were the default): rebuild without --no-device-api to measure NVSHMEM put calls over GDA`;
   const deepepDir = o.deepepDir ?? built.deepepDir;
   if (deepepDir && o.deepep) env.DEEPEP_DIR = deepepDir;
   const results = o.results ?? path.join(o.workDir, 'bench');

@@ -195,7 +195,7 @@ export async function survey(o: SelftestOptions, host: HostQueries): Promise<Sur
   // NVSHMEM's own perftests and examples, built from the build's source against its install: they take the device
   // API path only in a build with the hooks (not --no-device-api), and need cmake and nvcc to build.
   if (!s.nvshmemHome) s.missing.nvshmem_tests = 'needs the NVSHMEM build';
-  else if (!b.nvshmemDeviceApi) s.missing.nvshmem_tests = `the build in ${o.workDir} routes no NVSHMEM device API call over GDA (built with --no-device-api): rebuild without it (docs/device-api.md)`;
+  else if (!b.nvshmemDeviceApi) s.missing.nvshmem_tests = `the build in ${o.workDir} routes no NVSHMEM device API call over GDA (built with --no-device-api, or by an nvshmem-efa from before the hooks were the default): rebuild without --no-device-api (docs/device-api.md)`;
   else if (!b.sourceDir || !existsSync(path.join(b.sourceDir, 'perftest', 'CMakeLists.txt'))) s.missing.nvshmem_tests = `the build's NVSHMEM source ${b.sourceDir ?? '(not recorded)'} has no perftest/ to build NVSHMEM's perftests from`;
   else if (!(await host.nvcc())) s.missing.nvshmem_tests = "no nvcc (CUDA_HOME, /usr/local/cuda) to build NVSHMEM's perftests";
   else {

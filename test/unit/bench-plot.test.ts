@@ -127,7 +127,7 @@ describe('nvshmem-efa bench writes the put plot next to the report', () => {
     const d = rig();
     const r = bench(d, ['--fabric', 'efa'], { FAKE_NO_GDA: '1' });
     expect(r.code, r.stdout).toBe(1);
-    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', expect.stringMatching(/^device API: not measured \(the build in .* was made with --no-device-api/), 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
+    expect(legend(r.svg!)).toEqual(['GDA: not measured, GDA not active (EFA GDA off: not requested)', expect.stringMatching(/^device API: not measured \(the build in .* has no device API hooks \(built with --no-device-api/), 'proxy: nvshmemx_putmem_nbi_warp, then nvshmem_quiet']);
     expect(r.svg!.match(/<polyline /g)).toHaveLength(1);
     expect(r.stdout).toContain(`Put plot: ${r.svgPath} (GB/s against message size, proxy; not measured: GDA, device API)`);
   });

@@ -165,7 +165,7 @@ describe('nvshmem-efa bench: finding the build', () => {
     expect(inv.args).toEqual(['--fabric', 'efaemu', '--sizes', '256,4K']);
     expect(inv.env).toEqual({ NVSHMEM_HOME: path.join(d, 'nvshmem'), DEEPEP_DIR: path.join(d, 'DeepEP'), EFAEMU_BUILD: path.join(d, 'efaemu'),
       LIBFABRIC_HOME: path.join(d, 'libfabric'), RESULTS: path.join(wd, 'bench'),
-      DEVICE_API_WHY: `the build in ${wd} was made with --no-device-api (rebuild without it to measure NVSHMEM put calls over GDA)` });
+      DEVICE_API_WHY: `the build in ${wd} has no device API hooks (built with --no-device-api, or by an nvshmem-efa from before they were the default): rebuild without --no-device-api to measure NVSHMEM put calls over GDA` });
     // A build with the device API hooks: the device API column is measured.
     writeFileSync(path.join(wd, 'state.json'), JSON.stringify({ version: 1, steps: {
       'patch-nvshmem': { stamp: 'x', finishedAt: 'y', result: { nvshmemDeviceApi: true } },
@@ -200,7 +200,7 @@ describe('nvshmem-efa bench: finding the build', () => {
       'build-nvshmem': { stamp: 'x', finishedAt: 'y', result: { prefix: path.join(d, 'nvshmem'), cmakeArgs: [] } } } }));
     const dry = cli(['bench', '--work-dir', wd, '--fabric', 'efa', '--deepep-args', '--num-tokens 64', '--dry-run']);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} DEVICE_API_WHY='the build in ${wd} was made with --no-device-api (rebuild without it to measure NVSHMEM put calls over GDA)' RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
+    expect(dry.stdout.trim()).toBe(`would run: NVSHMEM_HOME=${path.join(d, 'nvshmem')} DEVICE_API_WHY='the build in ${wd} has no device API hooks (built with --no-device-api, or by an nvshmem-efa from before they were the default): rebuild without --no-device-api to measure NVSHMEM put calls over GDA' RESULTS=${path.join(wd, 'bench')} bash ${SCRIPT} --fabric efa --deepep-args '--num-tokens 64'`);
     const none = cli(['bench', '--work-dir', path.join(d, 'empty')]);
     expect(none.code).toBe(4);
     expect(none.stderr).toContain(`no NVSHMEM build in ${path.join(d, 'empty')}`);

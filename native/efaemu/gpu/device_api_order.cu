@@ -1,5 +1,5 @@
 // device_api_order: the ordering NVSHMEM's device API promises, checked by the receiving PE, with nothing but
-// NVSHMEM's own API (issue 23). In a --device-api build with NVSHMEM_EFA_GDA_DEVICE_API=1 every remote operation here
+// NVSHMEM's own API (issue 23). In a build with the device API hooks (the default) and NVSHMEM_EFA_GDA_DEVICE_API=1 every remote operation here
 // goes over EFA GDA (the atomic through NVSHMEM's proxy); with =0 all of it goes through the proxy. selftest's
 // device_api check runs it under efaemu's placement modes (writes placed out of order and late, completions before
 // placement), and neg_device_api runs it linked against device libraries with one ordering rule broken, where it must

@@ -8,11 +8,9 @@
 # and the patched init_device.cu (the slot) is compiled too; NVSHMEM's generated headers are made from their .in files.
 set -euo pipefail
 N=${1:?NVSHMEM source tree}; O=${2:-$(mktemp -d)}; HERE=$(cd "$(dirname "$0")" && pwd); R=$(cd "$HERE/../.." && pwd)
-mkdir -p "$O/gen/non_abi"
-for h in nvshmem_build_options nvshmem_version; do
-  sed -e 's/#cmakedefine \(\w*\).*/\/* #undef \1 *\//' -e 's/@NVSHMEM_VERSION_MAJOR@/3/;s/@NVSHMEM_VERSION_MINOR@/4/;s/@NVSHMEM_VERSION_PATCH@/5/' \
-    -e 's/@[A-Za-z_]*@/0/g' "$N/src/include/non_abi/$h.h.in" > "$O/gen/non_abi/$h.h"
-done
+# shellcheck source=bench/device-api/cost-common.sh
+. "$HERE/cost-common.sh"
+gen_headers "$N" "$O/gen"
 rm -rf "$O/tree" && cp -r "$N" "$O/tree"
 (cd "$R" && npx tsx bench/device-api/patch-tree.ts "$O/tree")
 cp "$N/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in" "$O/orig.cu"

@@ -23,8 +23,8 @@ export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
 "$PYTHON" -m pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true
 
 # device_api_build WD [ARG...]: node and the standalone bundle into $W, the carried NVSHMEM 3.4.5 source, then
-# nvshmem-efa build ARG... into WD (the device API hooks are the default; ARG --no-device-api leaves them out) (bench/device-api/gpu-run.sh, bench/pplx/gpu-run.sh). Prints the
-# report's GDA lines; on failure the log's tail, and exits 1.
+# nvshmem-efa build ARG... into WD, with the device API hooks unless ARG has --no-device-api (bench/device-api/gpu-run.sh,
+# bench/pplx/gpu-run.sh). Prints the report's GDA lines; on failure the log's tail, and exits 1.
 device_api_build() {
   local wd=$1 b0 rc
   shift

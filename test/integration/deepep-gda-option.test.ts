@@ -14,9 +14,6 @@ import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 const SHIM_FLAG = '-DNVSHMEM_EFA_SHIM_GDA';
 
-/** The miniature NVSHMEM of the patch goldens: it has the device API files in NVSHMEM 3.4.5's shapes. */
-const treeWithDeviceApi = () => materialize('v3.4-like');
-
 /** The fake toolchain's libfabric as one that has GDA (2.3.0, declaring FI_EFA_GDA_OPS): the shim's flag then applies. */
 function withGdaLibfabric(t: FakeToolchain): FakeToolchain {
   const rdma = path.join(t.libfabricHome, 'include', 'rdma');
@@ -27,7 +24,7 @@ function withGdaLibfabric(t: FakeToolchain): FakeToolchain {
 
 /** A `build` (or `build --dry-run`) of the miniature NVSHMEM and DeepEP on a fake toolchain, with `extra` options. */
 function builder(t: FakeToolchain) {
-  const nvshmem = treeWithDeviceApi();
+  const nvshmem = materialize('v3.4-like');
   const deepep = materialize('v1', GOLDEN_DEEPEP);
   const work = tmp();
   const env = { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };

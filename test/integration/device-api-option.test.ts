@@ -1,7 +1,8 @@
 // The device API hooks (issue 23): on by default in `patch` and `build`, left out with --no-device-api (--device-api,
 // the old opt-in, is still taken); the report says whether the device API takes GDA, a work dir copy follows the
 // option, and an in-place tree that has the hooks from an earlier run is refused with --no-device-api (never built
-// silently with hooks the command line turned off).
+// silently with hooks the command line turned off). The trees are the patch goldens' v3.4-like, which has the device API
+// files in NVSHMEM 3.4.5's shapes.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,12 +15,9 @@ import { cli, ENV, IO_DEFS, tmp } from '../helpers/cli.ts';
 import { materialize } from '../helpers/golden.ts';
 
 const template = await loadTemplate();
-/** The miniature NVSHMEM of the patch goldens: it has the device API files in NVSHMEM 3.4.5's shapes. */
-const treeWithDeviceApi = () => materialize('v3.4-like');
-
 describe('the device API hooks: on by default, --no-device-api', () => {
   it('adds the device API patch to the plan and to the spec digest; without it the plan is what it was', async () => {
-    const dir = treeWithDeviceApi();
+    const dir = materialize('v3.4-like');
     const off = await planNvshmem(dir, template);
     const on = await planNvshmem(dir, template, [], { nvshmemDeviceApi: true });
     expect(off.refusals).toEqual([]);
@@ -32,7 +30,7 @@ describe('the device API hooks: on by default, --no-device-api', () => {
   });
 
   it('patch --dry-run shows the hooks (with or without --device-api), not with --no-device-api; patch --in-place then leaves a tree that a run with --no-device-api refuses (exit 3, the fix names both ways out)', () => {
-    const src = treeWithDeviceApi();
+    const src = materialize('v3.4-like');
     const work = () => path.join(tmp(), 'w');
     for (const opt of [[], ['--device-api']]) {
       const dry = cli(['patch', '--dry-run', ...opt, '--nvshmem-src', src, '--work-dir', work(), '--offline', '--efa-io-defs', IO_DEFS], ENV);
@@ -59,7 +57,7 @@ describe('the device API hooks: on by default, --no-device-api', () => {
   });
 
   it('a copied tree follows the option: turning it off rebuilds the copy without the hooks', () => {
-    const src = treeWithDeviceApi();
+    const src = materialize('v3.4-like');
     const w = path.join(tmp(), 'w');
     const copied = path.join(w, 'sources/nvshmem', TRANSFER_DEVICE);
     const on = cli(['patch', '--nvshmem-src', src, '--work-dir', w, '--offline', '--efa-io-defs', IO_DEFS], ENV);

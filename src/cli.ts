@@ -183,7 +183,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
 
   program
     .command('selftest')
-    .description('validate a build on a host with 2 GPUs through efaemu, an emulated EFA NIC (protocol and code paths, not EFA speed): ' +
+    .description('validate a build on a host with one GPU or more through efaemu, an emulated EFA NIC (protocol and code paths, not EFA speed): ' +
       'fi_info, fabtests, NVSHMEM put bandwidth and atomics, EFA GDA kernels, DeepEP low-latency, negative controls; prints a table ' +
       '(check, result, evidence), says why for every check it skips, exit 1 on any failure')
     .option('--work-dir <dir>', 'the work dir of the build to validate', '.nvshmem-efa')
@@ -196,6 +196,8 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .option('--timeout <seconds>', 'limit for each pair of processes (default 240)')
     .option('--efaemu-modes <modes>', `the unkind efaemu modes for the GDA and DeepEP checks: all (default), none, each (one run per mode, then one with all), or a comma list of ${EFAEMU_MODES.join(', ')}`, 'all')
     .option('--pattern-dir <dir>', 'prebuilt deepep_pattern programs (default: built with nvcc against the build)')
+    .option('--pes-per-gpu <n>', 'PEs per GPU: auto (default: one per GPU where the host has a GPU for every PE of a check, else the GPUs there are shared, time-sliced, each PE a host of its own) or a number', 'auto')
+    .option('--quick', `a smoke test in minutes: ${['gda_kernel', 'deepep_ll', 'neg_no_quiet', 'device_api (device_api_order on 2 and 4 PEs)'].join(', ')} under the efaemu modes (default all)`)
     .option('--dry-run', 'print the builds and checks.sh runs it would make and run nothing')
     .option('--json', 'print the checks as JSON')
     .action(async (raw: Record<string, unknown>) => {
@@ -207,7 +209,8 @@ async function runCli(argv: readonly string[]): Promise<number> {
         workDir: path.resolve(String(raw.workDir)),
         checks: typeof raw.checks === 'string' ? raw.checks.split(',').map((c) => c.trim()).filter(Boolean) : undefined,
         libfabricHome: str('libfabricHome'), efaemuBuild: str('efaemuBuild'), peTest: str('peTest'), deepepDir: str('deepepDir'), results: str('results'),
-        timeoutSec: timeout, efaemuModes: String(raw.efaemuModes), patternDir: str('patternDir'), dryRun: raw.dryRun === true, json: raw.json === true,
+        timeoutSec: timeout, efaemuModes: String(raw.efaemuModes), patternDir: str('patternDir'), pesPerGpu: String(raw.pesPerGpu), quick: raw.quick === true,
+        dryRun: raw.dryRun === true, json: raw.json === true,
       }, out, (s) => process.stderr.write(s + '\n'));
     });
 

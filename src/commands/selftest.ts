@@ -10,16 +10,18 @@ import { shellQuote } from '../core/shell-quote.ts';
 import { buildEfaemu, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
 import { SELFTEST_CHECKS, type Need } from './selftest-checks.ts';
+import { describePlacement, parsePesPerGpu, place, type Placement } from './selftest-placement.ts';
 import { workPaths } from '../steps/index.ts';
 
 /**
- * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a workstation with 2 GPUs
+ * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a host with one GPU or more
  * before it goes to an EFA cluster. Every check runs through efaemu, the emulated EFA NIC (native/efaemu),
  * driven by the real, unmodified product: NVSHMEM's libfabric transport, our GDA host and device code,
- * DeepEP's remote path. The checks themselves live in native/efaemu/gpu/checks.sh (one process per GPU, each
- * seeing only its own); this command finds the build, the host's GPUs and tools, builds efaemu and the test
- * program, runs the checks that can run, and says for each one that cannot why not. It proves the protocol
- * and the code paths, not EFA's speed.
+ * DeepEP's remote path. The checks themselves live in native/efaemu/gpu/checks.sh (one process per PE, each
+ * seeing only its GPU; where a check needs more PEs than there are GPUs they share them, time-sliced, each PE a
+ * host of its own: selftest-placement.ts); this command finds the build, the host's GPUs and tools, builds efaemu
+ * and the test programs, runs the checks that can run, and says for each one that cannot why not. It proves the
+ * protocol and the code paths, not EFA's speed.
  */
 
 export interface SelftestOptions {
@@ -35,9 +37,21 @@ export interface SelftestOptions {
   efaemuModes?: string;
   /** a directory with prebuilt deepep_pattern, deepep_pattern_no_quiet and deepep_pattern_other_rail */
   patternDir?: string;
+  /** --pes-per-gpu: auto (default) or N (see selftest-placement.ts) */
+  pesPerGpu?: string;
+  /** --quick: QUICK_CHECKS under modes all, device_api on device_api_order alone */
+  quick?: boolean;
   dryRun?: boolean;
   json: boolean;
 }
+
+/**
+ * --quick: the GDA kernel test, DeepEP's low-latency test, one negative control and the device API's ordering program
+ * on 2 and 4 PEs (device_api with DEVICE_API_PROGRAMS=QUICK_DEVICE_API_PROGRAMS: no NVSHMEM perftest to build), under
+ * every unkind mode: a build's smoke test in minutes.
+ */
+export const QUICK_CHECKS = ['gda_kernel', 'deepep_ll', 'neg_no_quiet', 'device_api'] as const;
+export const QUICK_DEVICE_API_PROGRAMS = 'device_api_order,device_api_order@4';
 
 export type CheckResult = 'pass' | 'fail' | 'skip';
 export interface SelftestRow {
@@ -68,6 +82,12 @@ export interface Survey {
   /** The NVSHMEM source tree whose perftests and examples device_api builds. */
   nvshmemSource?: string;
   python: string;
+  /** GPUs the host has (0 without a driver). */
+  hostGpus: number;
+  /** An MPS control daemon that answered (its server list), which the PEs are kept away from. */
+  mps?: string;
+  /** GPUs in a compute mode that allows one process (Exclusive_Process, Prohibited): no shared placement there. */
+  exclusive?: string;
 }
 
 /** The build the work dir holds, as its state says (build-nvshmem and build-deepep results). */
@@ -110,6 +130,10 @@ export interface HostQueries {
   canUnshare(): Promise<boolean>;
   hasTorch(python: string): Promise<string | undefined>;
   nvcc(): Promise<string | undefined>;
+  /** The answer of an MPS control daemon to get_server_list (with the caller's CUDA_MPS_PIPE_DIRECTORY), if one runs. */
+  mpsDaemon(): Promise<string | undefined>;
+  /** Each GPU's compute mode as nvidia-smi names it (Default, Exclusive_Process, Prohibited). */
+  computeModes(): Promise<string[]>;
 }
 
 export const realHost: HostQueries = {
@@ -134,14 +158,27 @@ export const realHost: HostQueries = {
     for (const c of candidates) if (existsSync(c)) return c;
     return (await queryTool('sh', ['-c', 'command -v nvcc']))?.trim() || undefined;
   },
+  async mpsDaemon() {
+    // The control client only talks to a daemon (it never starts one without -d); without one it fails.
+    const a = await queryTool('sh', ['-c', 'command -v nvidia-cuda-mps-control >/dev/null && echo get_server_list | nvidia-cuda-mps-control']);
+    return a === undefined ? undefined : a.trim() || '(no server yet)';
+  },
+  async computeModes() {
+    return ((await queryTool('nvidia-smi', ['--query-gpu=compute_mode', '--format=csv,noheader'])) ?? '').split('\n').map((l) => l.trim()).filter(Boolean);
+  },
 };
 
 export async function survey(o: SelftestOptions, host: HostQueries): Promise<Survey> {
-  const s: Survey = { have: {}, missing: {}, python: process.env.PYTHON ?? 'python3' };
   const gpus = await host.gpuCount();
+  const s: Survey = { have: {}, missing: {}, python: process.env.PYTHON ?? 'python3', hostGpus: gpus ?? 0 };
   if (gpus === undefined) s.missing.gpus = 'no NVIDIA driver here (nvidia-smi and /proc/driver/nvidia absent)';
-  else if (gpus < 2) s.missing.gpus = `this host has ${gpus} GPU${gpus === 1 ? '' : 's'}; the checks run one PE per GPU and need 2`;
-  else s.have.gpus = `${gpus} GPUs`;
+  else if (gpus < 1) s.missing.gpus = 'the NVIDIA driver sees no GPU';
+  else s.have.gpus = `${gpus} GPU${gpus === 1 ? '' : 's'}`;
+  if (gpus) {
+    s.mps = await host.mpsDaemon();
+    const excl = (await host.computeModes()).map((m, i) => ({ m, i })).filter((x) => /exclusive|prohibited/i.test(x.m));
+    if (excl.length) s.exclusive = excl.map((x) => `GPU ${x.i} ${x.m}`).join(', ');
+  }
   if (await host.canUnshare()) s.have.unshare = 'unshare -m works';
   else s.missing.unshare = 'unshare --mount fails (needs root or CAP_SYS_ADMIN): the emulated NIC entries under /sys/class/infiniband live in a private mount namespace';
   const b = readBuild(o.workDir);
@@ -253,13 +290,19 @@ function anyPciDevice(): string | undefined {
   }
 }
 
-export function renderTable(rows: readonly SelftestRow[]): string {
+/** "12 m 03 s", "41 s". */
+export function formatDuration(seconds: number): string {
+  const t = Math.round(seconds);
+  return t >= 60 ? `${Math.floor(t / 60)} m ${String(t % 60).padStart(2, '0')} s` : `${t} s`;
+}
+
+export function renderTable(rows: readonly SelftestRow[], seconds?: number): string {
   const w = Math.max(5, ...rows.map((r) => r.check.length));
   const m = Math.max(12, ...rows.map((r) => r.modes.length));
   const lines = [`${'check'.padEnd(w)}  result  ${'efaemu modes'.padEnd(m)}  evidence`, `${'-'.repeat(w)}  ------  ${'-'.repeat(m)}  --------`];
   for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${r.modes.padEnd(m)}  ${r.evidence}`);
   const n = (k: CheckResult) => rows.filter((r) => r.result === k).length;
-  lines.push('', `${n('pass')} passed, ${n('fail')} failed, ${n('skip')} skipped${n('skip') ? ' (each says why; a skipped check proves nothing)' : ''}`);
+  lines.push('', `${n('pass')} passed, ${n('fail')} failed, ${n('skip')} skipped${seconds === undefined ? '' : ` in ${formatDuration(seconds)}`}${n('skip') ? ' (each says why; a skipped check proves nothing)' : ''}`);
   return lines.join('\n');
 }
 
@@ -297,11 +340,11 @@ export function launchCommandLine(): string {
  * build-nvshmem-tests.sh: NVSHMEM's perftests and examples, and our device_api_order with its negative controls
  * (those rebuild the device library's transfer functions from the NVSHMEM build in `nvshmemBuild`).
  */
-async function buildNvshmemTests(checks: string[], src: string, prefix: string, nvshmemBuild: string, out: string, arch: string, logPath: string, signal: AbortSignal): Promise<void> {
+async function buildNvshmemTests(checks: string[], src: string, prefix: string, nvshmemBuild: string, out: string, arch: string, logPath: string, signal: AbortSignal, env: Record<string, string> = {}): Promise<void> {
   const log = await openLog(logPath);
   try {
     const gpu = path.join(packageRoot(), 'native', 'efaemu', 'gpu');
-    const ask = async (flag: string) => (await queryTool('bash', [path.join(gpu, 'checks.sh'), flag]))?.split('\n').filter(Boolean) ?? [];
+    const ask = async (flag: string) => (await queryTool('bash', [path.join(gpu, 'checks.sh'), flag], env))?.split('\n').filter(Boolean) ?? [];
     const targets = [...new Set([
       ...(checks.includes('device_api') ? await ask('--device-api-targets') : []),
       ...(checks.includes('neg_device_api') ? await ask('--neg-device-api-targets') : []),
@@ -385,8 +428,11 @@ export async function checkWorkDir(workDir: string, wanted: readonly string[]): 
 }
 
 export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostQueries = realHost): Promise<number> {
+  const started = Date.now();
   const known = SELFTEST_CHECKS.map((c) => c.id);
-  const wanted = o.checks?.length ? o.checks : known;
+  if (o.quick && o.checks?.length) throw new UsageError('--quick and --checks both choose the checks', 'drop one of them (--quick runs ' + QUICK_CHECKS.join(', ') + ')');
+  const perGpu = parsePesPerGpu(o.pesPerGpu);
+  const wanted = o.quick ? [...QUICK_CHECKS] : o.checks?.length ? o.checks : known;
   const unknown = wanted.filter((c) => !known.includes(c));
   if (unknown.length) throw new UsageError(`unknown check${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, `choose from: ${known.join(', ')}`);
   const modeRuns = parseEfaemuModes(o.efaemuModes);
@@ -404,12 +450,31 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
   const s = await survey(o, host);
   const rows = new Map<string, SelftestRow>();
   const runnable: string[] = [];
+  const placements = new Map<string, Placement>();
   for (const c of SELFTEST_CHECKS.filter((x) => wanted.includes(x.id))) {
-    const why = skipReason(c.needs, s);
+    let why = skipReason(c.needs, s);
+    if (!why && c.needs.includes('gpus')) {
+      const p = place(c.pes ?? 2, s.hostGpus, perGpu);
+      if ('why' in p) why = p.why;
+      else if (p.shared && s.exclusive) why = `${s.exclusive}: a GPU in that compute mode takes one process, and this check shares ${describePlacement(p).replace(/ \(.*/, '')}; set it back with nvidia-smi -c DEFAULT (as root), or run on a host with a GPU per PE`;
+      else placements.set(c.id, p);
+    }
     if (!why) runnable.push(c.id);
     else for (const r of modeRuns) rows.set(key(c.id, r), { check: c.id, title: c.title, result: 'skip', evidence: why, modes: modesColumn(c.id, r) });
   }
   const passes = planRuns(runnable, modeRuns);
+  // How the PEs are placed, by PE count: the table's header and the JSON report say it.
+  const placed = [...new Set([...placements.values()].map((p) => p.pes))].sort((a, b) => a - b).map((n) => {
+    const of = [...placements.entries()].filter(([, p]) => p.pes === n);
+    return { ...of[0]![1], checks: of.map(([id]) => id) };
+  });
+  const noMps = path.join(results, 'no-mps');
+  const header = [
+    ...(placed.length ? [`PEs (host with ${s.hostGpus} GPU${s.hostGpus === 1 ? '' : 's'}, --pes-per-gpu ${perGpu}): ${placed.map((p) => `${describePlacement(p)} for ${p.checks.length > 3 ? `${p.checks.length} checks` : p.checks.join(', ')}`).join('; ')}`] : []),
+    ...(placed.some((p) => p.shared) ? ["shared GPUs: each check's time is the GPU time-slicer's, not the product's (a wait for another PE can cost a timeslice)"] : []),
+    ...(s.mps ? [`MPS: a control daemon answers here (${s.mps.split('\n').join(', ')}); no PE uses it (CUDA_MPS_PIPE_DIRECTORY=${noMps}, an empty directory): they are time-sliced as without MPS`] : []),
+  ];
+  const quickEnv: Record<string, string> = o.quick && !process.env.DEVICE_API_PROGRAMS ? { DEVICE_API_PROGRAMS: QUICK_DEVICE_API_PROGRAMS } : {};
   const needsBuilt = (n: Need) => runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n));
   if (o.dryRun) {
     const plan = {
@@ -422,10 +487,11 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       ],
       runs: passes.map((p) => ({ modes: p.run.label, checks: p.checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${p.checks.join(' ')}` })),
       skipped: order(rows),
+      placement: placed,
     };
     if (o.json) out(JSON.stringify({ dryRun: true, ...plan }, null, 2));
     else
-      out([...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run: ${r.command}`),
+      out([...header, ...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run: ${r.command}`),
         ...plan.skipped.map((r) => `would skip ${r.check}${takesRunModes(r.check) ? ` (modes ${r.modes})` : ''}: ${r.evidence}`)].join('\n') || 'nothing to run');
     return 0;
   }
@@ -454,8 +520,9 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     if (needsBuilt('nvshmem_tests')) {
       nvshmemTests = nvshmemTestsDir(o.workDir);
       err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}`);
-      await buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal);
+      await buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal, quickEnv);
     }
+    const stuck: string[] = [];
     for (const p of passes) {
       const dir = passDir(modeRuns.indexOf(p.run), p.run);
       await mkdir(dir, { recursive: true });
@@ -473,6 +540,10 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         ...(s.deepepDir ? { DEEPEP_DIR: path.resolve(s.deepepDir) } : {}),
         ...(nvshmemTests ? { NVSHMEM_TESTS: nvshmemTests, NVSHMEM_EFA_LAUNCH: process.env.NVSHMEM_EFA_LAUNCH ?? launchCommandLine() } : {}),
         ...(o.timeoutSec ? { CHECK_TIMEOUT: String(o.timeoutSec) } : {}),
+        PE_GPUS: String(s.hostGpus),
+        PES_PER_GPU: String(perGpu),
+        NO_MPS_DIR: noMps,
+        ...quickEnv,
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
         ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),
       };
@@ -482,6 +553,11 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         await run('bash', [script, ...p.checks], {
           env, log, logPath, signal, fix: `read ${logPath}`,
           onLine(line) {
+            if (line.startsWith('STUCK\t')) {
+              stuck.push(line.slice(6));
+              err(`warning: ${line.slice(6)}: outlived SIGKILL (the GPU driver holds it)`);
+              return;
+            }
             const r = parseResult(line);
             if (!r || !p.checks.includes(r.check)) return;
             rows.set(key(r.check, p.run), { title: title(r.check), ...r, modes: modesColumn(r.check, p.run) });
@@ -502,8 +578,11 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       }
     }
     const ordered = order(rows);
-    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), checks: ordered }, null, 2));
-    else out(`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)\n\n${renderTable(ordered)}\n\nlogs: ${results}`);
+    const seconds = (Date.now() - started) / 1000;
+    // A process that outlived SIGKILL is named, never hidden: it may hold its GPU for whatever runs next.
+    const stuckLines = stuck.length ? [`processes that outlived SIGKILL (the GPU driver holds them; they may keep the GPU busy): ${stuck.join('; ')}`] : [];
+    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, checks: ordered }, null, 2));
+    else out([`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)`, ...header, '', renderTable(ordered, seconds), ...stuckLines, '', `logs: ${results}`].join('\n'));
     return ordered.some((r) => r.result === 'fail') ? 1 : 0;
   });
 }

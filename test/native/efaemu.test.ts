@@ -738,7 +738,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     mkdirSync(path.join(lf, 'include/rdma'), { recursive: true });
     const check = (extra: Record<string, string>) => {
       const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), PYTHON: py, DEEPEP_DIR: tmp, NVSHMEM_HOME: tmp,
-        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '20', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
+        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '20', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, PE_GPUS: '2', ...extra };
       if (!('DEEPEP_ARGS' in extra)) delete env.DEEPEP_ARGS;
       const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'deepep_ll'], { encoding: 'utf8', timeout: 60_000, env });
       return { out: r.stdout + r.stderr, args: readFileSync(path.join(tmp, 'args.0'), 'utf8').trim() };
@@ -752,6 +752,10 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(none.out).toMatch(/RESULT\tdeepep_ll\tfail\t.*; DeepEP args: none \(its defaults\)$/m);
     expect(check({ EFAEMU_MODES: 'all', DEEPEP_ARGS: '' }).args).toMatch(/--disable-nvlink$/);
     expect(check({ EFAEMU_MODES: 'none', DEEPEP_ARGS: '--num-tokens 64' }).args).toMatch(/--disable-nvlink --num-tokens 64$/);
+    // PEs time-sliced on one GPU take the small sizes too, modes or not (issue 34).
+    const shared = check({ EFAEMU_MODES: 'none', PE_GPUS: '1' });
+    expect(shared.args).toMatch(new RegExp(`--disable-nvlink ${small}$`));
+    expect(shared.out).toMatch(new RegExp(`RESULT\tdeepep_ll\tfail\t.*; DeepEP args: ${small}$`, 'm'));
   });
 
   // device_api on a host without GPUs: stand-ins for NVSHMEM's perftests and examples, started by the real
@@ -784,7 +788,7 @@ exit 0
     const check = (extra: Record<string, string> = {}) => {
       const env: Record<string, string | undefined> = { ...process.env, RESULTS: path.join(tmp, 'results'), NVSHMEM_HOME: tmp, NVSHMEM_TESTS: tests,
         NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(SRC, '../../bin/nvshmem-efa.js')}`, DEVICE_API_PROGRAMS: 'shmem_put_bw,shmem_get_latency,shmem_g_latency,put-block',
-        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '60', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, ...extra };
+        EFAEMU_BUILD: dir, LIBFABRIC_HOME: lf, CHECK_TIMEOUT: '60', NS_DEVICES: `/sys/bus/pci/devices/${pciDevice}`, PE_GPUS: '2', ...extra };
       const r = spawnSync('bash', [path.join(SRC, 'gpu/checks.sh'), 'device_api'], { encoding: 'utf8', timeout: 120_000, env });
       return r.stdout + r.stderr;
     };

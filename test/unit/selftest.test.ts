@@ -19,6 +19,7 @@ import {
   type SelftestOptions,
 } from '../../src/commands/selftest.ts';
 import { SELFTEST_CHECKS } from '../../src/commands/selftest-checks.ts';
+import { parsePesPerGpu, place } from '../../src/commands/selftest-placement.ts';
 import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
 import { cli } from '../helpers/cli.ts';
 
@@ -26,9 +27,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'selftest-'));
 
-const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch: string | undefined; nvcc: string | undefined }> = {}): HostQueries => {
-  const h = { gpus: 2, unshare: true, torch: '2.11.0', nvcc: '/usr/local/cuda/bin/nvcc', ...over };
-  return { gpuCount: async () => h.gpus, canUnshare: async () => h.unshare, hasTorch: async () => h.torch, nvcc: async () => h.nvcc };
+const host = (over: Partial<{ gpus: number | undefined; unshare: boolean; torch: string | undefined; nvcc: string | undefined; mps: string | undefined; modes: string[] }> = {}): HostQueries => {
+  const h = { gpus: 2, unshare: true, torch: '2.11.0', nvcc: '/usr/local/cuda/bin/nvcc', mps: undefined, modes: [] as string[], ...over };
+  return { gpuCount: async () => h.gpus, canUnshare: async () => h.unshare, hasTorch: async () => h.torch, nvcc: async () => h.nvcc, mpsDaemon: async () => h.mps, computeModes: async () => h.modes };
 };
 
 /** A work dir whose state says NVSHMEM (with the GDA device API) and DeepEP were built, with the files in place. */
@@ -91,13 +92,17 @@ async function runSelftest(o: SelftestOptions, h: HostQueries, lines: string[]) 
 }
 
 describe('selftest: what the host and the work dir offer', () => {
-  it('one GPU: every GPU check is skipped with the reason; fi_info and fabtests need none', async () => {
+  // Issue 34: a host with one GPU ran 2 of 21 checks ("this host has 1 GPU; the checks run one PE per GPU and need 2").
+  it('one GPU: no check is skipped for the GPU count; each is placed on the GPU there is, shared', async () => {
     const w = workDir();
     const s = await survey(opts(w), host({ gpus: 1 }));
+    expect(s.hostGpus).toBe(1);
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(19);
-    for (const c of gpuChecks) expect(skipReason(c.needs, s)).toContain('this host has 1 GPU; the checks run one PE per GPU and need 2');
-    expect(skipReason(SELFTEST_CHECKS.find((c) => c.id === 'fi_info')!.needs, s)).toBeUndefined();
+    expect(gpuChecks.length).toBe(20);
+    for (const c of gpuChecks) expect(skipReason(c.needs, s) ?? '', c.id).not.toMatch(/GPU/);
+    for (const c of gpuChecks) expect(place(c.pes ?? 2, 1, 'auto'), c.id).toEqual({ pes: c.pes ?? 2, gpus: 1, shared: true });
+    expect(SELFTEST_CHECKS.find((c) => c.id === 'deepep_shrink')!.pes).toBe(6);
+    expect((await survey(opts(w), host({ gpus: 0 }))).missing.gpus).toBe('the NVIDIA driver sees no GPU');
   });
 
   // On 2x H200: deepep_rails ran out its bound at 1 rail, and neg_signal_other_rail (a signal on the other rail)
@@ -149,6 +154,82 @@ describe('selftest: what the host and the work dir offer', () => {
   });
 });
 
+describe('selftest: PEs on the GPUs there are (issue 34)', () => {
+  it('--pes-per-gpu: auto keeps one PE per GPU where there are enough and shares them where not; N packs N per GPU or says what is missing', () => {
+    expect(place(2, 2, 'auto')).toEqual({ pes: 2, gpus: 2, shared: false });
+    expect(place(6, 2, 'auto')).toEqual({ pes: 6, gpus: 2, shared: true });
+    expect(place(2, 8, 'auto')).toEqual({ pes: 2, gpus: 2, shared: false });
+    expect(place(2, 2, 2)).toEqual({ pes: 2, gpus: 1, shared: true });
+    expect(place(6, 2, 1)).toEqual({ why: '6 PEs at 1 per GPU need 6 GPUs; this host has 2 (--pes-per-gpu auto shares the GPUs there are)' });
+    expect(place(2, 0, 'auto')).toEqual({ why: 'no GPU on this host' });
+    expect(parsePesPerGpu(undefined)).toBe('auto');
+    expect(parsePesPerGpu('3')).toBe(3);
+    for (const bad of ['0', '-1', 'two', '1.5', '']) expect(() => parsePesPerGpu(bad), bad).toThrow(/--pes-per-gpu .*expected auto or a positive integer/);
+  });
+
+  // One rule in two languages: checks.sh places the PEs it starts, this module says how in the table.
+  it('checks.sh --placement N places as selftest-placement.ts says, for every host size and --pes-per-gpu', () => {
+    for (const gpus of [1, 2, 3, 4, 8])
+      for (const per of ['auto', 1, 2, 3] as const)
+        for (const pes of [2, 4, 6]) {
+          const r = spawnSync('bash', [path.join(ROOT, 'native/efaemu/gpu/checks.sh'), '--placement', String(pes)], { encoding: 'utf8', env: { ...process.env, PE_GPUS: String(gpus), PES_PER_GPU: String(per) } });
+          const p = place(pes, gpus, per);
+          const label = `${pes} PEs, ${gpus} GPUs, ${per} per GPU`;
+          if ('why' in p) {
+            expect(r.status, label).toBe(1);
+            expect(r.stdout.trim(), label).toBe(`unplaceable: ${p.why}`);
+          } else {
+            expect(r.status, label).toBe(0);
+            const lines = r.stdout.trim().split('\n');
+            expect(lines[0], label).toBe(`pes=${p.pes} gpus=${p.gpus} shared=${p.shared ? 1 : 0}`);
+            expect(lines.slice(1), label).toEqual(Array.from({ length: pes }, (_, i) => `pe${i} gpu${i % p.gpus}`));
+          }
+        }
+  });
+
+  it('one GPU: every check is asked of checks.sh, with the host\'s GPU count and --pes-per-gpu; the header says how the PEs share the GPU', async () => {
+    const w = workDir();
+    const r = await runSelftest(opts(w, { checks: ['fi_info', 'gda_kernel', 'deepep_ll_4pes', 'deepep_shrink'] }), host({ gpus: 1 }), ['RESULT\tfi_info\tpass\tok', 'RESULT\tgda_kernel\tpass\tok', 'RESULT\tdeepep_ll_4pes\tpass\tok', 'RESULT\tdeepep_shrink\tpass\tok']);
+    expect(r.code, r.out).toBe(0);
+    expect(readFileSync(path.join(r.dir, 'args'), 'utf8').trim()).toBe('fi_info gda_kernel deepep_ll_4pes deepep_shrink');
+    const env = readFileSync(path.join(r.dir, 'env'), 'utf8');
+    expect(env).toMatch(/^PE_GPUS=1$/m);
+    expect(env).toMatch(/^PES_PER_GPU=auto$/m);
+    expect(env).toMatch(/^NO_MPS_DIR=.*\/no-mps$/m);
+    expect(r.out).toContain('PEs (host with 1 GPU, --pes-per-gpu auto): 2 PEs on 1 GPU (time-sliced, each PE a host of its own) for gda_kernel; 4 PEs on 1 GPU (time-sliced, each PE a host of its own) for deepep_ll_4pes; 6 PEs on 1 GPU (time-sliced, each PE a host of its own) for deepep_shrink');
+    expect(r.out).toContain("shared GPUs: each check's time is the GPU time-slicer's, not the product's");
+    expect(r.out).toMatch(/^4 passed, 0 failed, 0 skipped in \d+ s$/m);
+    // Two GPUs: the 2-PE checks keep a GPU each; 6 PEs share them. --pes-per-gpu 1 cannot place 6 PEs there: a skip saying so.
+    const two = await runSelftest(opts(w, { checks: ['gda_kernel', 'deepep_shrink'], dryRun: true }), host({ gpus: 2 }), []);
+    expect(two.out).toContain('PEs (host with 2 GPUs, --pes-per-gpu auto): 2 PEs, 1 per GPU for gda_kernel; 6 PEs on 2 GPUs (time-sliced, each PE a host of its own) for deepep_shrink');
+    const one = await runSelftest(opts(w, { checks: ['gda_kernel', 'deepep_shrink'], dryRun: true, pesPerGpu: '1' }), host({ gpus: 2 }), []);
+    expect(one.out).toContain('would skip deepep_shrink: 6 PEs at 1 per GPU need 6 GPUs; this host has 2 (--pes-per-gpu auto shares the GPUs there are)');
+    expect(one.out).toContain('2 PEs, 1 per GPU for gda_kernel');
+  });
+
+  it('an MPS daemon already running is reported and kept from the PEs; a GPU in an exclusive compute mode is never shared', async () => {
+    const w = workDir();
+    const mps = await runSelftest(opts(w, { checks: ['gda_kernel'] }), host({ gpus: 1, mps: '12345' }), ['RESULT\tgda_kernel\tpass\tok']);
+    expect(mps.out).toMatch(/^MPS: a control daemon answers here \(12345\); no PE uses it \(CUDA_MPS_PIPE_DIRECTORY=.*\/no-mps, an empty directory\): they are time-sliced as without MPS$/m);
+    const none = await runSelftest(opts(w, { checks: ['gda_kernel'] }), host({ gpus: 1 }), ['RESULT\tgda_kernel\tpass\tok']);
+    expect(none.out).not.toMatch(/MPS/);
+    const excl = await runSelftest(opts(w, { checks: ['gda_kernel', 'deepep_shrink'] }), host({ gpus: 2, modes: ['Default', 'Exclusive_Process'] }), ['RESULT\tgda_kernel\tpass\tok']);
+    expect(excl.out).toMatch(/^deepep_shrink\s+SKIP\s+-\s+GPU 1 Exclusive_Process: a GPU in that compute mode takes one process, and this check shares 6 PEs on 2 GPUs; set it back with nvidia-smi -c DEFAULT/m);
+    expect(excl.out).toMatch(/^gda_kernel\s+PASS/m);
+  });
+
+  it('--quick: the GDA kernel test, DeepEP, one negative control and device_api on device_api_order (2 and 4 PEs); not with --checks', async () => {
+    const w = workDir();
+    const r = await runSelftest(opts(workDir({ nvshmemDeviceApi: true }), { quick: true, dryRun: true }), host(), []);
+    expect(r.out).toMatch(/would run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* gda_kernel deepep_ll neg_no_quiet device_api$/m);
+    expect(r.out).toContain('2 PEs, 1 per GPU for gda_kernel, deepep_ll, neg_no_quiet; 4 PEs on 2 GPUs (time-sliced, each PE a host of its own) for device_api');
+    await expect(selftestCommand(opts(w, { quick: true, checks: ['fi_info'] }), () => {}, () => {}, host())).rejects.toThrow(/--quick and --checks both choose the checks/);
+    const q = await runSelftest(opts(w, { quick: true }), host(), ['RESULT\tgda_kernel\tpass\tok']);
+    expect(readFileSync(path.join(q.dir, 'args'), 'utf8').trim()).toBe('gda_kernel deepep_ll neg_no_quiet');
+    expect(readFileSync(path.join(q.dir, 'env'), 'utf8')).toMatch(/^DEVICE_API_PROGRAMS=device_api_order,device_api_order@4$/m);
+  });
+});
+
 describe('selftest: table, exit status, JSON', () => {
   it('runs only the checks that can run, passes the build to checks.sh, exits 1 when one fails, shows skips with reasons', async () => {
     const w = workDir();
@@ -163,7 +244,7 @@ describe('selftest: table, exit status, JSON', () => {
     expect(r.out).toMatch(/^fabtests\s+SKIP\s+-\s+libfabric's fabtests/m);
     // Checks the script was asked for but did not report are failures, never passes.
     expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+all\s+checks\.sh reported nothing for it/m);
-    expect(r.out).toMatch(/2 passed, \d+ failed, 3 skipped \(each says why; a skipped check proves nothing\)/);
+    expect(r.out).toMatch(/2 passed, \d+ failed, 3 skipped in \d+ s \(each says why; a skipped check proves nothing\)/);
     const { readFileSync } = await import('node:fs');
     const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
     expect(args).not.toContain('fabtests');
@@ -205,7 +286,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(w.wd, 'never');
     const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 21 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 22 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });

@@ -5,14 +5,17 @@
 // placement), and neg_device_api runs it linked against device libraries with one ordering rule broken, where it must
 // report a data error rather than pass.
 //
-// Two PEs, each both sender and receiver, started by `nvshmem-efa launch` (nvshmem_init's PMI-1 bootstrap). Tests,
-// each ITERS rounds of a fresh pattern (round, sender, word) with an acknowledgement before the next round:
+// N >= 2 PEs in a ring, each both sender and receiver, started by `nvshmem-efa launch` (nvshmem_init's PMI-1
+// bootstrap): PE r sends to r + d and checks what r - d sent it (mod N), d = 1 except where said. Tests, each ITERS
+// rounds of a fresh pattern (round, sender, word) with an acknowledgement before the next round:
 //   fence    thread scope: put data (nbi), nvshmem_fence, put a flag (nbi); the peer waits for the flag, checks data.
 //   signal   warp scope: put-with-signal (SIGNAL_SET); the peer waits for the signal, checks data.
 //   atomic   thread scope: put data (nbi), nvshmem_fence, atomic add on a counter (NVSHMEM's proxy: EFA has no
 //            RDMA atomics); the peer waits for the counter, checks data.
 //   barrier  block scope: put data (nbi), nvshmemx_barrier_all_block (a quiet, then the barrier); each checks what
-//            its peer put. The data-checking program that synchronizes through NVSHMEM's barrier.
+//            was put to it. The data-checking program that synchronizes through NVSHMEM's barrier. With 4 PEs or more
+//            d = 3: the put goes to a PE that is not the sender's neighbour in NVSHMEM's barrier, so only the barrier's
+//            promise of every PE's completed puts (not a signal the receiver itself got from the sender) covers it.
 // Usage: device_api_order [ITERS (100)] [TEST...] (default: all four).
 // Output: "PE<r> ok <test>: ..." or "PE<r> FAIL <test>: N data errors ... first at round R word W: got X want Y";
 // exit 1 on any error, 2 on a setup error. Every wait is bounded (WAIT_S, default 30 s): a lost write is reported
@@ -92,11 +95,12 @@ __device__ void check(const Sym &s, Report *r, int round, int peer) {
     __syncthreads();
 }
 
-// Acknowledge round, wait for the peer's acknowledgement, and complete this PE's puts (their source is rewritten).
-__device__ bool handshake(const Sym &s, Report *r, int round, int peer, uint64_t limit_ns) {
+// Acknowledge round to the sender, wait for the receiver's acknowledgement, and complete this PE's puts (their source
+// is rewritten).
+__device__ bool handshake(const Sym &s, Report *r, int round, int from, uint64_t limit_ns) {
     __shared__ int ok;
     if (threadIdx.x == 0) {
-        nvshmemx_signal_op(s.ack, round + 1, NVSHMEM_SIGNAL_SET, peer);
+        nvshmemx_signal_op(s.ack, round + 1, NVSHMEM_SIGNAL_SET, from);
         ok = wait_ge(s.ack, round + 1, limit_ns);
         if (!ok && !r->timed_out) r->timed_out = round + 1;
         nvshmem_quiet();
@@ -110,7 +114,8 @@ enum Test { kFence, kSignal, kAtomic, kBarrier };
 // Rounds are numbered across the tests (first .. first + iters - 1): the flags, signals, acknowledgements and data of
 // an earlier test can never satisfy a later one's waits or checks, so nothing is reset between tests.
 __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t limit_ns) {
-    const int me = nvshmem_my_pe(), peer = 1 - me;
+    const int me = nvshmem_my_pe(), n = nvshmem_n_pes(), d = t == kBarrier && n >= 4 ? 3 : 1;
+    const int peer = (me + d) % n, from = (me - d + n) % n;  // whom this PE sends to, and whose data it checks
     __shared__ int arrived;
     for (int round = first; round < first + iters; round++) {
         fill(s.src, round, me);
@@ -148,8 +153,8 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
         }
         __syncthreads();
         if (!arrived) return;
-        check(s, r, round, peer);
-        if (!handshake(s, r, round, peer, limit_ns)) return;
+        check(s, r, round, from);
+        if (!handshake(s, r, round, from, limit_ns)) return;
     }
 }
 
@@ -164,8 +169,8 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaFree(nullptr));
     nvshmem_init();
     g_rank = nvshmem_my_pe();
-    if (nvshmem_n_pes() != 2) {
-        fail("setup", fmt("needs 2 PEs, has %d", nvshmem_n_pes()));
+    if (nvshmem_n_pes() < 2) {
+        fail("setup", fmt("needs 2 PEs or more, has %d", nvshmem_n_pes()));
         return 2;
     }
     Sym s{};

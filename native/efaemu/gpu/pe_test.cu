@@ -688,6 +688,13 @@ int main(int argc, char **argv) {
     expect(ndev == 1, "this PE sees exactly one GPU (CUDA_VISIBLE_DEVICES), so NVLink cannot carry its traffic",
            fmt("%d visible", ndev));
     bootstrap(uid);
+    // PEs time-sliced on one GPU (issue 34) must not be an "MPG run" to NVSHMEM (its limited mode exits in collectives):
+    // each is a host of its own. The checks read this line.
+    const int st = nvshmemx_init_status();
+    line("RESULT", fmt("init_status %s", st == NVSHMEM_STATUS_IS_INITIALIZED ? "initialized"
+                                         : st == NVSHMEM_STATUS_LIMITED_MPG  ? "limited_mpg"
+                                         : st == NVSHMEM_STATUS_FULL_MPG     ? "full_mpg"
+                                                                             : "other"));
     const std::string m = mode;
     if (m == "perf") perf();
     else if (m == "lazy") lazy();

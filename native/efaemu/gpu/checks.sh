@@ -304,7 +304,7 @@ fi
 # status per rank), RC0 and RC1 (the first two), ELAPSED.
 run_n() {
   local name=$1 extra=$2; shift 3
-  local n=${PLACE_PES:-2} st="$RESULTS/stats-$name" start r a now failed_at='' left
+  local n=${PLACE_PES:-2} st="$RESULTS/stats-$name" start r a now failed_at='' ended_at='' left
   [ -n "${PLACE_PES:-}" ] || place 2 || true
   rm -rf "$st"; mkdir -p "$st" "$NO_MPS_DIR"
   start=$(date +%s)
@@ -333,6 +333,15 @@ run_n() {
     if [ -z "$failed_at" ]; then
       for ((r = 0; r < n; r++)); do [ -n "${RCS[$r]}" ] && [ "${RCS[$r]}" != 0 ] && failed_at=$now; done
     fi
+    # A rank still running PEER_EXIT_GRACE_S (60 s) after another ended well waits for a peer that is gone (every
+    # program here ends in a collective: a barrier, finalize): a hang, stopped and counted as a failure.
+    if [ -z "$failed_at" ] && [ -z "$ended_at" ]; then
+      for ((r = 0; r < n; r++)); do [ "${RCS[$r]}" = 0 ] && ended_at=$now; done
+    fi
+    if [ -z "$failed_at" ] && [ -n "$ended_at" ] && [ "$left" -gt 0 ] && [ $((now - ended_at)) -ge "${PEER_EXIT_GRACE_S:-60}" ]; then
+      echo "checks.sh: $name: $left PE(s) still running ${PEER_EXIT_GRACE_S:-60} s after another ended with 0: stopped as hung" >&2
+      failed_at=$((now - 15))
+    fi
     # Stopped: the others 15 s after a failure; every rank once timeout's TERM and KILL are past (timeout itself waits
     # for a rank that outlives SIGKILL).
     if { [ -n "$failed_at" ] && [ $((now - failed_at)) -ge 15 ]; } || [ $((now - start)) -ge $((T + 20)) ]; then
@@ -359,11 +368,24 @@ tree_pids() { local c; echo "$1"; for c in $(pgrep -P "$1" 2>/dev/null); do tree
 # rank's status becomes "unkillable(pid P state S wchan W)" and STUCK names it, and the run ends without it (a wait for
 # it would never return).
 STUCK=""
+# proc_snapshot FILE PID...: each thread's name, state, wait channel and kernel stack (where readable): where a process
+# that will not end waits, kept beside the run's statistics.
+proc_snapshot() {
+  local f=$1 p t; shift
+  for p in "$@"; do
+    for t in /proc/"$p"/task/*; do
+      [ -d "$t" ] || continue
+      printf 'pid %s tid %s %s state %s wchan %s\n' "$p" "${t##*/}" "$(cat "$t/comm" 2>/dev/null)" "$(awk '/^State:/ {print $2}' "$t/status" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)"
+      sed 's/^/    /' "$t/stack" 2>/dev/null | head -12
+    done
+  done >>"$f" 2>/dev/null
+}
 stop_rank() {
   local r=$1 pid=${RUN_PIDS[$1]} p all i state
   all=$(tree_pids "$pid")
   for p in $all; do grep -q libefa-fi "/proc/$p/maps" 2>/dev/null && kill -USR1 "$p" 2>/dev/null; done
   sleep 1
+  proc_snapshot "$2/stopped-pe$r.txt" $all
   # shellcheck disable=SC2086
   kill -KILL $all 2>/dev/null
   for ((i = 0; i < ${KILL_WAIT_S:-10} * 2; i++)); do

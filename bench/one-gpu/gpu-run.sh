@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Issue 34 on a lent host with one GPU (no network, no Node.js of its own): the README's quick start (cold build with
+# DeepEP), then selftest with every PE on the one GPU, through efaemu, and the experiments on how the GPU shares itself
+# between processes whose kernels spin on each other. Everything is carried as bench/quickstart/gpu-host.sh says.
+#
+#   PHASE=build   bench/quickstart/quickstart-gpu.sh PHASE=build (doctor, cold build into /tmp/qs/wd, a rerun)
+#   PHASE=quick   selftest --quick (modes all)
+#   PHASE=start   the full selftest (modes all) started in its own session, so it outlives this call (the machine stays
+#                 warm while the next call starts within its idle time); logs in /tmp/og; waits up to WAIT_S
+#   PHASE=wait    waits for that selftest up to WAIT_S, then copies what it has
+#   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
+#                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
+#                 pair that does not end, every process left is described (state, wait channel, kernel stack)
+# PHASE may list several (build,quick,start). CHECKS: selftest --checks instead of the full list (start). CALL_S: the
+# call's limit (default 590 s): the quick selftest and the probe stop in time for the logs to come back.
+# What comes back: $OUT/{build,quick,full,probe}.txt and $OUT/og.tgz (every log, no programs).
+set -uo pipefail
+OUT=${OUT:-/tmp/og-out}
+HERE=$(cd "$(dirname "$0")" && pwd) REPO=$(cd "$(dirname "$0")/../.." && pwd)
+W=/tmp/qs OG=/tmp/og
+mkdir -p "$OG" "$OUT"
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0))s] $*"; }
+phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
+# collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
+collect() {
+  cp "$OG"/{build,quick,full,probe}.txt "$OUT/" 2>/dev/null
+  tar czf "$OUT/og.tgz" -C / --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' --exclude='patterns' --exclude='nvshmem-tests' \
+    tmp/og tmp/qs/wd/selftest 2>/dev/null
+  ls -la "$OUT" | tail -n +2
+}
+run_selftest() {  # run_selftest NAME ARGS...: the tool's selftest of /tmp/qs/wd, output in $OG/NAME.txt
+  local name=$1; shift
+  (
+    cd "$W" || exit 1
+    eval "$("$W/node" "$W/bundle/nvshmem-efa.mjs" env --work-dir "$W/wd")"
+    s0=$(date +%s)
+    # LIMIT: seconds before SIGTERM (the call's own limit would take the logs with it).
+    ${LIMIT:+timeout -s TERM "$LIMIT"} "$W/node" "$W/bundle/nvshmem-efa.mjs" selftest --work-dir "$W/wd" "$@" >"$OG/$name.txt" 2>&1
+    echo "selftest exit $? in $(($(date +%s) - s0)) s" >>"$OG/$name.txt"
+  )
+}
+
+if phase build; then
+  OUT=$OG/qs PHASE=build bash "$REPO/bench/quickstart/quickstart-gpu.sh" 2>&1 | tee "$OG/build.txt" | tail -25
+  du -sh "$W/wd"/{install,build,sources} 2>/dev/null | tee -a "$OG/build.txt"
+fi
+
+if phase quick; then
+  stamp "selftest --quick"
+  LIMIT=$((${CALL_S:-590} - ($(date +%s) - t0) - ${KEEP_S:-20})) run_selftest quick --quick
+  tail -25 "$OG/quick.txt" | cut -c1-400
+  collect >/dev/null
+fi
+
+if phase start; then
+  stamp "full selftest, in its own session"
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid bash -c "$(declare -f run_selftest); W=$W OG=$OG; run_selftest full ${CHECKS:+--checks $CHECKS}; touch $OG/full.done" </dev/null >/dev/null 2>&1 &
+fi
+
+if phase start || phase wait; then
+  until [ -e "$OG/full.done" ] || [ $(($(date +%s) - t0)) -ge "${WAIT_S:-540}" ]; do sleep 5; done
+  stamp "full selftest: $([ -e "$OG/full.done" ] && echo 'done' || echo 'still running')"
+  grep -E '^(running|[a-z_0-9]+ \(efaemu modes)' "$OG/full.txt" 2>/dev/null | tail -30
+  tail -32 "$OG/full.txt" 2>/dev/null | cut -c1-400
+  collect >/dev/null
+fi
+
+if phase probe; then
+  cd "$OG" || exit 1
+  nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+  "$nvcc" -O2 -std=c++17 -arch=sm_90 "$HERE/mpg_probe.cu" -o mpg_probe -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda >probe-build.txt 2>&1 || { tail probe-build.txt; exit 1; }
+  {
+    nvidia-smi --query-gpu=name,driver_version,compute_mode,clocks.max.sm --format=csv,noheader
+    nvidia-smi -q | grep -iE 'preempt|timeslice|compute mode' || echo "nvidia-smi -q names no preemption setting"
+    echo "MPS daemon: $(echo get_server_list | nvidia-cuda-mps-control 2>&1 | head -1)"
+  } >probe.txt 2>&1
+  # pair ARGS...: both roles, bounded: 25 s, then KILL; processes left after 10 s more are described and the series stops.
+  pair() {
+    local n=/mpgp-$$-$RANDOM r pids=()
+    for r in 0 1; do timeout -k 5 25 ./mpg_probe "$r" "$n" "$@" >"pair.$r" 2>&1 & pids+=($!); done
+    wait "${pids[@]}" 2>/dev/null
+    echo "== $*"; cat pair.0 pair.1
+    sleep 2
+    local left; left=$(pgrep -x mpg_probe)
+    if [ -n "$left" ]; then
+      sleep 10; left=$(pgrep -x mpg_probe)
+      if [ -n "$left" ]; then
+        echo "LEFT after SIGKILL: $left"
+        for p in $left; do for t in /proc/"$p"/task/*; do
+          echo "pid $p tid ${t##*/} $(cat "$t/comm") state $(awk '/^State:/ {print $2}' "$t/status") wchan $(cat "$t/wchan" 2>/dev/null)"
+          sed 's/^/    /' "$t/stack" 2>/dev/null | head -8
+        done; done
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+        return 1
+      fi
+    fi
+  }
+  stamp "probe"
+  # From the likeliest to end to the least: a pair whose processes outlive SIGKILL stops the series.
+  for spec in "200 1 5 coop" "200 32 5 coop 120" "200 66 5 coop 120" "200 132 5 plain 120" "200 132 5 coop 120" "200 full 5 plain" "200 full 5 coop"; do
+    [ $(($(date +%s) - t0)) -lt $((${CALL_S:-590} - 50)) ] || { echo "== $spec: not run (the call's time is nearly out)" >>probe.txt; continue; }
+    # shellcheck disable=SC2086 # spec is words
+    pair $spec >>probe.txt 2>&1 || break
+  done
+  grep -E '^==|RESULT|LEFT|state D|stalled' probe.txt | cut -c1-300
+  cp probe.txt "$OUT/"
+  collect >/dev/null
+fi
+stamp "done"

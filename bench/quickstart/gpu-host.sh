@@ -3,7 +3,7 @@
 # The host has no network and no Node.js: node, the standalone bundle and the pinned sources come from .carry/ (C)
 # and .carry/qs (Q) through the tool's documented mirror variables (NVSHMEM_EFA_<PKG>_URL, NVSHMEM_EFA_FABRIC_LOCK).
 # bench/carry/make-carry.sh makes .carry/ (ignored) on the machine that starts the call.
-# NVLink multicast stays off (a rule of the GPU hosts); pip's NVSHMEM must not shadow the tool's.
+# NVLink multicast stays off (a rule of the GPU hosts).
 # shellcheck shell=bash
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # shellcheck disable=SC2034 # C: read by the scripts that source this
@@ -19,8 +19,9 @@ export NVSHMEM_EFA_FABRIC_LOCK=$Q/fabric-lock.json \
   NVSHMEM_EFA_FABTESTS_URL=file://$Q/fabtests-2.3.0.tar.bz2 \
   NVSHMEM_EFA_RDMA_CORE_URL=file://$Q/rdma-core-60.1.tar.gz \
   NVSHMEM_EFA_GDRCOPY_URL=file://$Q/gdrcopy-2.5.1.tar.gz
-# The python3 on PATH is the one with torch: its pip (a bare `pip` may be another Python's).
-"$PYTHON" -m pip uninstall -y -q nvidia-nvshmem-cu12 nvidia-nvshmem-cu13 >/dev/null 2>&1 || true
+# The pip NVSHMEM stays: the hosts' torch (2.11+cu130) requires nvidia-nvshmem-cu13 and links its libnvshmem_host.so.3,
+# so removing it breaks `import torch` (and with it the DeepEP build, exit 4). The tool's DeepEP checks preload the
+# build's library instead (src/core/pip-nvshmem.ts); scripts that need it first set LD_LIBRARY_PATH.
 
 # device_api_build WD [ARG...]: node and the standalone bundle into $W, the carried NVSHMEM 3.4.5 source, then
 # nvshmem-efa build ARG... into WD, with the device API hooks unless ARG has --no-device-api (bench/device-api/gpu-run.sh,

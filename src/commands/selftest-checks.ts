@@ -7,10 +7,12 @@
 export type Need = 'unshare' | 'efaemu' | 'fabtests' | 'gpus' | 'nvshmem' | 'gda' | 'pe_test' | 'pattern' | 'deepep' | 'rails' | 'nvshmem_tests' | 'neg_build';
 
 /**
- * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run); a string
+ * How a check meets the efaemu modes: 'run' takes the modes of each --efaemu-modes run (one row per run);
+ * 'run-unplaced' the same without the placement modes (place_order, defer, duplicate: a path that does not claim to
+ * survive them, NVSHMEM's own proxy path with GDA off); any other string
  * names the modes the check sets itself (negative controls run with and without them, normal_mode always defers).
  */
-export type CheckModes = 'run' | string | undefined;
+export type CheckModes = 'run' | 'run-unplaced' | string | undefined;
 
 /**
  * Every check, in the order checks.sh runs them, with what it needs from the host, how it meets the efaemu modes, and
@@ -25,7 +27,7 @@ export const SELFTEST_CHECKS: readonly { id: string; title: string; needs: reado
   { id: 'deepep_ll', title: 'DeepEP test_low_latency.py --disable-nvlink, GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
   { id: 'deepep_ll_4pes', title: 'DeepEP test_low_latency.py --disable-nvlink on 4 PEs (every rank dispatches to 3 others), GDA on, reordering', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run', pes: 4 },
   { id: 'deepep_rails', title: 'DeepEP test_low_latency.py --disable-nvlink on 2 rails per PE (multi-rail build), traffic on both NICs', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep', 'rails'], modes: 'run' },
-  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
+  { id: 'deepep_counters', title: 'DeepEP with GDA off: the RDM path carries the same payload bytes', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run-unplaced' },
   { id: 'deepep_shrink', title: 'DeepEP test_low_latency.py --shrink-test on 6 PEs: ranks 1, 3 and 5 fail, the others mask them', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], pes: 6 },
   { id: 'deepep_pressure', title: 'DeepEP test_low_latency.py --pressure-test (bounded)', needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'deepep'], modes: 'run' },
   { id: 'll_pattern', title: "DeepEP's low-latency pattern through the shim (deepep_pattern ll): every token byte there when its count signal arrives", needs: ['unshare', 'efaemu', 'gpus', 'nvshmem', 'gda', 'pattern'], modes: 'run' },

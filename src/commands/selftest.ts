@@ -68,8 +68,12 @@ const NO_MODES = '-';
 
 /** Whether a check takes the modes of each --efaemu-modes run (one row per run). */
 export function takesRunModes(id: string): boolean {
-  return SELFTEST_CHECKS.find((c) => c.id === id)?.modes === 'run';
+  const m = SELFTEST_CHECKS.find((c) => c.id === id)?.modes;
+  return m === 'run' || m === 'run-unplaced';
 }
+
+/** The modes of the efaemu model of placement: a check marked 'run-unplaced' runs without them. */
+const PLACEMENT_MODES: readonly string[] = ['place_order', 'defer', 'duplicate'];
 
 /** What the host and the work dir offer: each need is either there (with what) or missing (with why). */
 export interface Survey {
@@ -399,6 +403,10 @@ export function planRuns(runnable: readonly string[], runs: readonly ModeRun[]):
 export function modesColumn(id: string, run: ModeRun): string {
   const m = SELFTEST_CHECKS.find((c) => c.id === id)?.modes;
   if (m === 'run') return run.label;
+  if (m === 'run-unplaced') {
+    const kept = run.modes.filter((x) => !PLACEMENT_MODES.includes(x));
+    return kept.length === run.modes.length ? run.label : kept.length ? kept.join(',') : 'none';
+  }
   if (m === 'defer') return run.modes.includes('defer') ? run.label : run.modes.length ? `defer,${run.label}` : 'defer';
   return m ?? NO_MODES;
 }

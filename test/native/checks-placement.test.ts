@@ -81,6 +81,20 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"bytes": 64}}}, "efaemu1": {"
     for (const rank of [0, 1]) expect(seen(tmp, `rails.${rank}`)).toBe(`host=efaemu-node${rank} gpu=0\nnic0=${real}\nnic1=${real}`);
   });
 
+  // 1x H200, gda_kernel under modes all with both PEs on the GPU: a credit refresh of 513 writes outlasted the 5 s GPU
+  // wait bound at about 13 ms a write, none lost (the emulator's CUDA copies wait for timeslices).
+  it('gda_kernel and gda_rails on a shared GPU bound their GPU waits at 60 s; one PE per GPU keeps the product\'s default', () => {
+    const tmp = scratch();
+    standIn(path.join(tmp, 'pe_test'), `echo "bound=\${NVSHMEM_EFA_GDA_TIMEOUT_MS:-default}" > "${tmp}/bound.$RANK"; echo "PE$RANK RESULT init_status initialized"; exit 1\n`);
+    const env = { PE_TEST: path.join(tmp, 'pe_test') };
+    checks(tmp, ['gda_kernel'], env);
+    expect(seen(tmp, 'bound.0')).toBe('bound=60000');
+    checks(tmp, ['gda_kernel'], { ...env, PE_GPUS: '2' });
+    expect(seen(tmp, 'bound.1')).toBe('bound=default');
+    checks(tmp, ['gda_rails'], { ...env, SHARED_GDA_TIMEOUT_MS: '90000' });
+    expect(seen(tmp, 'bound.1')).toBe('bound=90000');
+  });
+
   // DeepEP's test as a stand-in interpreter: what each rank got; ranks 1, 3 and 5 of a shrink test "fail" as DeepEP's do.
   const python = (tmp: string) => standIn(path.join(tmp, 'python'), `
 case "$*" in *test_low_latency.py*) ;; *) exec python3 "$@" ;; esac
@@ -105,6 +119,23 @@ printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_byt
     for (let r = 0; r < 4; r++) expect(seen(tmp, `deepep.${r}`)).toMatch(new RegExp(`^host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=4 `));
     // With 6 GPUs, one each; with 2 and --pes-per-gpu 1, 6 PEs cannot be placed: a skip that says so.
     expect(checks(tmp, ['deepep_shrink'], { ...env, PE_GPUS: '2', PES_PER_GPU: '1' }).stdout).toMatch(/^RESULT\tdeepep_shrink\tskip\t6 PEs at 1 per GPU need 6 GPUs; this host has 2/m);
+  });
+
+  // 1x H200, modes all: with GDA off (NVSHMEM's own proxy path) DeepEP's dispatch check failed after writes placed out
+  // of order, late and twice; deepep_counters counts bytes per path, and runs GDA off without the placement modes.
+  it('deepep_counters runs GDA off under the run\'s modes less the placement ones, and says so', () => {
+    const tmp = scratch();
+    mkdirSync(path.join(tmp, 'tests'));
+    mkdirSync(path.join(tmp, 'results', 'stats-deepep_ll'), { recursive: true });
+    writeFileSync(path.join(tmp, 'results', 'stats-deepep_ll', 'efaemu-1.json'), '{"paths": {"gda": {"write": {"bytes": 4096, "small_bytes": 0}}}}');
+    standIn(path.join(tmp, 'python'), `
+case "$*" in *test_low_latency.py*) ;; *) exec python3 "$@" ;; esac
+echo "order=\${EFAEMU_PLACE_ORDER:-} defer=\${EFAEMU_PLACE_DEFER_US:-} dup=\${EFAEMU_DUPLICATE:-} wqe=\${EFAEMU_WQE_SIZE:-} gda=$NVSHMEM_EFA_GDA_ENABLE" > "${tmp}/modes.$RANK"
+printf '{"paths": {"rdm": {"write": {"gpu_bytes": 2048, "small_gpu_bytes": 0}}, "gda": {"write": {"ops": 0}}}}' > "$EFAEMU_STATS/efaemu-$$.json"
+`);
+    const r = checks(tmp, ['deepep_counters'], { PYTHON: path.join(tmp, 'python'), DEEPEP_DIR: tmp, EFAEMU_MODES: 'all', PE_GPUS: '2' });
+    expect(seen(tmp, 'modes.0')).toBe('order= defer= dup= wqe=128 gda=0');
+    expect(r.stdout, r.out).toMatch(/^RESULT\tdeepep_counters\tpass\tGDA off: passed; the RDM path carried 4096 .*; GDA off under EFAEMU_SILENT_AFTER_ERROR=1 EFAEMU_WQE_SIZE=128 \(not the placement modes: NVSHMEM's own proxy path does not survive them\)$/m);
   });
 
   it('device_api runs device_api_order on 4 PEs through nvshmem-efa launch, each a host of its own on the one GPU', () => {

@@ -218,6 +218,15 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     expect(excl.out).toMatch(/^gda_kernel\s+PASS/m);
   });
 
+  it('deepep_counters\' column names the modes it ran under: the run\'s, less the placement ones', async () => {
+    const { modesColumn } = await import('../../src/commands/selftest.ts');
+    expect(modesColumn('deepep_counters', { label: 'all', modes: [...EFAEMU_MODES] })).toBe('silent,wqe128');
+    expect(modesColumn('deepep_counters', { label: 'none', modes: [] })).toBe('none');
+    expect(modesColumn('deepep_counters', { label: 'defer', modes: ['defer'] })).toBe('none');
+    expect(modesColumn('deepep_counters', { label: 'wqe128', modes: ['wqe128'] })).toBe('wqe128');
+    expect(modesColumn('deepep_ll', { label: 'all', modes: [...EFAEMU_MODES] })).toBe('all');
+  });
+
   it('--quick: the GDA kernel test, DeepEP, one negative control and device_api on device_api_order (2 and 4 PEs); not with --checks', async () => {
     const w = workDir();
     const r = await runSelftest(opts(workDir({ nvshmemDeviceApi: true }), { quick: true, dryRun: true }), host(), []);

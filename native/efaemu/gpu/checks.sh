@@ -203,6 +203,12 @@ not_mpg() {
   MPG_WHY="NVSHMEM's init status on the shared GPU: $(sort <<<"$seen" | uniq -c | awk 'NF == 2 {print $2" x"$1}' | paste -sd, -); "
   [ "$(grep -c '^initialized$' <<<"$seen")" = "$PLACE_PES" ]
 }
+# shared_bound: on a shared GPU, NVSHMEM_EFA_GDA_TIMEOUT_MS=SHARED_GDA_TIMEOUT_MS (60000) for the checks whose GPU waits
+# are not what they test. efaemu moves every byte and CQE with CUDA copies in the owning process's context, and on a
+# time-sliced GPU each copy can wait for that context's timeslice: 1x H200, gda_kernel under modes all, 2 PEs on the GPU,
+# the 513 writes of a credit refresh retired at about 13 ms each (CUDA copies mean 1.45 ms, max 4.4 ms) and the 5 s
+# default bound expired with none lost (bench/results/one-gpu-selftest.md). The emulator's speed, not the product's.
+shared_bound() { [ "${PLACE_SHARED:-0}" = 1 ] && echo "NVSHMEM_EFA_GDA_TIMEOUT_MS=${SHARED_GDA_TIMEOUT_MS:-60000}"; }
 # placed CHECK N: place N PEs, or report CHECK as skipped with why.
 placed() { place "$2" || { result "$1" skip "$PLACE_WHY"; return 1; }; }
 # own_host_argv R: OWN_HOST becomes the words that run a command as a host of its own named <host>-pe<R>: in a shared
@@ -247,6 +253,9 @@ PY=${PYTHON:-python3}
 result() { printf 'RESULT\t%s\t%s\t%s\n' "$1" "$2" "$3"; }
 # The end of a mode-taking check's evidence: which modes it ran under.
 modes_note() { [ -n "$MODES_ENV" ] && echo "; efaemu modes $MODES_LABEL: $MODES_ENV"; }
+# The run's modes without the placement ones (place_order, defer, duplicate): for a check of a path that does not claim
+# to survive them.
+unplaced_modes_env() { local w out=(); for w in $MODES_ENV; do case $w in EFAEMU_PLACE_ORDER=* | EFAEMU_PLACE_DEFER_US=* | EFAEMU_DUPLICATE=*) ;; *) out+=("$w") ;; esac; done; echo "${out[*]}"; }
 need() {  # need CHECK VAR...: skip the check when an input is missing
   local c=$1; shift
   for v in "$@"; do
@@ -475,7 +484,7 @@ check_gda_kernel() {
   placed gda_kernel 2 || return
   rm -f "$RESULTS/uid-gda"
   local owned=${GDA_OWNED:-8}
-  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" -- \
+  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" --owned "$owned" gda
   local logs="$RESULTS/gda_kernel.pe0.log $RESULTS/gda_kernel.pe1.log"
   local active fails ooo gb
@@ -484,7 +493,7 @@ check_gda_kernel() {
   ooo=$(estat gda_kernel faults.gda_cqe_out_of_order); gb=$(estat gda_kernel paths.gda.write.bytes)
   MPG_WHY=
   if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ] && not_mpg gda_kernel; then
-    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s; $(placement_note)$([ "${PLACE_SHARED:-0}" = 1 ] && echo ', NVSHMEM init status initialized on each (no MPG run)')$(modes_note)"
+    result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s; $(placement_note)$([ "${PLACE_SHARED:-0}" = 1 ] && echo ", NVSHMEM init status initialized on each (no MPG run), GPU waits bounded at ${SHARED_GDA_TIMEOUT_MS:-60000} ms (the emulator's copies wait for timeslices)")$(modes_note)"
   else
     result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} ${MPG_WHY:-}(gda_kernel.pe*.log)$(modes_note)"
   fi
@@ -516,7 +525,7 @@ check_gda_rails() {
   placed gda_rails 2 || return
   two_nics_per_pe gda_rails || return
   rm -f "$RESULTS/uid-rails"
-  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" -- \
+  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
     "${RAILS_WRAP[@]}" "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
   local logs="$RESULTS/gda_rails.pe0.log $RESULTS/gda_rails.pe1.log"
   local on2 rails fails ooo n0 n1 wqes
@@ -669,8 +678,16 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   need deepep_counters DEEPEP_DIR NVSHMEM_HOME EFAEMU_BUILD || return
   placed deepep_counters 2 || return
   [ -d "$RESULTS/stats-deepep_ll" ] || { result deepep_counters skip "needs deepep_ll first"; return; }
+  # GDA off is NVSHMEM's own proxy path, which does not keep a put ahead of its signal on a NIC that completes before it
+  # places (defer) or places out of order or twice: 1x H200, 2 PEs time-sliced, modes all, DeepEP's dispatch check
+  # failed (recv_x_amin != the expected count) after 147 writes placed out of order, 180 deferred, 2 duplicated
+  # (bench/results/one-gpu-selftest.md; on 2 GPUs the window was never hit). That is what the GDA path fixes, and what
+  # this check counts is bytes per path: it takes the run's other modes only.
+  local counters_env
+  counters_env=$(unplaced_modes_env)
+  counters_note() { echo "; GDA off under ${counters_env:-no efaemu mode}$([ "$counters_env" != "$MODES_ENV" ] && echo " (not the placement modes: NVSHMEM's own proxy path does not survive them)")"; }
   # shellcheck disable=SC2046 # word lists: paths and arguments without spaces
-  deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8} $MODES_ENV" $(deepep_args)
+  deepep_pair deepep_counters "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_REORDER=${REORDER:-8} $counters_env" $(deepep_args)
   # Payload = writes of more than 8 bytes: with GDA on the shim's signals (and credit returns) are GDA writes of
   # 4 or 8 bytes, with GDA off they are NVSHMEM atomics (sends), so only the token payload is comparable. A DeepEP
   # built without the shim's GDA path (--deepep-gda device-api) sends its signals as atomics (sends) both ways.
@@ -679,9 +696,9 @@ check_deepep_counters() {  # the same test with GDA off: the RDM path must carry
   read -r off off_small gda_off < <(estat deepep_counters paths.rdm.write.gpu_bytes paths.rdm.write.small_gpu_bytes paths.gda.write.ops)
   local on_payload=$((on - on_small)) off_payload=$((off - off_small))
   if deepep_ok deepep_counters && [ "$on_payload" -gt 0 ] && [ "$on_payload" = "$off_payload" ] && [ "$gda_off" = 0 ]; then
-    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(deepep_args_note)$(modes_note)"
+    result deepep_counters pass "GDA off: passed; the RDM path carried $off_payload GPU-sourced payload bytes = the $on_payload the GDA path carried with GDA on (plus $on_small signal-sized bytes there); 0 GDA ops$(deepep_args_note)$(counters_note)"
   else
-    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)$(deepep_args_note)$(modes_note)"
+    result deepep_counters fail "rc $RC0/$RC1; GDA-on GDA payload bytes $on_payload (+$on_small small) vs GDA-off RDM GPU payload bytes $off_payload (+$off_small small), GDA ops with GDA off $gda_off; $(deepep_tail deepep_counters)$(deepep_args_note)$(counters_note)"
   fi
 }
 

@@ -68,13 +68,22 @@ FAILED=0
 out() { printf '%s\n' "$*"; printf '%s\n' "$*" >>"$REPORT"; }
 fail() { out "FAIL: $*"; FAILED=1; }
 
+# PEs on the GPUs there are (issue 34): PE r on GPU r mod U, U = min(2, the host's GPUs). On a host with one GPU both
+# PEs share it, time-sliced by the driver, each a host of its own (NVSHMEM and NCCL tell PEs on one GPU apart by host
+# name only), and every figure is then the time-slicer's (a wait for the other PE can cost a timeslice, about 4.5 ms on
+# an H200): the report says so before any number. PE_GPUS: the host's GPU count (default: nvidia-smi -L; 2 without it).
+HOST_GPUS=${PE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+[[ $HOST_GPUS =~ ^[1-9][0-9]*$ ]] || HOST_GPUS=2
+USED_GPUS=$((HOST_GPUS < 2 ? HOST_GPUS : 2))
+SHARED=$((USED_GPUS < 2 ? 1 : 0))
+
 # The environment of PE $1 (word-split by the caller: paths without spaces). Over efaemu: the emulated provider,
 # softgdr and the CUDA interposer, as efaemu's own checks (native/efaemu/gpu/checks.sh) set them; over EFA: the
 # real provider, NIC to NIC (no shared-memory shortcut). Either way each process sees only its own GPU, so NVLink
 # cannot carry anything, and NVLink multicast stays off.
 pe_env() {
   local r=$1
-  echo CUDA_VISIBLE_DEVICES=$r NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+  echo CUDA_VISIBLE_DEVICES=$((r % USED_GPUS)) NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
     NVSHMEM_REMOTE_TRANSPORT=libfabric NVSHMEM_LIBFABRIC_PROVIDER=efa NVSHMEM_DISABLE_P2P=1 NVSHMEM_EFA_GDA_ENABLE=1 \
     NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 PYTHONUNBUFFERED=1 FI_PROVIDER=efa
   if [ "$FABRIC" = efaemu ]; then
@@ -99,12 +108,14 @@ run_pair() {
   local st="$RESULTS/stats-$name" pids=() r
   rm -rf "$st"; mkdir -p "$st"
   for r in 0 1; do
-    local argv=("${@//@R@/$r}") pre
+    local argv=("${@//@R@/$r}") pre own=()
     # shellcheck disable=SC2046 # pe_preload prints paths, one word each
     pre=$(echo $(pe_preload) $preload | tr ' ' ':')
+    # shellcheck disable=SC2016 # $1 and $@ belong to the inner sh
+    [ "$SHARED" = 1 ] && own=(unshare --uts sh -c 'echo "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' pe-host "$(uname -n)-pe$r")
     # shellcheck disable=SC2046
     env $(pe_env $r) ${pre:+LD_PRELOAD=$pre} EFAEMU_STATS="$st" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$MASTER_PORT $extra \
-      timeout -k 10 "$T" "${argv[@]}" >"$RESULTS/$name.pe$r.log" 2>&1 &
+      timeout -k 10 "$T" "${own[@]}" "${argv[@]}" >"$RESULTS/$name.pe$r.log" 2>&1 &
     pids+=($!)
   done
   RC0=; RC1=
@@ -138,6 +149,10 @@ out ""
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -2 | paste -sd, -)
 out "$(date -u +%Y-%m-%dT%H:%M:%SZ); $(hostname); ${gpus:-GPUs unknown (no nvidia-smi)}"
 out ""
+if [ "$SHARED" = 1 ]; then
+  out "**Both PEs share 1 GPU** (time-sliced, each a host of its own): every time and ratio below is the GPU time-slicer's, not the product's or EFA's. The paths ran and the data was checked; compare numbers only from a host with a GPU per PE."
+  out ""
+fi
 
 # ---- 1. put table ------------------------------------------------------------------------------------------------
 if [ "$DO_PUT" = 1 ]; then

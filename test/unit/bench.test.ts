@@ -93,6 +93,22 @@ describe('bench/gda-signals/bench.sh (stand-ins for put_bw and the DeepEP ranks)
     expect(pe1).toContain('[rank 1]');
   });
 
+  // Issue 34: a host with one GPU. Both PEs on GPU 0, each a host of its own; the report says first that every number is the
+  // time-slicer's. A stand-in put_bw records what each PE saw.
+  it.skipIf(spawnSync('unshare', ['--uts', 'true']).status !== 0)('one GPU: both PEs on it, each a host of its own, and the report says the numbers are the time-slicer\'s', () => {
+    const d = rig();
+    const put = path.join(d, 'put_bw');
+    writeFileSync(put, FAKE_PUT.replace('#!/usr/bin/env bash\n', `#!/usr/bin/env bash\necho "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES" > "${d}/seen.$2"\n`));
+    const r = bench(d, ['--no-deepep'], { PE_GPUS: '1' });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^\*\*Both PEs share 1 GPU\*\* \(time-sliced, each a host of its own\): every time and ratio below is the GPU time-slicer's/m);
+    expect(r.stdout.indexOf('Both PEs share 1 GPU')).toBeLessThan(r.stdout.indexOf('| size |'));
+    for (const pe of ['0', '1']) expect(readFileSync(path.join(d, `seen.${pe}`), 'utf8').trim()).toBe(`host=${os.hostname()}-pe${pe} gpu=0`);
+    const two = bench(d, ['--no-deepep'], { PE_GPUS: '2' });
+    expect(two.stdout).not.toContain('share 1 GPU');
+    expect(readFileSync(path.join(d, 'seen.1'), 'utf8').trim()).toBe(`host=${os.hostname()} gpu=1`);
+  });
+
   it('says what it measured over real EFA, and skips DeepEP with the reason when there is none (exit 0)', () => {
     const d = rig();
     const r = bench(d, ['--fabric', 'efa'], { DEEPEP_DIR: undefined, EFAEMU_BUILD: undefined });

@@ -164,6 +164,7 @@ echo "PE$PMI_RANK ok barrier: 100 rounds"
     mkdirSync(dir);
     for (const p of ['deepep_pattern', 'deepep_pattern_no_quiet', 'deepep_pattern_other_rail'])
       standIn(path.join(dir, p), `
+echo "$*" > "${tmp}/args.$RANK"
 echo "PE$RANK RESULT shim_build $([ ${p} = deepep_pattern ] && echo product || echo switched)"
 if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ "$EFAEMU_PLACE_DEFER_US" = "\${CAUGHT_AT:-none}" ]; then echo "PE$RANK FAIL ll_pattern: 12 bytes wrong"; exit 1; fi
 echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
@@ -171,11 +172,14 @@ echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
     const env = { PATTERN_DIR: dir };
     const wide = checks(tmp, ['neg_no_quiet'], { ...env, CAUGHT_AT: '2000-20000' });
     expect(wide.stdout, wide.out).toMatch(/^RESULT\tneg_no_quiet\tpass\tcaught under modes place_order,defer \(EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=2000-20000; rc 1\/1: .*\); not caught under EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=20-400 on the shared GPU, so run again with the windows widened: caught; passes without/m);
+    // Shared: 20 rounds (every placed write waits for timeslices); one PE per GPU: the program's own 200.
+    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 --rounds 20 ll$/);
     const never = checks(tmp, ['neg_no_quiet'], env);
     expect(never.stdout).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer .*so run again with the windows widened: not caught either: the modes prove nothing/m);
     // One PE per GPU: no second try (what 2x H200 showed stands).
     const two = checks(tmp, ['neg_no_quiet'], { ...env, PE_GPUS: '2', CAUGHT_AT: '2000-20000' });
     expect(two.stdout).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer \(EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=20-400\): the modes/m);
+    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 ll$/);
     expect(existsSync(path.join(tmp, 'results', 'neg_no_quiet.wide.pe0.log'))).toBe(true);
   });
 

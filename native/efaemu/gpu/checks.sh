@@ -800,11 +800,20 @@ check_neg_wrong_provider() {
 # pattern_pair NAME EXTRA_ENV PROGRAM MODE [ARGS...]: deepep_pattern (PATTERN_DIR/PROGRAM) on both PEs, GDA on; the
 # "${PATTERN_WRAP[@]}" array (RAILS_WRAP for 2 rails) goes before it.
 PATTERN_WRAP=()
+# On a shared GPU the rounds are PATTERN_ROUNDS (default 20; deepep_pattern's own: 200 ll, 400 normal, which its
+# defaults keep elsewhere): every write efaemu places there is CUDA copies that wait for their context's timeslice.
+# 1x H200, neg_no_quiet under place_order,defer: 200 rounds of 4 experts x 64 tokens were still running after 100 s
+# (5 s on 2 GPUs); a credit refresh's writes retired at about 13 ms each (bench/results/one-gpu-selftest.md).
+pattern_rounds() {
+  if [ -n "${PATTERN_ROUNDS:-}" ]; then echo "--rounds $PATTERN_ROUNDS"
+  elif [ "${PLACE_SHARED:-0}" = 1 ]; then echo "--rounds 20"; fi
+}
 pattern_pair() {
   local name=$1 extra=$2 prog=$3; shift 3
   rm -f "$RESULTS/uid-$name"
+  # shellcheck disable=SC2046 # pattern_rounds prints words
   run_pair "$name" "NVSHMEM_EFA_GDA_ENABLE=1 $extra" -- "${PATTERN_WRAP[@]}" "$PATTERN_DIR/$prog" --rank @R@ --uid-file "$RESULTS/uid-$name" \
-    --wait-s "${PATTERN_WAIT_S:-20}" "$@"
+    --wait-s "${PATTERN_WAIT_S:-20}" $(pattern_rounds) "$@"
 }
 pattern_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qh ' FAIL ' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
 pattern_why() { grep -h ' FAIL \|nvshmem-efa: EFA GDA' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -2 | cut -c1-220 | paste -sd';' -; }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 11 over efaemu on one host with 2 GPUs (test-only). `nvshmem-efa selftest` runs it;
-# it also runs alone:
+# The GPU checks of issue 11 over efaemu on one host with one GPU or more (test-only; PEs are placed on the GPUs there
+# are, see Placement below). `nvshmem-efa selftest` runs it; it also runs alone:
 #
 #   checks.sh CHECK...            run the named checks (all: every check, in order)
 #   checks.sh --list              the checks, one a line
 #   checks.sh --modes             the unkind efaemu modes (issue 21): name<TAB>environment<TAB>what it models
 #   checks.sh --modes-env LIST    the environment words of LIST (all, none, or a comma list of mode names)
+#   checks.sh --placement N       where a run of N PEs goes on this host (PE_GPUS, PES_PER_GPU)
 #
 # EFAEMU_MODES (all, none = default, or a comma list of --modes' names) turns those modes on for the checks that
 # take them: gda_kernel, gda_rails, deepep_ll, deepep_rails, deepep_counters, deepep_pressure, ll_pattern, and
@@ -33,6 +34,10 @@
 #   RESULTS         where logs and efaemu statistics go
 #   CHECK_TIMEOUT   seconds a pair of processes may take (default 240); PRESSURE_SECONDS bounds --pressure-test
 #   PYTHON          interpreter with torch (default python3)
+#   PE_GPUS, PES_PER_GPU  the host's GPU count and PEs per GPU (auto or N): where each run's PEs go (Placement, below)
+#   NO_MPS_DIR      the empty CUDA_MPS_PIPE_DIRECTORY every PE gets (no PE becomes a client of a running MPS daemon)
+#   On a shared GPU: SHARED_GDA_TIMEOUT_MS (60000), SHARED_DEFER_US (2000-20000), PATTERN_ROUNDS (20); see their uses
+#   PEER_EXIT_GRACE_S (60), KILL_WAIT_S (10): how long a rank may run on after a peer ended well, and outlive SIGKILL
 # Output: one line per check, "RESULT<TAB>check<TAB>pass|fail|skip<TAB>evidence", and logs in $RESULTS.
 set -uo pipefail
 

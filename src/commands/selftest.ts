@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError, WorkDirBusyError } from '../core/errors.ts';
@@ -354,8 +355,8 @@ async function buildNvshmemTests(checks: string[], src: string, prefix: string, 
       ...(checks.includes('neg_device_api') ? await ask('--neg-device-api-targets') : []),
     ])];
     if (!targets.length) throw new Error(`checks.sh named no program to build for ${checks.join(', ')} (${gpu})`);
-    const script = path.join(gpu, 'build-nvshmem-tests.sh');
-    await run('bash', [script, src, prefix, out, arch, ...targets], { env: { ...process.env, NVSHMEM_BUILD: nvshmemBuild }, log, logPath, signal, fix: `read the build error in ${logPath}` });
+    const script = process.env.NVSHMEM_EFA_NVSHMEM_TESTS_BUILD ?? path.join(gpu, 'build-nvshmem-tests.sh');
+    await run('bash', [script, src, prefix, out, arch, ...targets], { env: { ...process.env, ...env, NVSHMEM_BUILD: nvshmemBuild }, log, logPath, signal, fix: `read the build error in ${logPath}` });
   } finally {
     await log.end();
   }
@@ -484,6 +485,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
   ];
   const quickEnv: Record<string, string> = o.quick && !process.env.DEVICE_API_PROGRAMS ? { DEVICE_API_PROGRAMS: QUICK_DEVICE_API_PROGRAMS } : {};
   const needsBuilt = (n: Need) => runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n));
+  const needsTests = (c: string) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes('nvshmem_tests');
   if (o.dryRun) {
     const plan = {
       results,
@@ -491,9 +493,11 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${efaemuBuildIn(results).dir}`] : []),
         ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
         ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}`] : []),
-        ...(needsBuilt('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}`] : []),
+        ...(needsBuilt('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}, with half the cores, while the checks that do not need them run`] : []),
       ],
-      runs: passes.map((p) => ({ modes: p.run.label, checks: p.checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${p.checks.join(' ')}` })),
+      // Per pass: the checks that need NVSHMEM's perftests run after the others (their build runs meanwhile).
+      runs: passes.flatMap((p) => [p.checks.filter((c) => !needsTests(c)), p.checks.filter(needsTests)].filter((c) => c.length).map((checks) =>
+        ({ modes: p.run.label, checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${checks.join(' ')}` }))),
       skipped: order(rows),
       placement: placed,
     };
@@ -524,17 +528,26 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       err(`building ${PATTERN_PROGRAMS.join(', ')} in ${patternDir} against ${s.nvshmemHome}`);
       await buildPatterns((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', patternDir, path.join(results, 'patterns-build.log'), signal);
     }
+    // NVSHMEM's perftests and examples take minutes to build (325 s on one H200 with 16 cores): they build with half
+    // the cores while the checks that do not need them run, and device_api and neg_device_api run once they are built.
+    // A failed build fails those two checks, naming its log; the others keep their results.
     let nvshmemTests: string | undefined;
+    let testsBuilt: Promise<string | undefined> = Promise.resolve(undefined);
     if (needsBuilt('nvshmem_tests')) {
       nvshmemTests = nvshmemTestsDir(o.workDir);
-      err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}`);
-      await buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', path.join(results, 'nvshmem-tests-build.log'), signal, quickEnv);
+      const logPath = path.join(results, 'nvshmem-tests-build.log');
+      err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}, beside the other checks`);
+      const jobs = process.env.JOBS ?? String(Math.max(1, Math.floor(availableParallelism() / 2)));
+      testsBuilt = buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', logPath, signal, { ...quickEnv, JOBS: jobs })
+        .then(() => undefined, (e: unknown) => {
+          if (signal.aborted) throw e;
+          return `building NVSHMEM's perftests and examples failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}; ${logPath})`;
+        });
+      testsBuilt.catch(() => {}); // an interrupt is rethrown where it is awaited, never left unhandled meanwhile
     }
     const stuck: string[] = [];
-    for (const p of passes) {
-      const dir = passDir(modeRuns.indexOf(p.run), p.run);
-      await mkdir(dir, { recursive: true });
-      err(`running ${p.checks.join(', ')} under efaemu modes ${p.run.label} (logs in ${dir})`);
+    const runChecks = async (p: (typeof passes)[number], dir: string, checks: string[]) => {
+      err(`running ${checks.join(', ')} under efaemu modes ${p.run.label} (logs in ${dir})`);
       const env: Record<string, string> = {
         ...(process.env as Record<string, string>),
         EFAEMU_BUILD: path.resolve(efaemu!),
@@ -555,10 +568,10 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
         ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),
       };
-      const logPath = path.join(dir, 'checks.log');
+      const logPath = path.join(dir, checks.some(needsTests) ? 'checks-device-api.log' : 'checks.log');
       const log = await openLog(logPath);
       try {
-        await run('bash', [script, ...p.checks], {
+        await run('bash', [script, ...checks], {
           env, log, logPath, signal, fix: `read ${logPath}`,
           onLine(line) {
             if (line.startsWith('STUCK\t')) {
@@ -567,7 +580,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
               return;
             }
             const r = parseResult(line);
-            if (!r || !p.checks.includes(r.check)) return;
+            if (!r || !checks.includes(r.check)) return;
             rows.set(key(r.check, p.run), { title: title(r.check), ...r, modes: modesColumn(r.check, p.run) });
             err(`${r.check} (efaemu modes ${modesColumn(r.check, p.run)}): ${r.result}`);
           },
@@ -575,15 +588,26 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       } finally {
         await log.end();
       }
-      for (const id of p.checks)
+      for (const id of checks)
         if (!rows.has(key(id, p.run))) rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: `checks.sh reported nothing for it (see ${logPath})`, modes: modesColumn(id, p.run) });
       const neg = rows.get('neg_wrong_provider');
-      if (neg?.result === 'pass' && p.checks.includes('neg_wrong_provider')) {
+      if (neg?.result === 'pass' && checks.includes('neg_wrong_provider')) {
         const logs = ['0', '1'].map((r) => path.join(dir, `neg_wrong_provider.pe${r}.log`)).filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n');
         const diagnosis = diagnoseInitFailure(logs, { FI_PROVIDER: process.env.WRONG_PROVIDER ?? 'efa_wrong' });
         if (diagnosis && /FI_PROVIDER=/.test(diagnosis)) neg.evidence += `. Diagnosis: ${diagnosis}`;
         else rows.set('neg_wrong_provider', { ...neg, result: 'fail', evidence: `${neg.evidence}; but nvshmem-efa could not diagnose why from the output (${diagnosis ?? 'no known message'})` });
       }
+    };
+    for (const p of passes) {
+      const dir = passDir(modeRuns.indexOf(p.run), p.run);
+      await mkdir(dir, { recursive: true });
+      const first = p.checks.filter((c) => !needsTests(c));
+      const after = p.checks.filter(needsTests);
+      if (first.length) await runChecks(p, dir, first);
+      if (!after.length) continue;
+      const failed = await testsBuilt;
+      if (failed) for (const id of after) rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: failed, modes: modesColumn(id, p.run) });
+      else await runChecks(p, dir, after);
     }
     const ordered = order(rows);
     const seconds = (Date.now() - started) / 1000;

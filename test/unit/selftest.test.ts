@@ -218,6 +218,41 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     expect(excl.out).toMatch(/^gda_kernel\s+PASS/m);
   });
 
+  // 1x H200: NVSHMEM's perftests took 325 s to build before any check ran. They build beside the checks that do not
+  // need them; device_api waits for them; a failed build fails only the checks that needed it.
+  it('NVSHMEM\'s perftests build with half the cores while the other checks run; device_api runs after; a failed build fails device_api alone', async () => {
+    const w = workDir({ nvshmemDeviceApi: true });
+    const dir = tmp();
+    const build = path.join(dir, 'build.sh');
+    writeFileSync(build, `#!/bin/bash\necho "start $(date +%s%N) jobs=$JOBS" >> "${dir}/events"\nsleep 2\n[ -n "$FAKE_BUILD_FAIL" ] && { echo "nvcc: error"; exit 1; }\necho "end $(date +%s%N)" >> "${dir}/events"\n`, { mode: 0o755 });
+    const checks = path.join(dir, 'checks.sh');
+    writeFileSync(checks, `#!/bin/bash\necho "checks $(date +%s%N) $*" >> "${dir}/events"\nfor c in "$@"; do printf 'RESULT\\t%s\\tpass\\tok\\n' "$c"; done\n`, { mode: 0o755 });
+    const run = async (extra: Record<string, string> = {}) => {
+      Object.assign(process.env, { NVSHMEM_EFA_SELFTEST_SCRIPT: checks, NVSHMEM_EFA_NVSHMEM_TESTS_BUILD: build, ...extra });
+      const out: string[] = [];
+      try {
+        const code = await selftestCommand(opts(w, { checks: ['gda_kernel', 'deepep_ll', 'device_api'] }), (x) => out.push(x), () => {}, host());
+        return { code, out: out.join('\n') };
+      } finally {
+        for (const k of ['NVSHMEM_EFA_SELFTEST_SCRIPT', 'NVSHMEM_EFA_NVSHMEM_TESTS_BUILD', ...Object.keys(extra)]) delete process.env[k];
+      }
+    };
+    const ok = await run();
+    expect(ok.code, ok.out).toBe(0);
+    const ev = readFileSync(path.join(dir, 'events'), 'utf8').trim().split('\n').map((l) => l.split(' '));
+    const at = (kind: string, i = 0) => Number(ev.filter((e) => e[0] === kind)[i]![1]) / 1e6;
+    expect(ev.find((e) => e[0] === 'start')![2]).toBe(`jobs=${Math.max(1, Math.floor(os.availableParallelism() / 2))}`);
+    expect(ev.filter((e) => e[0] === 'checks').map((e) => e.slice(2).join(' '))).toEqual(['gda_kernel deepep_ll', 'device_api']);
+    expect(at('checks', 0)).toBeLessThan(at('end'));      // the other checks ran while it built
+    expect(at('checks', 1)).toBeGreaterThan(at('end'));   // device_api after it was built
+    writeFileSync(path.join(dir, 'events'), '');
+    const bad = await run({ FAKE_BUILD_FAIL: '1' });
+    expect(bad.code).toBe(1);
+    expect(bad.out).toMatch(/^device_api\s+FAIL\s+all\s+building NVSHMEM's perftests and examples failed \(.*; .*nvshmem-tests-build\.log\)$/m);
+    expect(bad.out).toMatch(/^gda_kernel\s+PASS/m);
+    expect(readFileSync(path.join(dir, 'events'), 'utf8')).not.toMatch(/checks .* device_api/);
+  });
+
   it('deepep_counters\' column names the modes it ran under: the run\'s, less the placement ones', async () => {
     const { modesColumn } = await import('../../src/commands/selftest.ts');
     expect(modesColumn('deepep_counters', { label: 'all', modes: [...EFAEMU_MODES] })).toBe('silent,wqe128');
@@ -230,7 +265,7 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
   it('--quick: the GDA kernel test, DeepEP, one negative control and device_api on device_api_order (2 and 4 PEs); not with --checks', async () => {
     const w = workDir();
     const r = await runSelftest(opts(workDir({ nvshmemDeviceApi: true }), { quick: true, dryRun: true }), host(), []);
-    expect(r.out).toMatch(/would run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* gda_kernel deepep_ll neg_no_quiet device_api$/m);
+    expect(r.out).toMatch(/would run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* gda_kernel deepep_ll neg_no_quiet\nwould run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* device_api$/m);
     expect(r.out).toContain('2 PEs, 1 per GPU for gda_kernel, deepep_ll, neg_no_quiet; 4 PEs on 2 GPUs (time-sliced, each PE a host of its own) for device_api');
     await expect(selftestCommand(opts(w, { quick: true, checks: ['fi_info'] }), () => {}, () => {}, host())).rejects.toThrow(/--quick and --checks both choose the checks/);
     const q = await runSelftest(opts(w, { quick: true }), host(), ['RESULT\tgda_kernel\tpass\tok']);

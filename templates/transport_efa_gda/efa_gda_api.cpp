@@ -43,9 +43,10 @@ void efa_gda::report_api_at_fini(Gda &s) {
     }
     fprintf(stderr,
             "nvshmem-efa: PE %d: NVSHMEM device API proxy operations %llu (outside GDA regions %llu, p or value writes %llu, "
-            "g %llu, atomics and signal adds %llu); proxy quiets covered %llu\n",
+            "g %llu, atomics and signal adds %llu, reads without GPU write ordering %llu); proxy quiets covered %llu\n",
             s.boot.my_pe, h.proxy_issued, h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION], h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_VALUE],
-            h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE], h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC], h.proxy_quieted);
+            h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE], h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC],
+            h.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ], h.proxy_quieted);
 }
 
 namespace efa_gda {
@@ -133,13 +134,20 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
     slot->on = 1;
     slot->state = (nvshmemx_efa_gda_device_state_t *)(uintptr_t)g->d_state;
     slot->shared = (nvshmemx_efa_gda_api_shared_t *)(uintptr_t)g->d_api;
-    slot->flags = g_delivered_once ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u;
-    slot->g_slots = g->d_api_g ? kGSlots : 0u;
-    char note[400];
-    snprintf(note, sizeof note, "on (%s; %s%s)",
-             g_delivered_once ? "p and SET signals as GDA writes: every NIC delivers a write once"
-                              : "p and SET signals through NVSHMEM's proxy: a write may land twice",
-             g->d_api_g ? "g as GDA reads" : "g through NVSHMEM's proxy: its GDA scratch could not be registered: ", g->d_api_g ? "" : (g_why ? g_why : "unknown"));
+    /* Values and reads over GDA rely on every PE's GPU seeing an RDMA write's data no later than what follows it (the
+     * agreed GPUDirect RDMA write ordering, >= OWNER: g_signals_ordered); values also on writes landing once. */
+    slot->flags = (g_signals_ordered && g_delivered_once ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u) |
+                  (g_signals_ordered ? NVSHMEMX_EFA_GDA_API_READS_OVER_GDA : 0u);
+    slot->g_slots = g->d_api_g && g_signals_ordered ? kGSlots : 0u;
+    char note[600];
+    if (!g_signals_ordered)
+        snprintf(note, sizeof note, "on (puts as GDA writes; p, SET signals, g and get through NVSHMEM's proxy: %s)", g_signals_why);
+    else
+        snprintf(note, sizeof note, "on (%s; %s%s)",
+                 g_delivered_once ? "p and SET signals as GDA writes: every NIC delivers a write once"
+                                  : "p and SET signals through NVSHMEM's proxy: a write may land twice",
+                 g->d_api_g ? "g as GDA reads, get too" : "get as GDA reads; g through NVSHMEM's proxy: its GDA scratch could not be registered: ",
+                 g->d_api_g ? "" : (g_why ? g_why : "unknown"));
     note_api(note);
     return 0;
 }

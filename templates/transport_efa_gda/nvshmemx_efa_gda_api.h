@@ -8,7 +8,7 @@
 
 #include "nvshmemx_efa_gda.h"
 
-#define NVSHMEMX_EFA_GDA_API_ABI 2 /* 2: g over GDA (g_value, g_lock, g_slots) */
+#define NVSHMEMX_EFA_GDA_API_ABI 3 /* 2: g over GDA (g_value, g_lock, g_slots); 3: READS_OVER_GDA, PROXY_UNORDERED_READ */
 
 /* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
 enum {
@@ -16,11 +16,15 @@ enum {
     NVSHMEMX_EFA_GDA_API_PROXY_VALUE = 1,     /* p of 1 or 2 bytes, or a value write where writes may land twice */
     NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE = 2, /* g without GDA scratch (its registration failed), or outside GDA's regions */
     NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC = 3,    /* atomics, SIGNAL_ADD, signal_op: no RDMA atomics on efa-direct */
-    NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 4
+    NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ = 4, /* a get where a GPU may see a read's completion before its data */
+    NVSHMEMX_EFA_GDA_API_PROXY_REASONS = 5
 };
 
 /* slot.flags */
-#define NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA 0x1u /* every PE's NICs deliver a write once: p and SET may be GDA writes */
+#define NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA 0x1u /* every PE's NICs deliver a write once and every PE's GPU orders
+                                                   * GPUDirect RDMA writes (>= OWNER): p and SET may be GDA writes */
+#define NVSHMEMX_EFA_GDA_API_READS_OVER_GDA 0x2u  /* every PE's GPU orders GPUDirect RDMA writes: a get's data is in
+                                                   * place when its completion is seen, so gets may be GDA reads */
 
 /* GPU memory the host allocates once per PE; every module's slot points at the same block. */
 typedef struct {

@@ -122,33 +122,42 @@ EFA_GDA_DEV bool efa_gda_api_no_region(int err) {
            err == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
 }
 
-/* Posts a put or get; false: it must go through the proxy (counted). Any other failure traps. */
-EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
+/* Posts a put or get; false: it must go through the proxy, counted under *why. A get goes there where a GPU does not
+ * order GPUDirect RDMA writes (no READS_OVER_GDA): it could see the read's completion before its data. Any other
+ * failure traps. */
+EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, bool put, int *why) {
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
     if (!bytes) return true;
+    if (!put && !(nvshmemi_efa_gda_api_d.flags & NVSHMEMX_EFA_GDA_API_READS_OVER_GDA)) {
+        *why = NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ;
+        return false;
+    }
     const int err = put ? efa_gda_put_nbi(s, rptr, lptr, bytes, pe) : efa_gda_get_nbi(s, lptr, rptr, bytes, pe);
+    *why = NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION;
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, put ? "put" : "get", rptr, lptr, pe, bytes);
     return true;
 }
 
 NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_nbi_leader(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
-    if (efa_gda_api_post(rptr, lptr, bytes, pe, put)) return;
+    int why;
+    if (efa_gda_api_post(rptr, lptr, bytes, pe, put, &why)) return;
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+    efa_gda_api_sent_to_proxy(why);
 }
 
 /* Blocking: the post, then its completion (the GDA quiet covers it; a get's data is in place at completion). */
 NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_leader(void *rptr, void *lptr, size_t bytes, int pe, bool put) {
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
-    if (efa_gda_api_post(rptr, lptr, bytes, pe, put)) {
+    int why;
+    if (efa_gda_api_post(rptr, lptr, bytes, pe, put, &why)) {
         efa_gda_check_quiet(s, efa_gda_quiet(s), put ? "quiet of a blocking put" : "quiet of a blocking get", pe);
         return;
     }
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+    efa_gda_api_sent_to_proxy(why);
     efa_gda_api_proxy_quiet_if_pending(false);
 }
 
@@ -183,13 +192,14 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_p_leader(void *rptr, uint64_t 
 NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_put_signal_leader(void *rptr, void *lptr, size_t bytes, void *sig_addr,
                                                                    uint64_t signal, nvshmemi_amo_t sig_op, int pe, bool is_nbi) {
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
-    if (!efa_gda_api_post(rptr, lptr, bytes, pe, true)) {
+    int why;
+    if (!efa_gda_api_post(rptr, lptr, bytes, pe, true, &why)) {
         /* The payload through the proxy: NVSHMEM's own sequence, all of it on the proxy. */
         nvshmemi_efa_gda_api_before_proxy(pe);
         nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, NVSHMEMI_OP_PUT);
         nvshmemi_proxy_fence();
         nvshmemi_proxy_amo_nonfetch<uint64_t>(sig_addr, signal, pe, sig_op);
-        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION);
+        efa_gda_api_sent_to_proxy(why);
         efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
     } else if (sig_op != NVSHMEMI_AMO_SIGNAL_SET || !efa_gda_api_write_value(sig_addr, signal, 8, pe, true)) {
         nvshmemi_efa_gda_api_before_proxy(pe);
@@ -227,10 +237,10 @@ NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_rma_p(void *rptr, const T v
 /* g: a GDA read of the value into a scratch slot of this PE (registered for GDA on its rails only), the GDA
  * quiet (a read's data is in place at its completion), then the slot's value. A slot is taken with its lock word,
  * starting from the calling thread's index, so the threads of a launch rarely contend; the wait for a slot is
- * bounded like every wait (its holder is itself inside a bounded quiet). false: through the proxy (no scratch, or
- * the address is outside GDA's regions). */
+ * bounded like every wait (its holder is itself inside a bounded quiet). false: through the proxy (no scratch, a GPU
+ * that does not order GPUDirect RDMA writes, or the address is outside GDA's regions). */
 NVSHMEMX_EFA_GDA_API_FN bool nvshmemi_efa_gda_api_g_leader(void *rptr, uint32_t bytes, int pe, uint64_t *out) {
-    const uint32_t n = nvshmemi_efa_gda_api_d.g_slots;
+    const uint32_t n = nvshmemi_efa_gda_api_d.flags & NVSHMEMX_EFA_GDA_API_READS_OVER_GDA ? nvshmemi_efa_gda_api_d.g_slots : 0u;
     if (!n) return false;
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
     nvshmemx_efa_gda_api_shared_t *sh = nvshmemi_efa_gda_api_d.shared;

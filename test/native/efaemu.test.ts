@@ -543,7 +543,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       `the ${100000 + 1000 * k} bytes landed in PE 1's GPU heap, byte-exact (rail ${k})`,
     ]).flat(),
     'the device API slot is on, with the device state and zeroed counters in GPU memory, and the status line says so',
-    "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
+    "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads (through the proxy, with get, where a GPU does not order GPUDirect RDMA writes)",
     "a GDA read into g's scratch, with its key, completes OK and the 8 bytes are PE 1's",
     'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
   ];
@@ -559,7 +559,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     // through the proxy (nothing here: no NVSHMEM device API call ran).
     for (const pe of [0, 1]) {
       expect(r.out).toMatch(new RegExp(`nvshmem-efa: PE ${pe} at finalize: EFA GDA active on 1 rail .*; NVSHMEM device API over GDA on \\(`));
-      expect(r.out).toContain(`nvshmem-efa: PE ${pe}: NVSHMEM device API proxy operations 0 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 0); proxy quiets covered 0`);
+      expect(r.out).toContain(`nvshmem-efa: PE ${pe}: NVSHMEM device API proxy operations 0 (outside GDA regions 0, p or value writes 0, g 0, atomics and signal adds 0, reads without GPU write ordering 0); proxy quiets covered 0`);
     }
   });
 

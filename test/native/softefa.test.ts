@@ -195,6 +195,7 @@ describe('software EFA (CPU)', () => {
       fenceRule,
       'put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in place after quiet, which makes no proxy quiet (random:7:8)',
       'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
+      'a GPU that does not order RDMA writes (no READS_OVER_GDA): get, nbi and blocking, goes through the proxy, counted as a read without write ordering; puts stay GDA writes',
       'a put from memory GDA did not register goes through the proxy, counted (no region); the next quiet makes one proxy quiet, the quiet after it none',
       'a fence after a proxy operation waits for the proxy (its quiet), so a GDA put after it cannot pass it',
       'p: 4 and 8 bytes are GDA writes when writes are delivered once; 1 and 2 bytes, and every size where a write may land twice, go through the proxy (counted as values); g without scratch goes through the proxy (counted)',
@@ -525,6 +526,17 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(unknown.pe0).toContain('nvshmem-efa: EFA GDA on PE 0: cuDeviceGetAttribute(GPU_DIRECT_RDMA_WRITES_ORDERING) failed (CUDA_ERROR_801); GDA signals are off');
     const all = run('gdr-all-devices');
     for (const out of [all.pe0, all.pe1]) expect(out).toContain('signals_ordered=1 ');
+    // NVSHMEM's device API (issue 35, review 3 finding 3): values (p, SET) and reads (g, get) over GDA only where every
+    // PE's GPU orders GPUDirect RDMA writes; below OWNER on one PE, puts stay GDA writes and the rest goes through the
+    // proxy on every PE, and the status line says why.
+    for (const out of [below.pe0, below.pe1]) {
+      expect(out).toContain('api slot: rc=0 abi=3 on=1 flags=0 g_slots=0\n');
+      expect(out).toContain(`NVSHMEM device API over GDA on (puts as GDA writes; p, SET signals, g and get through NVSHMEM's proxy: ${why})`);
+    }
+    for (const out of [all.pe0, all.pe1]) {
+      expect(out).toMatch(/api slot: rc=0 abi=3 on=1 flags=3 g_slots=[1-9]\d*\n/);
+      expect(out).toContain('NVSHMEM device API over GDA on (p and SET signals as GDA writes: every NIC delivers a write once; g as GDA reads, get too)');
+    }
   });
 
   it('writes delivered once: GDA signals only where every PE\'s every rail was granted FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, the same answer and reason on every PE', () => {

@@ -318,14 +318,19 @@ int main(int argc, char **argv) {
         const auto t = cu.read<nvshmemx_efa_gda_regions_t>(after->regions);
         std::vector<nvshmemx_efa_gda_region_t> r((size_t)t.count * t.n_rails * (1 + t.n_pes));
         cu.dtoh(r.data(), (CUdeviceptr)(after->regions + 1), r.size() * sizeof r[0]);
-        bool ok = read_back && slot.g_slots == 1024 && shared.g_value != nullptr && shared.g_lock != nullptr && t.count == 2 &&
-                  strstr(nvshmemx_efa_gda_status(), "g as GDA reads") != nullptr;
+        // On a GPU that does not order GPUDirect RDMA writes (FAKECUDA_GDR_ORDERING=0), g and get go through the proxy:
+        // no slot, no READS_OVER_GDA, and the status says so; the scratch is registered all the same.
+        const bool ordered = nvshmemx_efa_gda_signals_ordered(nullptr) == 1;
+        bool ok = read_back && slot.g_slots == (ordered ? 1024u : 0u) &&
+                  (slot.flags & NVSHMEMX_EFA_GDA_API_READS_OVER_GDA) == (ordered ? NVSHMEMX_EFA_GDA_API_READS_OVER_GDA : 0u) &&
+                  shared.g_value != nullptr && shared.g_lock != nullptr && t.count == 2 &&
+                  strstr(nvshmemx_efa_gda_status(), ordered ? "g as GDA reads" : "g and get through NVSHMEM's proxy") != nullptr;
         for (uint32_t k = 0; ok && k < t.n_rails; k++) {
             const nvshmemx_efa_gda_region_t *gr = &r[((size_t)1 * t.n_rails + k) * (1 + t.n_pes)];
             ok = gr[0].base == (uint64_t)(uintptr_t)shared.g_value && gr[0].length == 1024 * 8 && gr[0].valid && !gr[1].valid && !gr[2].valid &&
                  (k == 0 || gr[0].key != r[((size_t)1 * t.n_rails) * (1 + t.n_pes)].key);
         }
-        expect(ok, "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads",
+        expect(ok, "g's scratch (1024 slots) is a local-only GDA region: this PE's key on every rail, no peer's view; the status says g is GDA reads (through the proxy, with get, where a GPU does not order GPUDirect RDMA writes)",
                fmt("g_slots %u value %p lock %p regions %u status %s", slot.g_slots, (void *)shared.g_value, (void *)shared.g_lock, t.count,
                    nvshmemx_efa_gda_status()));
         // What a g does with it: a read of 8 bytes of PE 1's heap into slot 5, with the scratch's key, on rail 0's

@@ -101,7 +101,8 @@ static unsigned int g_flushed[2];
 constexpr uint32_t kGSlots = 4;
 constexpr uint64_t kGScratch = 10ull << 20;
 static unsigned int g_locks[kGSlots];
-static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0) {
+// reads_ordered: every GPU orders GPUDirect RDMA writes (the host's READS_OVER_GDA; values over GDA need it too).
+static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0, bool reads_ordered = true) {
     g_rig = &r;
     g_shared = {};
     g_flushed[0] = g_flushed[1] = 0;
@@ -109,7 +110,9 @@ static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0) {
     memset(g_locks, 0, sizeof g_locks);
     g_shared.g_value = (unsigned long long *)r.sym(kGScratch);
     g_shared.g_lock = g_locks;
-    nvshmemi_efa_gda_api_d = {NVSHMEMX_EFA_GDA_API_ABI, 1, &r.s0, &g_shared, values_over_gda ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u, g_slots};
+    nvshmemi_efa_gda_api_d = {NVSHMEMX_EFA_GDA_API_ABI, 1, &r.s0, &g_shared,
+                              (values_over_gda ? NVSHMEMX_EFA_GDA_API_VALUES_OVER_GDA : 0u) | (reads_ordered ? NVSHMEMX_EFA_GDA_API_READS_OVER_GDA : 0u),
+                              g_slots};
     g_proxy.rma = g_proxy.p = g_proxy.g = g_proxy.amo = g_proxy.amo_fetch = g_proxy.fence = g_proxy.quiet = 0;
     g_proxy.ordered_before = nullptr;
     g_proxy.ran_early = 0;
@@ -259,6 +262,24 @@ int main() {
         CHECK(r.sym(1 << 20)[0] == 0x55 && r.sym(1 << 20)[kTok - 1] == 0x55, "the blocking get returned before its data");
         CHECK(g_proxy.total() == 0, "the proxy was called");
     });
+
+    // Review 3, finding 3: a GPU that does not order GPUDirect RDMA writes may see a read's completion before its data.
+    test("a GPU that does not order RDMA writes (no READS_OVER_GDA): get, nbi and blocking, goes through the proxy, counted "
+         "as a read without write ordering; puts stay GDA writes",
+         [&] {
+             HELD_RIG;
+             setup(r, false, 0, false);
+             fill(r, 0, kTok, 0x66);
+             nvshmemi_efa_gda_api_rma<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), kTok, 1);
+             CHECK(landed(r, 0, kTok, 0x66) && g_proxy.rma == 0, "the put did not go over GDA");
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_GET>(r.sym(1 << 20), r.sym(1 << 20), kTok, 1);
+             nvshmemi_efa_gda_api_rma<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(2 << 20), r.sym(2 << 20), kTok, 1);
+             CHECK(g_proxy.rma == 2, "the gets did not both go through the proxy");
+             CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ] == 2 &&
+                       g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION] == 0,
+                   "the gets were not counted as reads without write ordering");
+             CHECK(r.violations().empty(), r.violations());
+         });
 
     test("a put from memory GDA did not register goes through the proxy, counted (no region); the next quiet makes one proxy "
          "quiet, the quiet after it none",

@@ -31,6 +31,7 @@
 
 #include "fake_fabric.h"
 #include "transport_efa_gda.h"
+#include "nvshmemx_efa_gda_api.h"
 
 namespace {
 
@@ -94,9 +95,9 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
         {"finish-fail-pe1", {on(), on({{"FAKE_FAIL_STATE_ALLOC", "1"}})}},
         // GPUDirect RDMA write ordering (FAKE_CUDA_GDR_ORDERING): PE 1's GPU below OWNER, or PE 0's unreadable:
         // GDA stays on, its signals off on every PE.
-        {"gdr-unordered-pe1", {on(), on({{"FAKE_CUDA_GDR_ORDERING", "0"}})}},
+        {"gdr-unordered-pe1", {on({{"FAKE_API_SLOT", "1"}}), on({{"FAKE_CUDA_GDR_ORDERING", "0"}, {"FAKE_API_SLOT", "1"}})}},
         {"gdr-unknown-pe0", {on({{"FAKE_CUDA_GDR_ORDERING", "fail"}}), on()}},
-        {"gdr-all-devices", {on({{"FAKE_CUDA_GDR_ORDERING", "200"}}), on({{"FAKE_CUDA_GDR_ORDERING", "100"}})}},
+        {"gdr-all-devices", {on({{"FAKE_CUDA_GDR_ORDERING", "200"}, {"FAKE_API_SLOT", "1"}}), on({{"FAKE_CUDA_GDR_ORDERING", "100"}, {"FAKE_API_SLOT", "1"}})}},
         // A NIC that does not promise single delivery (FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused) on PE 1.
         {"once-refused-pe1", {on(), on({{"FAKE_DELIVERED_ONCE", "0"}})}},
         // NVSHMEM_EFA_GDA_TIMEOUT_MS: a bound of 250 ms in the state; a malformed one keeps GDA from starting.
@@ -172,6 +173,13 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
     const char *once_why = nullptr;
     const int once = nvshmemx_efa_gda_writes_delivered_once(&once_why);
     printf("delivered_once=%d asked=%d why: %s\n", once, fake_fabric.delivered_once_asked, once_why ? once_why : "(null)");
+    // FAKE_API_SLOT=1: the device API's slot, as NVSHMEM's host library asks for it after connecting.
+    if (getenv("FAKE_API_SLOT") && nvshmemx_efa_gda_is_active()) {
+        nvshmemx_efa_gda_api_slot_t slot;
+        const int slot_rc = nvshmemx_efa_gda_get_api_slot(&slot);
+        printf("api slot: rc=%d abi=%u on=%u flags=%u g_slots=%u\n", slot_rc, slot.abi, slot.on, slot.flags, slot.g_slots);
+        printf("status with the device API: %s\n", nvshmemx_efa_gda_status());
+    }
     printf("hints: fabric=%s inject_size=%zu context2=%d mr_local=%d\n", fake_fabric.hint_fabric.c_str(),
            fake_fabric.hint_inject_size, (fake_fabric.hint_mode & FI_CONTEXT2) != 0, (fake_fabric.hint_mr_mode & FI_MR_LOCAL) != 0);
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);

@@ -201,6 +201,7 @@ placement_note() {
 # not_mpg NAME: true unless the run was shared and a PE's pe_test said NVSHMEM saw an MPG run (several PEs of one host
 # on one GPU) rather than a PE alone on its host; MPG_WHY says which.
 not_mpg() {
+  MPG_WHY=
   [ "${PLACE_SHARED:-0}" = 1 ] || return 0
   local seen
   # shellcheck disable=SC2046 # pe_logs prints paths without spaces
@@ -214,6 +215,10 @@ not_mpg() {
 # the 513 writes of a credit refresh retired at about 13 ms each (CUDA copies mean 1.45 ms, max 4.4 ms) and the 5 s
 # default bound expired with none lost (bench/results/one-gpu-selftest.md). The emulator's speed, not the product's.
 shared_bound() { [ "${PLACE_SHARED:-0}" = 1 ] && echo "NVSHMEM_EFA_GDA_TIMEOUT_MS=${SHARED_GDA_TIMEOUT_MS:-60000}"; }
+# wide_modes_env LIST: the environment words of LIST with the placement deferred a timeslice and more
+# (SHARED_DEFER_US, default 2000-20000 us): a negative control's second try on a shared GPU (neg_control says why).
+wide_modes_env() { PLACE_DEFER_US=$(wide_defer_us) modes_env "$1"; }
+wide_defer_us() { echo "${SHARED_DEFER_US:-2000-20000}"; }
 # placed CHECK N: place N PEs, or report CHECK as skipped with why.
 placed() { place "$2" || { result "$1" skip "$PLACE_WHY"; return 1; }; }
 # own_host_argv R: OWN_HOST becomes the words that run a command as a host of its own named <host>-pe<R>: in a shared
@@ -366,8 +371,6 @@ run_n() {
   RC0=${RCS[0]} RC1=${RCS[1]:-}
   ELAPSED=$(($(date +%s) - start))
 }
-# run_pair: run_n for the 2 PEs of a check that placed them (placed CHECK 2).
-run_pair() { [ "${PLACE_PES:-}" = 2 ] || place 2; run_n "$@"; }
 # The exit statuses of the last run, "0/0/1/killed(137)".
 rcs() { local IFS=/; echo "${RCS[*]}"; }
 # Whether every rank of the last run exited 0.
@@ -379,9 +382,8 @@ tree_pids() { local c; echo "$1"; for c in $(pgrep -P "$1" 2>/dev/null); do tree
 # stop_rank R STATS: a rank still running when the run must end. Its processes that loaded efaemu are asked for a state
 # dump (SIGUSR1: every thread's backtrace into STATS), then the tree is killed. A process that outlives SIGKILL for
 # KILL_WAIT_S (10 s) waits in the kernel, in practice the GPU driver holding it for a GPU kernel it has not stopped: the
-# rank's status becomes "unkillable(pid P state S wchan W)" and STUCK names it, and the run ends without it (a wait for
-# it would never return).
-STUCK=""
+# rank's status becomes "unkillable(pid P state S wchan W)", a STUCK line names it, and the run ends without it (a wait
+# for it would never return).
 # proc_snapshot FILE PID...: each thread's name, state, wait channel and kernel stack (where readable): where a process
 # that will not end waits, kept beside the run's statistics.
 proc_snapshot() {
@@ -410,7 +412,6 @@ stop_rank() {
   if [ -z "$p" ]; then wait "$pid"; RCS[$r]="killed($?)"; return; fi
   state=$(awk '/^State:/ {print $2}' "/proc/$p/status" 2>/dev/null)
   RCS[$r]="unkillable(pid $p state ${state:-?} wchan $(cat "/proc/$p/wchan" 2>/dev/null || echo ?))"
-  STUCK+="${STUCK:+; }PE $r of $2: ${RCS[$r]}"
   printf 'STUCK\t%s\n' "PE $r of $(basename "$2" | sed 's/^stats-//'): ${RCS[$r]}"
   echo "checks.sh: PE $r (pid $p, $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-100 | sed 's/ *$//')) outlived SIGKILL for ${KILL_WAIT_S:-10} s, state ${state:-?}: the GPU driver holds it; it may keep its GPU busy for the checks after this one" >&2
 }
@@ -467,15 +468,15 @@ check_nvshmem_perf() {
   need nvshmem_perf PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   placed nvshmem_perf 2 || return
   rm -f "$RESULTS/uid-perf"
-  run_pair nvshmem_perf "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-perf" perf
+  run_n nvshmem_perf "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-perf" perf
   local logs="$RESULTS/nvshmem_perf.pe0.log $RESULTS/nvshmem_perf.pe1.log"
   local bw lat fails
   bw=$(grep -h 'RESULT put_bw' $logs | sed -E 's/.*bytes=([0-9]+).*GB\/s=([0-9.]+).*/\1 B: \2 GB\/s/' | paste -sd, -)
   lat=$(grep -h 'RESULT atomic_latency' $logs | sed -E 's/.*op=([a-z_]+).*us=([0-9.]+).*/\1 \2 us/' | paste -sd, -)
   fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
   local wr; wr=$(estat nvshmem_perf paths.rdm.write.gpu_bytes)
-  MPG_WHY=
-  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ -z "$fails" ] && grep -q 'ok put of 4194304 bytes from PE 0 landed byte-exact' $logs && not_mpg nvshmem_perf; then
+  # not_mpg first: MPG_WHY is then this run's for the evidence either way.
+  if not_mpg nvshmem_perf && [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ -z "$fails" ] && grep -q 'ok put of 4194304 bytes from PE 0 landed byte-exact' $logs; then
     result nvshmem_perf pass "GDA off; put bandwidth $bw; atomic latency $lat; byte-exact at the target; RDM GPU write bytes $wr; ${ELAPSED}s; $(placement_note)"
   else
     result nvshmem_perf fail "rc $RC0/$RC1 ${fails:-} ${MPG_WHY:-}(nvshmem_perf.pe*.log)"
@@ -489,15 +490,15 @@ check_gda_kernel() {
   placed gda_kernel 2 || return
   rm -f "$RESULTS/uid-gda"
   local owned=${GDA_OWNED:-8}
-  run_pair gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
+  run_n gda_kernel "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_OWNED_QUEUES=$owned EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-gda" --owned "$owned" gda
   local logs="$RESULTS/gda_kernel.pe0.log $RESULTS/gda_kernel.pe1.log"
   local active fails ooo gb
   active=$(cat $logs | grep -c 'ok nvshmemx_efa_gda_status() says active')
   fails=$(grep -h ' FAIL ' $logs | head -3 | paste -sd';' -)
   ooo=$(estat gda_kernel faults.gda_cqe_out_of_order); gb=$(estat gda_kernel paths.gda.write.bytes)
-  MPG_WHY=
-  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ] && not_mpg gda_kernel; then
+  # not_mpg first: MPG_WHY is then this run's for the evidence either way.
+  if not_mpg gda_kernel && [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$active" = 2 ] && [ -z "$fails" ] && [ "$ooo" -gt 0 ]; then
     result gda_kernel pass "status active on both PEs ($(grep -h -m1 'gda_status' "$RESULTS/gda_kernel.pe0.log" | cut -c1-90)...); put, put-imm + rx_poll, get, quiet, warp batch byte-exact; $owned owned queues per rail (WQEs per owned queue $(grep -h -m1 'RESULT gda_owned_wqes' "$RESULTS/gda_kernel.pe0.log" | awk '{print $NF}')); $gb GDA bytes written; $ooo CQEs out of order (EFAEMU_REORDER=${REORDER:-8}); ${ELAPSED}s; $(placement_note)$([ "${PLACE_SHARED:-0}" = 1 ] && echo ", NVSHMEM init status initialized on each (no MPG run), GPU waits bounded at ${SHARED_GDA_TIMEOUT_MS:-60000} ms (the emulator's copies wait for timeslices)")$(modes_note)"
   else
     result gda_kernel fail "rc $RC0/$RC1, active on $active PE(s), out-of-order CQEs $ooo; ${fails:-} ${MPG_WHY:-}(gda_kernel.pe*.log)$(modes_note)"
@@ -512,7 +513,7 @@ check_gda_kernel() {
 # PCI_BUS_ID makes CUDA_VISIBLE_DEVICES=R the GPU the NICs were put at (pe_test checks it). Passes when GDA runs on
 # 2 rails on both PEs, the kernel test is byte-exact with every rail's completions exact under reordering, and
 # efaemu's per-NIC statistics show GDA bytes on both NICs.
-# two_nics_per_pe CHECK: sets NS_PE0/NS_PE1 (run_pair's @NS@) for the setup above, or reports CHECK as skipped.
+# two_nics_per_pe CHECK: sets NS_PE0/NS_PE1 (run_n's @NS@) for the setup above, or reports CHECK as skipped.
 # The command then runs under "${RAILS_WRAP[@]}" with $RAILS_ENV.
 RAILS_ENV="NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID"
 RAILS_WRAP=(env -u EFAEMU_SYSFS_NS "${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}" @NS@ --)
@@ -530,7 +531,7 @@ check_gda_rails() {
   placed gda_rails 2 || return
   two_nics_per_pe gda_rails || return
   rm -f "$RESULTS/uid-rails"
-  run_pair gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
+  run_n gda_rails "$RAILS_ENV EFAEMU_REORDER=${REORDER:-8} $(shared_bound) $MODES_ENV" -- \
     "${RAILS_WRAP[@]}" "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-rails" --rails 2 gda
   local logs="$RESULTS/gda_rails.pe0.log $RESULTS/gda_rails.pe1.log"
   local on2 rails fails ooo n0 n1 wqes
@@ -565,9 +566,9 @@ DEEPEP_WRAP=()
 # (bench/results/quickstart-gpu.md, call 5). So with a mode on the DeepEP checks take small sizes (the same code
 # paths and signals, fewer experts) unless DEEPEP_ARGS is set (empty: DeepEP's defaults); the evidence names them.
 SMALL_DEEPEP_ARGS="--num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4"
-# A shared run takes them too: its PEs are time-sliced, every cross-PE wait costs up to a timeslice (23 ms per dispatch +
-# combine for 2 PEs on one H200), and the GPU does not time-slice two spinning grids that each fill it (the study's
-# probe: they never finished; docs/efaemu-selftest.md), which DeepEP's defaults (a block per SM) are.
+# A shared run takes them too: its PEs are time-sliced, and every cross-PE wait costs up to a timeslice (a DeepEP
+# dispatch + combine took 170-178 ms at the small sizes on one H200 under modes all, against 78.6 ms on 2 GPUs:
+# bench/results/one-gpu-selftest.md); DeepEP's defaults would outlast the bounds.
 # deepep_args: DeepEP's sizes for the run placed last.
 deepep_args() {
   if [ -n "${DEEPEP_ARGS+set}" ]; then echo "$DEEPEP_ARGS"
@@ -757,11 +758,11 @@ check_lazy_loading() {
   placed lazy_loading 2 || return
   local lazy eager lrc
   rm -f "$RESULTS/uid-lazy" "$RESULTS/uid-eager"
-  CUDA_MODULE_LOADING_UNDER_TEST=LAZY CHECK_TIMEOUT=60 T=60 run_pair lazy_loading_lazy "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_DUMP_AFTER_S=5" -- \
+  CUDA_MODULE_LOADING_UNDER_TEST=LAZY CHECK_TIMEOUT=60 T=60 run_n lazy_loading_lazy "NVSHMEM_EFA_GDA_ENABLE=0 EFAEMU_DUMP_AFTER_S=5" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-lazy" lazy
   lrc="$RC0/$RC1"
   lazy=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading_lazy.pe0.log" | sed 's/.*RESULT //')
-  CHECK_TIMEOUT=60 T=60 run_pair lazy_loading "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-eager" lazy
+  CHECK_TIMEOUT=60 T=60 run_n lazy_loading "NVSHMEM_EFA_GDA_ENABLE=0" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-eager" lazy
   eager=$(grep -h 'RESULT lazy_launch_seconds' "$RESULTS/lazy_loading.pe0.log" | sed 's/.*RESULT //')
   if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && echo "$eager" | grep -q 'flag_seen 1'; then
     result lazy_loading pass "EAGER: ${eager}; LAZY (rc $lrc): ${lazy:-no result} (efaemu dumps in stats-lazy_loading_lazy/)"
@@ -774,7 +775,7 @@ check_neg_fail_injection() {  # an injected NIC failure must fail the test loudl
   need neg_fail_injection PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   placed neg_fail_injection 2 || return
   rm -f "$RESULTS/uid-fail"
-  CHECK_TIMEOUT=120 T=120 run_pair neg_fail_injection "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda" -- \
+  CHECK_TIMEOUT=120 T=120 run_n neg_fail_injection "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-fail" gda
   local failed loud
   failed=$(estat neg_fail_injection faults.failed)
@@ -790,7 +791,7 @@ check_neg_wrong_provider() {
   need neg_wrong_provider PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   placed neg_wrong_provider 2 || return
   rm -f "$RESULTS/uid-wrong"
-  FI_PROVIDER_UNDER_TEST=${WRONG_PROVIDER:-efa_wrong} CHECK_TIMEOUT=90 T=90 run_pair neg_wrong_provider "" -- \
+  FI_PROVIDER_UNDER_TEST=${WRONG_PROVIDER:-efa_wrong} CHECK_TIMEOUT=90 T=90 run_n neg_wrong_provider "" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-wrong" init
   local why
   why=$(grep -h -m1 -E 'No providers matched fi_getinfo|init failed for remote transport|aborting' "$RESULTS"/neg_wrong_provider.pe*.log | head -1 | cut -c1-160)
@@ -817,7 +818,7 @@ pattern_pair() {
   local name=$1 extra=$2 prog=$3; shift 3
   rm -f "$RESULTS/uid-$name"
   # shellcheck disable=SC2046 # pattern_rounds prints words
-  run_pair "$name" "NVSHMEM_EFA_GDA_ENABLE=1 $extra" -- "${PATTERN_WRAP[@]}" "$PATTERN_DIR/$prog" --rank @R@ --uid-file "$RESULTS/uid-$name" \
+  run_n "$name" "NVSHMEM_EFA_GDA_ENABLE=1 $extra" -- "${PATTERN_WRAP[@]}" "$PATTERN_DIR/$prog" --rank @R@ --uid-file "$RESULTS/uid-$name" \
     --wait-s "${PATTERN_WAIT_S:-20}" $(pattern_rounds) "$@"
 }
 pattern_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qh ' FAIL ' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
@@ -863,7 +864,7 @@ neg_control() {
     # Time-sliced PEs: the receiver looks only in its own timeslices (milliseconds), so a late write has usually landed
     # by then. The control is run again with the placement deferred by up to a timeslice and more (SHARED_DEFER_US).
     local narrow=$under
-    under=$(PLACE_DEFER_US=${SHARED_DEFER_US:-2000-20000} modes_env "$list")
+    under=$(wide_modes_env "$list")
     pattern_pair "$name.wide" "$base $under" "$prog" ll "$@"
     if ! pattern_ok "$name.wide"; then caught=1 rc_m="$RC0/$RC1" why_m=$(pattern_why "$name.wide"); fi
     widened="; not caught under $narrow on the shared GPU, so run again with the windows widened: $([ "$caught" = 1 ] && echo caught || echo 'not caught either')"
@@ -901,12 +902,12 @@ check_neg_ignore_error() {  # pe_test ignore_error: a kernel that ignores a fail
   placed neg_ignore_error 2 || return
   local inject="EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda"
   rm -f "$RESULTS/uid-ign-m" "$RESULTS/uid-ign-p"
-  CHECK_TIMEOUT=120 T=120 run_pair neg_ignore_error.modes "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=${GDA_TIMEOUT_MS:-3000} $inject" -- \
+  CHECK_TIMEOUT=120 T=120 run_n neg_ignore_error.modes "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=${GDA_TIMEOUT_MS:-3000} $inject" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-ign-m" ignore_error
   local rc_m="$RC0/$RC1" caught=0 why
   why=$(grep -h ' FAIL ignore_error' "$RESULTS"/neg_ignore_error.modes.pe1.log | head -1 | cut -c1-180)
   [ "$RC1" != 0 ] && [ -n "$why" ] && caught=1
-  CHECK_TIMEOUT=120 T=120 run_pair neg_ignore_error.plain "NVSHMEM_EFA_GDA_ENABLE=1" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-ign-p" ignore_error
+  CHECK_TIMEOUT=120 T=120 run_n neg_ignore_error.plain "NVSHMEM_EFA_GDA_ENABLE=1" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-ign-p" ignore_error
   if [ "$caught" = 1 ] && [ "$RC0" = 0 ] && [ "$RC1" = 0 ]; then
     result neg_ignore_error pass "caught under $inject (rc $rc_m; PE 0's kernel reported success, PE 1: $why); passes without"
   else
@@ -924,7 +925,7 @@ check_silent_bound() {
   local ms=${GDA_TIMEOUT_MS:-3000} slack=${SLACK_S:-10}
   rm -f "$RESULTS/uid-silent"
   local before; before=$(date +%s)
-  CHECK_TIMEOUT=120 T=120 run_pair silent_bound "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" -- \
+  CHECK_TIMEOUT=120 T=120 run_n silent_bound "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${FAIL_EVERY:-97} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" -- \
     "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-silent" gda
   local end=$((before + ELAPSED)) start trap0 trap1 took
   start=$(grep -h -m1 'RESULT kernel_start_unix' "$RESULTS/silent_bound.pe0.log" | awk '{print int($NF)}')
@@ -933,7 +934,7 @@ check_silent_bound() {
   # NVSHMEMX_EFA_GDA_ERR_TIMEOUT, rather than trapping): either is the bounded wait giving up.
   trap0=$(grep -h -m1 "$TRAP_RE\|error 0x10b" "$RESULTS/silent_bound.pe0.log" | cut -c1-160)
   trap1=$(grep -h -m1 "$TRAP_RE\| FAIL " "$RESULTS/silent_bound.pe1.log" | cut -c1-160)
-  # PE 1 only waits for PE 0 (its own bounded waits); run_pair stops it once PE 0 has failed, so only PE 0 must end
+  # PE 1 only waits for PE 0 (its own bounded waits); run_n stops it once PE 0 has failed, so only PE 0 must end
   # by itself, and both within the bound.
   if [ -n "$start" ] && [ "$RC0" != 0 ] && [ "${RC0#killed}" = "$RC0" ] &&
      [ "$took" -le $(( ms / 1000 + slack )) ] && [ -n "$trap0" ]; then
@@ -1084,10 +1085,10 @@ check_neg_device_api() {
     caught=0; [ -n "$first" ] && caught=1
     local rc_m=$RC widened=""
     if [ "$caught" = 0 ] && [ "${PLACE_SHARED:-0}" = 1 ]; then  # time-sliced PEs: as neg_control says
-      run_launch "neg_device_api.$ctl.wide" "$base $(PLACE_DEFER_US=${SHARED_DEFER_US:-2000-20000} modes_env "$list")" -- "$prog" 100 "$test"
+      run_launch "neg_device_api.$ctl.wide" "$base $(wide_modes_env "$list")" -- "$prog" 100 "$test"
       first=$(grep -h -m1 "FAIL $test: .*data errors" "$RESULTS/neg_device_api.$ctl.wide"/rank*.log 2>/dev/null | head -1 | cut -c1-200)
       [ -n "$first" ] && caught=1 rc_m=$RC
-      widened=" (not caught under $under on the shared GPU; with the placement deferred ${SHARED_DEFER_US:-2000-20000} us: $([ "$caught" = 1 ] && echo caught || echo 'not caught either'))"
+      widened=" (not caught under $under on the shared GPU; with the placement deferred $(wide_defer_us) us: $([ "$caught" = 1 ] && echo caught || echo 'not caught either'))"
     fi
     run_launch "neg_device_api.$ctl.plain" "$base" -- "$prog" 100 "$test"
     plain=0; [ "$RC" = 0 ] && plain=1

@@ -62,6 +62,8 @@ export interface SelftestRow {
   evidence: string;
   /** the efaemu modes it ran under: a run's modes ('none' without), a control's own, or '-' (no GDA traffic to be unkind to) */
   modes: string;
+  /** wall seconds from the end of the check before it in the same checks.sh run (or its start) to its result */
+  seconds?: number;
 }
 
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
@@ -304,8 +306,10 @@ export function formatDuration(seconds: number): string {
 export function renderTable(rows: readonly SelftestRow[], seconds?: number): string {
   const w = Math.max(5, ...rows.map((r) => r.check.length));
   const m = Math.max(12, ...rows.map((r) => r.modes.length));
-  const lines = [`${'check'.padEnd(w)}  result  ${'efaemu modes'.padEnd(m)}  evidence`, `${'-'.repeat(w)}  ------  ${'-'.repeat(m)}  --------`];
-  for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${r.modes.padEnd(m)}  ${r.evidence}`);
+  const time = (r: SelftestRow) => (r.seconds === undefined ? '-' : formatDuration(r.seconds));
+  const t = Math.max(4, ...rows.map((r) => time(r).length));
+  const lines = [`${'check'.padEnd(w)}  result  ${'time'.padEnd(t)}  ${'efaemu modes'.padEnd(m)}  evidence`, `${'-'.repeat(w)}  ------  ${'-'.repeat(t)}  ${'-'.repeat(m)}  --------`];
+  for (const r of rows) lines.push(`${r.check.padEnd(w)}  ${r.result.toUpperCase().padEnd(6)}  ${time(r).padEnd(t)}  ${r.modes.padEnd(m)}  ${r.evidence}`);
   const n = (k: CheckResult) => rows.filter((r) => r.result === k).length;
   lines.push('', `${n('pass')} passed, ${n('fail')} failed, ${n('skip')} skipped${seconds === undefined ? '' : ` in ${formatDuration(seconds)}`}${n('skip') ? ' (each says why; a skipped check proves nothing)' : ''}`);
   return lines.join('\n');
@@ -570,6 +574,8 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       };
       const logPath = path.join(dir, checks.some(needsTests) ? 'checks-device-api.log' : 'checks.log');
       const log = await openLog(logPath);
+      // checks.sh runs its checks one after another: a check's time is from the result before it (or the start).
+      let since = Date.now();
       try {
         await run('bash', [script, ...checks], {
           env, log, logPath, signal, fix: `read ${logPath}`,
@@ -581,8 +587,10 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
             }
             const r = parseResult(line);
             if (!r || !checks.includes(r.check)) return;
-            rows.set(key(r.check, p.run), { title: title(r.check), ...r, modes: modesColumn(r.check, p.run) });
-            err(`${r.check} (efaemu modes ${modesColumn(r.check, p.run)}): ${r.result}`);
+            const seconds = Math.round((Date.now() - since) / 1000);
+            since = Date.now();
+            rows.set(key(r.check, p.run), { title: title(r.check), ...r, modes: modesColumn(r.check, p.run), seconds });
+            err(`${r.check} (efaemu modes ${modesColumn(r.check, p.run)}): ${r.result} in ${formatDuration(seconds)}`);
           },
         });
       } finally {

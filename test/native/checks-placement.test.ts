@@ -99,13 +99,13 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"bytes": 64}}}, "efaemu1": {"
   const python = (tmp: string) => standIn(path.join(tmp, 'python'), `
 case "$*" in *test_low_latency.py*) ;; *) exec python3 "$@" ;; esac
 all="$*"
-echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES rank=$RANK world=$WORLD_SIZE recv_ms=\${NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS:-} args=\${all#*--disable-nvlink }" > "${tmp}/deepep.$RANK"
+echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES rank=$RANK world=$WORLD_SIZE recv_ms=\${NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS:-} bench=\${DEEPEP_BENCH_ITERS:-} args=\${all#*--disable-nvlink }" > "${tmp}/deepep.$RANK"
 case "$*" in *--shrink-test*) case $RANK in 1) echo "Rank 1 failed when first calling dispatch communication API, exit..." ;; 3) echo "Rank 3 failed when first calling combine communication API, exit..." ;; 5) echo "Rank 5 failed when first calling clean communication API, exit..." ;; esac ;; esac
 [ "$RANK" = 0 ] && echo "nvshmem-efa shim: EFA GDA active on 1 rail" && echo "[rank 0] Dispatch + combine bandwidth: 1.00 GB/s"
 printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_bytes": 0}}}}' > "$EFAEMU_STATS/efaemu-$$.json"
 `);
 
-  it('deepep_shrink runs on 6 PEs (24 experts, the shim\'s receive bound), deepep_ll_4pes on 4, each rank a host of its own on the one GPU', () => {
+  it('deepep_shrink runs on 6 PEs (24 experts, the shim\'s receive bound), deepep_ll_4pes on 4, each rank a host of its own on the one GPU, DeepEP\'s benchmarks cut', () => {
     const tmp = scratch();
     mkdirSync(path.join(tmp, 'lib'));
     mkdirSync(path.join(tmp, 'tests'));
@@ -113,10 +113,16 @@ printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_byt
     const shrink = checks(tmp, ['deepep_shrink'], env);
     expect(shrink.stdout, shrink.out).toMatch(/^RESULT\tdeepep_shrink\tpass\t--shrink-test passed on 6 PEs on 1 GPU \(time-sliced, each PE a host of its own\): failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others; GDA bytes 24576, GPU-sourced RDM write bytes 0; receive bound 10000 ms; /m);
     for (let r = 0; r < 6; r++)
-      expect(seen(tmp, `deepep.${r}`)).toBe(`host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=6 recv_ms=10000 args=--shrink-test --num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 24`);
+      expect(seen(tmp, `deepep.${r}`)).toBe(`host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=6 recv_ms=10000 bench=3 args=--shrink-test --num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 24`);
     const four = checks(tmp, ['deepep_ll_4pes'], env);
     expect(four.stdout, four.out).toMatch(/^RESULT\tdeepep_ll_4pes\tpass\ttest_low_latency\.py --disable-nvlink, 4 x 1 GPU \(4 PEs on 1 GPU \(time-sliced, each PE a host of its own\)\): passed over the shim's own GDA path/m);
-    for (let r = 0; r < 4; r++) expect(seen(tmp, `deepep.${r}`)).toMatch(new RegExp(`^host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=4 `));
+    for (let r = 0; r < 4; r++) expect(seen(tmp, `deepep.${r}`)).toMatch(new RegExp(`^host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=4 recv_ms= bench=3 `));
+    expect(four.stdout).toMatch(/^RESULT\tdeepep_ll_4pes\tpass\t.*; DeepEP's benchmarks cut to 3 iterations \(DEEPEP_BENCH_ITERS: a shared GPU times its time-slicer\)/m);
+    // A GPU per PE: DeepEP's own benchmark counts, and the row names none.
+    const own = checks(tmp, ['deepep_ll_4pes'], { ...env, PE_GPUS: '4' });
+    expect(seen(tmp, 'deepep.3')).toMatch(/ bench= args=/);
+    expect(own.stdout).toMatch(/^RESULT\tdeepep_ll_4pes\tpass\t/m);
+    expect(own.stdout).not.toContain('DEEPEP_BENCH_ITERS');
     // With 6 GPUs, one each; with 2 and --pes-per-gpu 1, 6 PEs cannot be placed: a skip that says so.
     expect(checks(tmp, ['deepep_shrink'], { ...env, PE_GPUS: '2', PES_PER_GPU: '1' }).stdout).toMatch(/^RESULT\tdeepep_shrink\tskip\t6 PEs at 1 per GPU need 6 GPUs; this host has 2/m);
   });

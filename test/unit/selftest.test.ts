@@ -71,10 +71,11 @@ const opts = (w: ReturnType<typeof workDir>, extra: Partial<SelftestOptions> = {
 });
 
 /** A stand-in checks.sh that prints the given RESULT lines and records its arguments and environment. */
+/** A stand-in checks.sh that prints LINES (a line starting with ! is a command: "!sleep 1"). */
 function script(lines: string[]) {
   const dir = tmp();
   const f = path.join(dir, 'checks.sh');
-  writeFileSync(f, `#!/usr/bin/env bash\necho "$@" > "${dir}/args"\nenv > "${dir}/env"\n${lines.map((l) => `printf '${l.replace(/\t/g, '\\t')}\\n'`).join('\n')}\n`);
+  writeFileSync(f, `#!/usr/bin/env bash\necho "$@" > "${dir}/args"\nenv > "${dir}/env"\n${lines.map((l) => (l.startsWith('!') ? l.slice(1) : `printf '${l.replace(/\t/g, '\\t')}\\n'`)).join('\n')}\n`);
   chmodSync(f, 0o755);
   return { f, dir };
 }
@@ -207,6 +208,21 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     expect(one.out).toContain('2 PEs, 1 per GPU for gda_kernel');
   });
 
+  it('each check\'s wall time, from the result before it, is in the table, the progress lines and the JSON', async () => {
+    const w = workDir();
+    const errs: string[] = [];
+    process.env.NVSHMEM_EFA_SELFTEST_SCRIPT = script(['RESULT\tfi_info\tpass\tok', '!sleep 1.6', 'RESULT\tgda_kernel\tfail\tno']).f;
+    try {
+      const out: string[] = [];
+      await selftestCommand(opts(w, { checks: ['fi_info', 'gda_kernel'], json: true }), (x) => out.push(x), (x) => errs.push(x), host({ gpus: 1 }));
+      const rows = JSON.parse(out.join('\n')).checks as { check: string; seconds: number }[];
+      expect(rows.map((r) => [r.check, r.seconds])).toEqual([['fi_info', 0], ['gda_kernel', 2]]);
+      expect(errs).toContain('gda_kernel (efaemu modes all): fail in 2 s');
+    } finally {
+      delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
+    }
+  });
+
   it('an MPS daemon already running is reported and kept from the PEs; a GPU in an exclusive compute mode is never shared', async () => {
     const w = workDir();
     const mps = await runSelftest(opts(w, { checks: ['gda_kernel'] }), host({ gpus: 1, mps: '12345' }), ['RESULT\tgda_kernel\tpass\tok']);
@@ -214,7 +230,7 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     const none = await runSelftest(opts(w, { checks: ['gda_kernel'] }), host({ gpus: 1 }), ['RESULT\tgda_kernel\tpass\tok']);
     expect(none.out).not.toMatch(/MPS/);
     const excl = await runSelftest(opts(w, { checks: ['gda_kernel', 'deepep_shrink'] }), host({ gpus: 2, modes: ['Default', 'Exclusive_Process'] }), ['RESULT\tgda_kernel\tpass\tok']);
-    expect(excl.out).toMatch(/^deepep_shrink\s+SKIP\s+-\s+GPU 1 Exclusive_Process: a GPU in that compute mode takes one process, and this check shares 6 PEs on 2 GPUs; set it back with nvidia-smi -c DEFAULT/m);
+    expect(excl.out).toMatch(/^deepep_shrink\s+SKIP\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+GPU 1 Exclusive_Process: a GPU in that compute mode takes one process, and this check shares 6 PEs on 2 GPUs; set it back with nvidia-smi -c DEFAULT/m);
     expect(excl.out).toMatch(/^gda_kernel\s+PASS/m);
   });
 
@@ -248,7 +264,7 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     writeFileSync(path.join(dir, 'events'), '');
     const bad = await run({ FAKE_BUILD_FAIL: '1' });
     expect(bad.code).toBe(1);
-    expect(bad.out).toMatch(/^device_api\s+FAIL\s+all\s+building NVSHMEM's perftests and examples failed \(.*; .*nvshmem-tests-build\.log\)$/m);
+    expect(bad.out).toMatch(/^device_api\s+FAIL\s+(?:-|(?:\d+ m )?\d+ s)\s+all\s+building NVSHMEM's perftests and examples failed \(.*; .*nvshmem-tests-build\.log\)$/m);
     expect(bad.out).toMatch(/^gda_kernel\s+PASS/m);
     expect(readFileSync(path.join(dir, 'events'), 'utf8')).not.toMatch(/checks .* device_api/);
   });
@@ -283,11 +299,11 @@ describe('selftest: table, exit status, JSON', () => {
       'RESULT\tgda_kernel\tfail\tquiet returned 13',
     ]);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/^gda_kernel\s+FAIL\s+all\s+quiet returned 13$/m);
-    expect(r.out).toMatch(/^fi_info\s+PASS\s+-\s+fi_info -p efa: efa-direct efaemu0-rdm$/m);
-    expect(r.out).toMatch(/^fabtests\s+SKIP\s+-\s+libfabric's fabtests/m);
+    expect(r.out).toMatch(/^gda_kernel\s+FAIL\s+(?:-|(?:\d+ m )?\d+ s)\s+all\s+quiet returned 13$/m);
+    expect(r.out).toMatch(/^fi_info\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+fi_info -p efa: efa-direct efaemu0-rdm$/m);
+    expect(r.out).toMatch(/^fabtests\s+SKIP\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+libfabric's fabtests/m);
     // Checks the script was asked for but did not report are failures, never passes.
-    expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+all\s+checks\.sh reported nothing for it/m);
+    expect(r.out).toMatch(/^deepep_ll\s+FAIL\s+(?:-|(?:\d+ m )?\d+ s)\s+all\s+checks\.sh reported nothing for it/m);
     expect(r.out).toMatch(/2 passed, \d+ failed, 3 skipped in \d+ s \(each says why; a skipped check proves nothing\)/);
     const { readFileSync } = await import('node:fs');
     const args = readFileSync(path.join(r.dir, 'args'), 'utf8').trim().split(' ');
@@ -322,7 +338,7 @@ describe('selftest: table, exit status, JSON', () => {
     writeFileSync(path.join(results, 'neg_wrong_provider.pe0.log'), 'something else entirely\n');
     r = await runSelftest(opts(w, { checks: ['neg_wrong_provider'], results }), host(), ['RESULT\tneg_wrong_provider\tpass\tinit failed on both PEs']);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/neg_wrong_provider\s+FAIL\s+-\s+init failed on both PEs; but nvshmem-efa could not diagnose why/);
+    expect(r.out).toMatch(/neg_wrong_provider\s+FAIL\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+init failed on both PEs; but nvshmem-efa could not diagnose why/);
   });
 
   it('nothing can run: every check skipped with its reason, no results dir written, exit 0 (nothing failed)', async () => {
@@ -368,11 +384,13 @@ describe('selftest: pieces', () => {
 
   it('renders a table with a summary that counts skips as proving nothing', () => {
     const t = renderTable([
-      { check: 'fi_info', title: '', result: 'pass', evidence: 'e1', modes: '-' },
+      { check: 'fi_info', title: '', result: 'pass', evidence: 'e1', modes: '-', seconds: 146 },
       { check: 'deepep_ll', title: '', result: 'skip', evidence: 'no torch', modes: 'all' },
     ]);
-    expect(t.split('\n')[0]).toMatch(/^check\s+result\s+efaemu modes\s+evidence$/);
-    expect(t).toMatch(/^deepep_ll\s+SKIP\s+all\s+no torch$/m);
+    expect(t.split('\n')[0]).toMatch(/^check\s+result\s+time\s+efaemu modes\s+evidence$/);
+    // A check's wall time, and none for one that did not run.
+    expect(t).toMatch(/^fi_info\s+PASS\s+2 m 26 s\s+-\s+e1$/m);
+    expect(t).toMatch(/^deepep_ll\s+SKIP\s+-\s+all\s+no torch$/m);
     expect(t).toContain('1 passed, 0 failed, 1 skipped (each says why; a skipped check proves nothing)');
   });
 });
@@ -441,10 +459,10 @@ describe('selftest: efaemu modes', () => {
     expect(r.code).toBe(0);
     expect(r.calls).toHaveLength(1);
     expect(r.calls[0]).toMatch(/^place_order,defer,duplicate,silent,wqe128\|/);
-    expect(r.out).toMatch(/^gda_kernel\s+PASS\s+all\s+ok under place_order,defer,duplicate,silent,wqe128$/m);
-    expect(r.out).toMatch(/^nvshmem_perf\s+PASS\s+-\s+ok/m);
-    expect(r.out).toMatch(/^neg_no_quiet\s+PASS\s+place_order,defer vs none\s+ok/m);
-    expect(r.out).toMatch(/^normal_mode\s+PASS\s+all\s+ok/m);
+    expect(r.out).toMatch(/^gda_kernel\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+all\s+ok under place_order,defer,duplicate,silent,wqe128$/m);
+    expect(r.out).toMatch(/^nvshmem_perf\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+ok/m);
+    expect(r.out).toMatch(/^neg_no_quiet\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+place_order,defer vs none\s+ok/m);
+    expect(r.out).toMatch(/^normal_mode\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+all\s+ok/m);
   });
 
   it('each: one pass per mode and one with all; only the mode-taking checks run again; a row per check and run; own results dir per pass', async () => {
@@ -477,8 +495,8 @@ describe('selftest: efaemu modes', () => {
     } finally {
       delete process.env.NVSHMEM_EFA_SELFTEST_SCRIPT;
     }
-    expect(out.join('\n')).toMatch(/^gda_kernel\s+FAIL\s+duplicate\s+x$/m);
-    expect(out.join('\n')).toMatch(/^gda_kernel\s+PASS\s+defer\s+x$/m);
+    expect(out.join('\n')).toMatch(/^gda_kernel\s+FAIL\s+(?:-|(?:\d+ m )?\d+ s)\s+duplicate\s+x$/m);
+    expect(out.join('\n')).toMatch(/^gda_kernel\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+defer\s+x$/m);
   });
 
   it('--dry-run says what it would build and run per mode run, runs nothing, writes nothing', async () => {

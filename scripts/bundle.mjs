@@ -57,7 +57,8 @@ if (standalone) {
   const req = createRequire(path.join(root, 'package.json'));
   cpSync(req.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(standalone, 'web-tree-sitter.wasm'));
   cpSync(req.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm'), path.join(standalone, 'tree-sitter-cpp.wasm'));
-  for (const d of ['templates', 'third_party', 'native/probe', 'native/efaemu', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true });
+  // Python's byte-code caches (warmup/ is run by the tests here) are this host's, not the package's.
+  for (const d of ['templates', 'third_party', 'native/probe', 'native/efaemu', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true, filter: (f) => path.basename(f) !== '__pycache__' });
   cpSync(path.join(root, 'package.json'), path.join(standalone, 'package.json'));
   writeFileSync(path.join(standalone, 'nvshmem-efa.mjs'), "#!/usr/bin/env node\nconst { main } = await import('./cli.mjs');\nprocess.exitCode = await main(process.argv);\n");
 } else {

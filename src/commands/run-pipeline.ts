@@ -19,17 +19,21 @@ import { shellQuote } from '../core/shell-quote.ts';
 
 const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
 
+/** What a rerun does after an interrupt: the build's pipeline resumes; a command without steps says its own. */
+const RESUMES = { stopping: 'the next run resumes from the unfinished step', fix: 'rerun the same command: it resumes from the first unfinished step' };
+
 /**
  * Turns SIGINT/SIGTERM into a clean stop for the duration of `fn`: the running step sees the abort signal,
  * its commands' process trees are stopped, the unfinished step keeps no stamp, and the exit code is 130.
- * A second signal exits at once (the lock is still released by its exit handler).
+ * A second signal exits at once (the lock is still released by its exit handler). `rerun` says what running the
+ * command again does (default: the build's, which resumes); the interrupted command's error carries it as its fix.
  */
-export async function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>, rerun: { stopping: string; fix: string } = RESUMES): Promise<T> {
   const abort = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     if (abort.signal.aborted) process.exit(130);
-    process.stderr.write(`\n${sig}: stopping (the next run resumes from the unfinished step)\n`);
-    abort.abort(new InterruptedError(`interrupted by ${sig}`, 'rerun the same command; finished steps are skipped'));
+    process.stderr.write(`\n${sig}: stopping (${rerun.stopping})\n`);
+    abort.abort(new InterruptedError(`interrupted by ${sig}`, rerun.fix));
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

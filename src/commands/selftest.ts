@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { UsageError, WorkDirBusyError } from '../core/errors.ts';
+import { InterruptedError, UsageError, WorkDirBusyError } from '../core/errors.ts';
 import { describeHolder, lockHolder } from '../core/lock.ts';
 import { openLog, queryTool, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
@@ -383,12 +383,37 @@ export function patternNvccArgs(nvshmem: string, arch: string, program: (typeof 
     '-L', path.join(nvshmem, 'lib'), '-lnvshmem_host', '-lnvshmem_device', '-ldl', `-Xlinker=-rpath,${path.join(nvshmem, 'lib')}`];
 }
 
+/**
+ * The builds that take minutes (deepep_pattern's three programs, about 45 s; NVSHMEM's perftests and examples, 325 s
+ * with 16 cores on one H200): they run beside the checks that do not need them. In this order their checks run after.
+ */
+export const BACKGROUND_BUILDS: readonly Need[] = ['pattern', 'nvshmem_tests'];
+const BUILD_LOG_SUFFIX: Partial<Record<Need, string>> = { pattern: 'patterns', nvshmem_tests: 'device-api' };
+const BUILD_LABEL: Partial<Record<Need, string>> = { pattern: "deepep_pattern's programs", nvshmem_tests: "NVSHMEM's perftests and examples" };
+
+/**
+ * A pass's checks as runs of checks.sh: first those that wait for none of the BUILDING builds, then those that wait
+ * for the first build (and no later one), and so on. Each run names the builds it waits for and its log file.
+ */
+export function runsByBuild(checks: readonly string[], building: readonly Need[]): { waits: Need[]; checks: string[]; log: string }[] {
+  const order = BACKGROUND_BUILDS.filter((n) => building.includes(n));
+  const needs = (c: string) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs;
+  const last = (c: string) => Math.max(-1, ...order.map((n, i) => (needs(c).includes(n) ? i : -1)));
+  const runs: { waits: Need[]; checks: string[]; log: string }[] = [];
+  for (let i = -1; i < order.length; i++) {
+    const these = checks.filter((c) => last(c) === i);
+    if (!these.length) continue;
+    const waits = order.filter((n) => these.some((c) => needs(c).includes(n)));
+    runs.push({ waits, checks: these, log: i < 0 ? 'checks.log' : `checks-${BUILD_LOG_SUFFIX[order[i]!] ?? order[i]}.log` });
+  }
+  return runs;
+}
+
 async function buildPatterns(nvcc: string, nvshmem: string, arch: string, dir: string, logPath: string, signal: AbortSignal): Promise<void> {
   const log = await openLog(logPath);
   try {
     await mkdir(dir, { recursive: true });
-    for (const p of PATTERN_PROGRAMS)
-      await run(nvcc, patternNvccArgs(nvshmem, arch, p, path.join(dir, p)), { log, logPath, signal, fix: `read the nvcc error in ${logPath}` });
+    await Promise.all(PATTERN_PROGRAMS.map((p) => run(nvcc, patternNvccArgs(nvshmem, arch, p, path.join(dir, p)), { log, logPath, signal, fix: `read the nvcc error in ${logPath}` })));
   } finally {
     await log.end();
   }
@@ -489,25 +514,26 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
   ];
   const quickEnv: Record<string, string> = o.quick && !process.env.DEVICE_API_PROGRAMS ? { DEVICE_API_PROGRAMS: QUICK_DEVICE_API_PROGRAMS } : {};
   const needsBuilt = (n: Need) => runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n));
-  const needsTests = (c: string) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes('nvshmem_tests');
+  // The builds that run beside the checks (BACKGROUND_BUILDS) in this run.
+  const building: Need[] = [...(needsBuilt('pattern') && !o.patternDir ? ['pattern' as const] : []), ...(needsBuilt('nvshmem_tests') ? ['nvshmem_tests' as const] : [])];
   if (o.dryRun) {
     const plan = {
       results,
       builds: [
         ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${efaemuBuildIn(results).dir}`] : []),
         ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
-        ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}`] : []),
+        ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}, while the checks that do not need them run`] : []),
         ...(needsBuilt('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}, with half the cores, while the checks that do not need them run`] : []),
       ],
-      // Per pass: the checks that need NVSHMEM's perftests run after the others (their build runs meanwhile).
-      runs: passes.flatMap((p) => [p.checks.filter((c) => !needsTests(c)), p.checks.filter(needsTests)].filter((c) => c.length).map((checks) =>
-        ({ modes: p.run.label, checks, command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${checks.join(' ')}` }))),
+      // Per pass: the checks that need a background build run after the others, once it is built.
+      runs: passes.flatMap((p) => runsByBuild(p.checks, building).map(({ checks, waits }) =>
+        ({ modes: p.run.label, checks, ...(waits.length ? { after: waits } : {}), command: `EFAEMU_MODES=${modesEnv(p.run)} RESULTS=${shellQuote(passDir(modeRuns.indexOf(p.run), p.run))} bash ${shellQuote(script)} ${checks.join(' ')}` }))),
       skipped: order(rows),
       placement: placed,
     };
     if (o.json) out(JSON.stringify({ dryRun: true, ...plan }, null, 2));
     else
-      out([...header, ...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run: ${r.command}`),
+      out([...header, ...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run${'after' in r ? ` after building ${r.after!.map((n) => BUILD_LABEL[n] ?? n).join(' and ')}` : ''}: ${r.command}`),
         ...plan.skipped.map((r) => `would skip ${r.check}${takesRunModes(r.check) ? ` (modes ${r.modes})` : ''}: ${r.evidence}`)].join('\n') || 'nothing to run');
     return 0;
   }
@@ -527,30 +553,35 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       err(`building the test program ${peTest} against ${s.nvshmemHome}`);
       await buildPeTest((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', !!s.have.gda, peTest, path.join(results, 'pe_test-build.log'), signal);
     }
-    if (needsBuilt('pattern') && !patternDir) {
+    // The builds that take minutes run while the checks that do not need them run; the checks that need one run once
+    // it is built (runsByBuild). A failed build fails its checks alone, naming its log; the others keep their results.
+    const built = new Map<Need, Promise<string | undefined>>();
+    const beside = (need: Need, what: string, logPath: string, build: Promise<void>) => {
+      const p = build.then(() => undefined, (e: unknown) => {
+        if (signal.aborted) throw e;
+        return `building ${what} failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}; ${logPath})`;
+      });
+      p.catch(() => {}); // an interrupt is rethrown where it is awaited, never left unhandled meanwhile
+      built.set(need, p);
+    };
+    if (building.includes('pattern')) {
       patternDir = path.join(results, 'patterns');
-      err(`building ${PATTERN_PROGRAMS.join(', ')} in ${patternDir} against ${s.nvshmemHome}`);
-      await buildPatterns((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', patternDir, path.join(results, 'patterns-build.log'), signal);
+      const logPath = path.join(results, 'patterns-build.log');
+      err(`building ${PATTERN_PROGRAMS.join(', ')} in ${patternDir} against ${s.nvshmemHome}, beside the checks that do not need them`);
+      beside('pattern', PATTERN_PROGRAMS.join(', '), logPath, buildPatterns((await host.nvcc())!, s.nvshmemHome!, s.cudaArch ?? '90', patternDir, logPath, signal));
     }
-    // NVSHMEM's perftests and examples take minutes to build (325 s on one H200 with 16 cores): they build with half
-    // the cores while the checks that do not need them run, and device_api and neg_device_api run once they are built.
-    // A failed build fails those two checks, naming its log; the others keep their results.
+    // NVSHMEM's perftests and examples (325 s on one H200 with 16 cores) build with half the cores.
     let nvshmemTests: string | undefined;
-    let testsBuilt: Promise<string | undefined> = Promise.resolve(undefined);
-    if (needsBuilt('nvshmem_tests')) {
+    if (building.includes('nvshmem_tests')) {
       nvshmemTests = nvshmemTestsDir(o.workDir);
       const logPath = path.join(results, 'nvshmem-tests-build.log');
       err(`building NVSHMEM's perftests and examples of ${s.nvshmemSource} in ${nvshmemTests} against ${s.nvshmemHome}, beside the other checks`);
       const jobs = process.env.JOBS ?? String(Math.max(1, Math.floor(availableParallelism() / 2)));
-      testsBuilt = buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', logPath, signal, { ...quickEnv, JOBS: jobs })
-        .then(() => undefined, (e: unknown) => {
-          if (signal.aborted) throw e;
-          return `building NVSHMEM's perftests and examples failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}; ${logPath})`;
-        });
-      testsBuilt.catch(() => {}); // an interrupt is rethrown where it is awaited, never left unhandled meanwhile
+      beside('nvshmem_tests', "NVSHMEM's perftests and examples", logPath,
+        buildNvshmemTests(runnable, s.nvshmemSource!, s.nvshmemHome!, workPaths(o.workDir).build, nvshmemTests, s.cudaArch ?? '90', logPath, signal, { ...quickEnv, JOBS: jobs }));
     }
     const stuck: string[] = [];
-    const runChecks = async (p: (typeof passes)[number], dir: string, checks: string[]) => {
+    const runChecks = async (p: (typeof passes)[number], dir: string, checks: string[], logName: string) => {
       err(`running ${checks.join(', ')} under efaemu modes ${p.run.label} (logs in ${dir})`);
       const env: Record<string, string> = {
         ...(process.env as Record<string, string>),
@@ -572,7 +603,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.
         ...(!s.have.gpus && !process.env.NS_DEVICES ? { NS_DEVICES: anyPciDevice() ?? '' } : {}),
       };
-      const logPath = path.join(dir, checks.some(needsTests) ? 'checks-device-api.log' : 'checks.log');
+      const logPath = path.join(dir, logName);
       const log = await openLog(logPath);
       // checks.sh runs its checks one after another: a check's time is from the result before it (or the start).
       let since = Date.now();
@@ -606,23 +637,39 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         else rows.set('neg_wrong_provider', { ...neg, result: 'fail', evidence: `${neg.evidence}; but nvshmem-efa could not diagnose why from the output (${diagnosis ?? 'no known message'})` });
       }
     };
-    for (const p of passes) {
-      const dir = passDir(modeRuns.indexOf(p.run), p.run);
-      await mkdir(dir, { recursive: true });
-      const first = p.checks.filter((c) => !needsTests(c));
-      const after = p.checks.filter(needsTests);
-      if (first.length) await runChecks(p, dir, first);
-      if (!after.length) continue;
-      const failed = await testsBuilt;
-      if (failed) for (const id of after) rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: failed, modes: modesColumn(id, p.run) });
-      else await runChecks(p, dir, after);
+    // Interrupted (SIGINT, SIGTERM): the checks that ended are reported, the others named as not run, then exit 130.
+    let interrupted: InterruptedError | undefined;
+    try {
+      for (const p of passes) {
+        const dir = passDir(modeRuns.indexOf(p.run), p.run);
+        await mkdir(dir, { recursive: true });
+        for (const r of runsByBuild(p.checks, building)) {
+          const why = new Map<Need, string>();
+          for (const n of r.waits) {
+            const failed = await built.get(n);
+            if (failed) why.set(n, failed);
+          }
+          // A check fails for a failed build it needs; the others of the run still run.
+          const broken = (c: string) => [...why].filter(([n]) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n)).map(([, f]) => f);
+          for (const id of r.checks.filter((c) => broken(c).length))
+            rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: broken(id).join('; '), modes: modesColumn(id, p.run) });
+          const go = r.checks.filter((c) => !broken(c).length);
+          if (go.length) await runChecks(p, dir, go, r.log);
+        }
+      }
+    } catch (e) {
+      if (!(e instanceof InterruptedError)) throw e;
+      interrupted = e;
     }
     const ordered = order(rows);
     const seconds = (Date.now() - started) / 1000;
+    const notRun = [...new Set(passes.flatMap((p) => p.checks.filter((c) => !rows.has(key(c, p.run)))))];
     // A process that outlived SIGKILL is named, never hidden: it may hold its GPU for whatever runs next.
     const stuckLines = stuck.length ? [`processes that outlived SIGKILL (the GPU driver holds them; they may keep the GPU busy): ${stuck.join('; ')}`] : [];
-    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, checks: ordered }, null, 2));
-    else out([`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)`, ...header, '', renderTable(ordered, seconds), ...stuckLines, '', `logs: ${results}`].join('\n'));
+    const stopLines = interrupted ? [`interrupted after ${formatDuration(seconds)}; not run: ${notRun.join(', ') || 'none'}`] : [];
+    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, ...(interrupted ? { interrupted: true, notRun } : {}), checks: ordered }, null, 2));
+    else out([`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)`, ...header, '', renderTable(ordered, seconds), ...stuckLines, ...stopLines, '', `logs: ${results}`].join('\n'));
+    if (interrupted) throw interrupted;
     return ordered.some((r) => r.result === 'fail') ? 1 : 0;
-  });
+  }, { stopping: 'the checks that ended are reported', fix: 'rerun selftest: its checks run again (--checks LIST runs those not run)' });
 }

@@ -114,7 +114,9 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
     if (r === 'aborted' || o.signal?.aborted) {
       sub.all?.destroy();
       o.log?.write(`[interrupted: ${path.basename(cmd)} and its children were stopped]\n`);
-      throw new InterruptedError(`interrupted while running ${path.basename(cmd)}`, 'rerun the same command: it resumes from the first unfinished step', o.logPath);
+      // The interrupt's own fix (withInterrupts: what a rerun of this command does), else the build's.
+      const fix = o.signal?.reason instanceof InterruptedError ? o.signal.reason.fix : 'rerun the same command: it resumes from the first unfinished step';
+      throw new InterruptedError(`interrupted while running ${path.basename(cmd)}`, fix, o.logPath);
     }
     if (partial) take(partial);
     o.log?.check();

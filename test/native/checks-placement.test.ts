@@ -161,7 +161,27 @@ echo "PE$PMI_RANK ok barrier: 100 rounds"
     expect(r.stdout, r.out).toMatch(/^RESULT\tdevice_api\tpass\t2 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B.*; device_api_order@4 on: ok \d+s, GDA w\/r 16384\/0 B/m);
     for (let rank = 0; rank < 4; rank++) expect(seen(tmp, `dao.4.${rank}`)).toBe(`host=${os.hostname()}-pe${rank} gpu=0 size=4 args=100 barrier`);
     expect(seen(tmp, 'dao.2.1')).toBe(`host=${os.hostname()}-pe1 gpu=0 size=2 args=100`);
-  }, 240_000);
+    // A program whose fixed round trips cost minutes of timeslices is not run on a shared GPU, and the row says so;
+    // with a GPU per PE, or DEVICE_API_SHARED_ALL=1, it runs.
+    const perf = path.join(tmp, 'nvshmem-tests', 'perftest', 'device', 'pt-to-pt');
+    mkdirSync(perf, { recursive: true });
+    standIn(path.join(perf, 'shmem_put_atomic_ping_pong_latency'), `
+echo ran >> "${tmp}/atomic.ran"
+printf '{"paths":{"gda":{"write":{"bytes":64},"read":{"bytes":0}},"rdm":{"write":{"bytes":0,"gpu_bytes":0},"read":{"bytes":0}}}}' > "$EFAEMU_STATS/efaemu-$$.json"
+echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API over GDA on"
+`);
+    const env = { NVSHMEM_TESTS: path.join(tmp, 'nvshmem-tests'), DEVICE_API_PROGRAMS: 'shmem_put_atomic_ping_pong_latency', NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(ROOT, 'bin/nvshmem-efa.js')}` };
+    const shared = checks(tmp, ['device_api'], env, 180_000);
+    expect(shared.stdout, shared.out).toMatch(/^RESULT\tdevice_api\tfail\t0 runs: no program of DEVICE_API_PROGRAMS=shmem_put_atomic_ping_pong_latency ran: shmem_put_atomic_ping_pong_latency: not run on a shared GPU: /m);
+    expect(existsSync(path.join(tmp, 'atomic.ran'))).toBe(false);
+    const all = checks(tmp, ['device_api'], { ...env, DEVICE_API_PROGRAMS: 'device_api_order,shmem_put_atomic_ping_pong_latency' }, 180_000);
+    expect(all.stdout, all.out).toMatch(/^RESULT\tdevice_api\tpass\t1 runs: shmem_put_atomic_ping_pong_latency: not run on a shared GPU: its 550 round trips per size, .* \(142 s on one H200\); .* \(DEVICE_API_SHARED_ALL=1 runs it\); device_api_order on: ok \d+s/m);
+    expect(existsSync(path.join(tmp, 'atomic.ran'))).toBe(false);
+    const forced = checks(tmp, ['device_api'], { ...env, DEVICE_API_SHARED_ALL: '1' }, 180_000);
+    expect(forced.stdout, forced.out).toMatch(/^RESULT\tdevice_api\tpass\t1 runs: shmem_put_atomic_ping_pong_latency on: ok/m);
+    const own = checks(tmp, ['device_api'], { ...env, PE_GPUS: '2' }, 180_000);
+    expect(own.stdout, own.out).toMatch(/^RESULT\tdevice_api\tpass\t1 runs: shmem_put_atomic_ping_pong_latency on: ok/m);
+  }, 600_000);
 
   // deepep_pattern stand-ins: the broken client is "caught" (a data error) only under the windows given in CAUGHT_AT.
   it('a negative control time-slicing hides is run again with windows a timeslice wide on a shared GPU; one still not caught fails', () => {
@@ -170,7 +190,7 @@ echo "PE$PMI_RANK ok barrier: 100 rounds"
     mkdirSync(dir);
     for (const p of ['deepep_pattern', 'deepep_pattern_no_quiet', 'deepep_pattern_other_rail'])
       standIn(path.join(dir, p), `
-echo "$*" > "${tmp}/args.$RANK"
+echo "$* bound=\${NVSHMEM_EFA_GDA_TIMEOUT_MS:-default}" > "${tmp}/args.$RANK"
 echo "PE$RANK RESULT shim_build $([ ${p} = deepep_pattern ] && echo product || echo switched)"
 if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ "$EFAEMU_PLACE_DEFER_US" = "\${CAUGHT_AT:-none}" ]; then echo "PE$RANK FAIL ll_pattern: 12 bytes wrong"; exit 1; fi
 echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
@@ -178,14 +198,15 @@ echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
     const env = { PATTERN_DIR: dir };
     const wide = checks(tmp, ['neg_no_quiet'], { ...env, CAUGHT_AT: '2000-20000' });
     expect(wide.stdout, wide.out).toMatch(/^RESULT\tneg_no_quiet\tpass\tcaught under modes place_order,defer \(EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=2000-20000; rc 1\/1: .*\); not caught under EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=20-400 on the shared GPU, so run again with the windows widened: caught; passes without/m);
-    // Shared: 20 rounds (every placed write waits for timeslices); one PE per GPU: the program's own 200.
-    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 --rounds 20 ll$/);
+    // Shared: 10 rounds (every placed write waits for timeslices) and GPU waits bounded at 60 s; one PE per GPU: the
+    // program's own 200 rounds and the product's bound.
+    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 --rounds 10 ll bound=60000$/);
     const never = checks(tmp, ['neg_no_quiet'], env);
     expect(never.stdout).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer .*so run again with the windows widened: not caught either: the modes prove nothing/m);
     // One PE per GPU: no second try (what 2x H200 showed stands).
     const two = checks(tmp, ['neg_no_quiet'], { ...env, PE_GPUS: '2', CAUGHT_AT: '2000-20000' });
     expect(two.stdout).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer \(EFAEMU_PLACE_ORDER=random:7:16 EFAEMU_PLACE_DEFER_US=20-400\): the modes/m);
-    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 ll$/);
+    expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 ll bound=default$/);
     expect(existsSync(path.join(tmp, 'results', 'neg_no_quiet.wide.pe0.log'))).toBe(true);
   });
 

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,9 @@ describe('the standalone bundle keeps the commands lazy (code splitting)', () =>
 
   beforeAll(() => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-standalone-'));
+    // What running the tests leaves beside warmup/sitecustomize.py (ignored by git), which must not ship.
+    mkdirSync(path.join(ROOT, 'native/efaemu/gpu/warmup/__pycache__'), { recursive: true });
+    writeFileSync(path.join(ROOT, 'native/efaemu/gpu/warmup/__pycache__/sitecustomize.cpython-311.pyc'), '');
     const metafile = path.join(dir, 'meta.json');
     const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts/bundle.mjs'), '--standalone', dir, '--metafile', metafile], { cwd: ROOT, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
@@ -85,6 +88,11 @@ describe('the standalone bundle keeps the commands lazy (code splitting)', () =>
       eager.add(f);
       for (const i of byFile.get(f)?.imports ?? []) if (i.kind === 'import-statement' && !i.external) todo.push(abs(i.path));
     }
+  });
+
+  it('ships the native sources without Python byte-code caches (this host\'s, not the package\'s)', () => {
+    expect(existsSync(path.join(dir, 'native/efaemu/gpu/warmup/sitecustomize.py'))).toBe(true);
+    expect(existsSync(path.join(dir, 'native/efaemu/gpu/warmup/__pycache__'))).toBe(false);
   });
 
   it("the entry's static imports bundle no heavy package, only commander", () => {

@@ -21,7 +21,7 @@ import {
 import { SELFTEST_CHECKS } from '../../src/commands/selftest-checks.ts';
 import { parsePesPerGpu, place } from '../../src/commands/selftest-placement.ts';
 import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
-import { cli } from '../helpers/cli.ts';
+import { cli, ENV, killGroup, spawnCli, waitFor } from '../helpers/cli.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -269,6 +269,52 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     expect(readFileSync(path.join(dir, 'events'), 'utf8')).not.toMatch(/checks .* device_api/);
   });
 
+  // 1x H200: deepep_pattern's three programs took 43 s before the first check; they build beside the checks now.
+  it('deepep_pattern\'s programs build while the checks that do not need them run; a failed build fails the pattern checks alone', async () => {
+    const w = workDir();
+    const dir = tmp();
+    const nvcc = path.join(dir, 'nvcc');
+    // A stand-in nvcc: 2 s, then the program named by -o (or an error).
+    writeFileSync(nvcc, `#!/bin/bash
+echo "nvcc $(date +%s%N)" >> "${dir}/events"
+sleep 2
+[ -n "$FAKE_NVCC_FAIL" ] && { echo "nvcc: error"; exit 1; }
+while [ $# -gt 0 ]; do [ "$1" = -o ] && touch "$2"; shift; done
+`, { mode: 0o755 });
+    const checks = path.join(dir, 'checks.sh');
+    writeFileSync(checks, `#!/bin/bash
+echo "checks $(date +%s%N) $*" >> "${dir}/events"
+for c in "$@"; do printf 'RESULT\\t%s\\tpass\\tok\\n' "$c"; done
+`, { mode: 0o755 });
+    const run = async (extra: Record<string, string> = {}) => {
+      Object.assign(process.env, { NVSHMEM_EFA_SELFTEST_SCRIPT: checks, ...extra });
+      const out: string[] = [];
+      try {
+        const code = await selftestCommand(opts(w, { checks: ['gda_kernel', 'll_pattern', 'deepep_ll', 'neg_no_quiet'], patternDir: undefined, peTest: path.join(dir, 'pe_test') }), (x) => out.push(x), () => {}, host({ nvcc }));
+        return { code, out: out.join('\n') };
+      } finally {
+        for (const k of ['NVSHMEM_EFA_SELFTEST_SCRIPT', ...Object.keys(extra)]) delete process.env[k];
+      }
+    };
+    writeFileSync(path.join(dir, 'pe_test'), '');
+    const ok = await run();
+    expect(ok.code, ok.out).toBe(0);
+    const ev = readFileSync(path.join(dir, 'events'), 'utf8').trim().split('\n').map((l) => l.split(' '));
+    expect(ev.filter((e) => e[0] === 'checks').map((e) => e.slice(2).join(' '))).toEqual(['gda_kernel deepep_ll', 'll_pattern neg_no_quiet']);
+    const nvccAt = ev.filter((e) => e[0] === 'nvcc').map((e) => Number(e[1]) / 1e6);
+    const checksAt = ev.filter((e) => e[0] === 'checks').map((e) => Number(e[1]) / 1e6);
+    expect(nvccAt).toHaveLength(3);
+    expect(Math.max(...nvccAt) - Math.min(...nvccAt)).toBeLessThan(1500); // the three at once
+    expect(checksAt[0]).toBeLessThan(Math.min(...nvccAt) + 1500);          // the other checks did not wait for them
+    expect(checksAt[1]).toBeGreaterThan(Math.min(...nvccAt) + 1900);       // the pattern checks did
+    writeFileSync(path.join(dir, 'events'), '');
+    const bad = await run({ FAKE_NVCC_FAIL: '1' });
+    expect(bad.code).toBe(1);
+    expect(bad.out).toMatch(/^ll_pattern\s+FAIL\s+-\s+all\s+building deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail failed \(.*; .*patterns-build\.log\)$/m);
+    expect(bad.out).toMatch(/^deepep_ll\s+PASS/m);
+    expect(readFileSync(path.join(dir, 'events'), 'utf8')).not.toMatch(/checks .* ll_pattern/);
+  });
+
   it('deepep_counters\' column names the modes it ran under: the run\'s, less the placement ones', async () => {
     const { modesColumn } = await import('../../src/commands/selftest.ts');
     expect(modesColumn('deepep_counters', { label: 'all', modes: [...EFAEMU_MODES] })).toBe('silent,wqe128');
@@ -281,7 +327,7 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
   it('--quick: the GDA kernel test, DeepEP, one negative control and device_api on device_api_order (2 and 4 PEs); not with --checks', async () => {
     const w = workDir();
     const r = await runSelftest(opts(workDir({ nvshmemDeviceApi: true }), { quick: true, dryRun: true }), host(), []);
-    expect(r.out).toMatch(/would run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* gda_kernel deepep_ll neg_no_quiet\nwould run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* device_api$/m);
+    expect(r.out).toMatch(/would run: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* gda_kernel deepep_ll neg_no_quiet\nwould run after building NVSHMEM's perftests and examples: EFAEMU_MODES=place_order,defer,duplicate,silent,wqe128 .* device_api$/m);
     expect(r.out).toContain('2 PEs, 1 per GPU for gda_kernel, deepep_ll, neg_no_quiet; 4 PEs on 2 GPUs (time-sliced, each PE a host of its own) for device_api');
     await expect(selftestCommand(opts(w, { quick: true, checks: ['fi_info'] }), () => {}, () => {}, host())).rejects.toThrow(/--quick and --checks both choose the checks/);
     const q = await runSelftest(opts(w, { quick: true }), host(), ['RESULT\tgda_kernel\tpass\tok']);
@@ -507,14 +553,38 @@ describe('selftest: efaemu modes', () => {
     expect(r.calls).toHaveLength(0);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
-    expect(r.out).toMatch(/^would build deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail against .* into .*\/dry\/patterns$/m);
-    expect(r.out).toMatch(/^would run: EFAEMU_MODES=defer,silent RESULTS=\S+\/dry bash \S+ gda_kernel deepep_shrink ll_pattern$/m);
+    expect(r.out).toMatch(/^would build deepep_pattern, deepep_pattern_no_quiet, deepep_pattern_other_rail against .* into .*\/dry\/patterns, while the checks that do not need them run$/m);
+    expect(r.out).toMatch(/^would run: EFAEMU_MODES=defer,silent RESULTS=\S+\/dry bash \S+ gda_kernel deepep_shrink$/m);
+    expect(r.out).toMatch(/^would run after building deepep_pattern's programs: EFAEMU_MODES=defer,silent RESULTS=\S+\/dry bash \S+ ll_pattern$/m);
     const j = await runWith(opts(w, { checks: ['gda_kernel'], efaemuModes: 'each', results, dryRun: true, json: true }));
     const doc = JSON.parse(j.out);
     expect(doc.dryRun).toBe(true);
     expect(doc.runs.map((x: { modes: string }) => x.modes)).toEqual([...EFAEMU_MODES, 'all']);
     expect(existsSync(results)).toBe(false);
   });
+
+  // 1x H200: a full selftest stopped by its caller's limit printed nothing of the checks that had ended, and told the
+  // user a rerun "resumes from the first unfinished step" (the build's words: selftest runs every check again).
+  it.skipIf(spawnSync('unshare', ['--mount', 'true']).status !== 0)('SIGTERM: the checks that ended are in the table, the others named as not run, exit 130, and the fix says what a rerun does', async () => {
+    const w = workDir();
+    mkdirSync(path.join(w.lf, 'bin'));
+    for (const f of ['fi_rdm_pingpong', 'fi_rma_bw']) writeFileSync(path.join(w.lf, 'bin', f), '', { mode: 0o755 });
+    const s = script(['RESULT\tfi_info\tpass\tok', '!sleep 60']);
+    const r = spawnCli(['selftest', '--work-dir', w.wd, '--efaemu-build', w.efaemu, '--libfabric-home', w.lf, '--checks', 'fi_info,fabtests'], { ...ENV, NVSHMEM_EFA_SELFTEST_SCRIPT: s.f });
+    try {
+      await waitFor('fi_info\'s result', () => /fi_info \(efaemu modes -\): pass/.test(r.stderr()), 60_000);
+      process.kill(r.child.pid!, 'SIGTERM');
+      const { code } = await r.exited;
+      expect(code, r.stderr()).toBe(130);
+      expect(r.stdout()).toMatch(/^fi_info\s+PASS\s+\d+ s\s+-\s+ok$/m);
+      expect(r.stdout()).toMatch(/^interrupted after \d+ s; not run: fabtests$/m);
+      expect(r.stderr()).toMatch(/SIGTERM: stopping \(the checks that ended are reported\)/);
+      expect(r.stderr()).toMatch(/rerun selftest: its checks run again \(--checks LIST runs those not run\)/);
+      expect(r.stderr()).not.toMatch(/resumes/);
+    } finally {
+      killGroup(r);
+    }
+  }, 90_000);
 
   it('CLI: an unknown mode exits 2 with the valid ones; the dry run goes through the CLI', () => {
     const r = cli(['selftest', '--efaemu-modes', 'sideways', '--work-dir', tmp()]);
@@ -548,7 +618,7 @@ describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the d
     expect(s.nvshmemSource).toBe(path.join(w.wd, 'sources', 'nvshmem'));
     const r = await runWith(opts(w, { checks: ['device_api'], efaemuModes: 'none', dryRun: true }));
     expect(r.out).toContain(`would build NVSHMEM's perftests and examples of ${path.join(w.wd, 'sources', 'nvshmem')} against ${w.prefix} into ${path.join(w.wd, 'build', 'nvshmem-tests')}`);
-    expect(r.out).toMatch(/^would run: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api$/m);
+    expect(r.out).toMatch(/^would run after building NVSHMEM's perftests and examples: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api$/m);
   });
 
   it('build-nvshmem-tests.sh configures perftest and examples standalone without MPI against the install, and builds the targets checks.sh names', () => {
@@ -644,6 +714,6 @@ describe('selftest: device_api (NVSHMEM\'s own perftests and examples over the d
     writeFileSync(path.join(w.wd, 'build', 'nvshmem', 'compile_commands.json'), '[]');
     expect((await survey(opts(w), host())).have.neg_build).toBeDefined();
     const r = await runWith(opts(w, { checks: ['device_api', 'neg_device_api'], efaemuModes: 'none', dryRun: true }));
-    expect(r.out).toMatch(/^would run: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api neg_device_api$/m);
+    expect(r.out).toMatch(/^would run after building NVSHMEM's perftests and examples: EFAEMU_MODES=none RESULTS=\S+ bash \S+ device_api neg_device_api$/m);
   });
 });

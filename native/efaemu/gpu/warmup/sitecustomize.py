@@ -14,6 +14,10 @@ after its checks; with PEs time-sliced on one GPU each pair costs a timeslice or
 benchmarks were most of a DeepEP check's time, and they time the time-slicer, not the product. The checks are
 unchanged. Unset or 0: DeepEP's own counts.
 
+DEEPEP_KINETO_OUTPUT=1: bench_kineto no longer sends the process's stdout and stderr to /dev/null while it profiles.
+A kernel's trap message, or DeepEP's receive timeout, printed then was lost (1x H200: deepep_silent_bound's injected
+failure trapped inside bench_kineto and the log showed only "unspecified launch failure").
+
 Put this directory first on PYTHONPATH (spawned children run it too). It then imports the sitecustomize it shadows.
 """
 import functools
@@ -40,7 +44,7 @@ def _warm():
         print('efaemu warm-up: skipped (%s)' % e, file=sys.stderr, flush=True)
 
 
-def _trim(module, n):
+def _patch(module, n, keep_output):
     bench, kineto = module.bench, module.bench_kineto
 
     @functools.wraps(bench)
@@ -48,18 +52,22 @@ def _trim(module, n):
         return bench(fn, num_warmups=min(num_warmups, n), num_tests=min(num_tests, max(n, 2)), post_fn=post_fn)
 
     @functools.wraps(kineto)
-    def trimmed_kineto(fn, kernel_names, num_tests=30, *args, **kwargs):
-        return kineto(fn, kernel_names, min(num_tests, n), *args, **kwargs)
+    def patched_kineto(fn, kernel_names, num_tests=30, *args, **kwargs):
+        if keep_output:
+            kwargs['suppress_kineto_output'] = False
+        return kineto(fn, kernel_names, min(num_tests, n) if n else num_tests, *args, **kwargs)
 
-    module.bench, module.bench_kineto = trimmed_bench, trimmed_kineto
-    print('efaemu: DeepEP benchmarks cut to %d iterations (DEEPEP_BENCH_ITERS) in pid %d' % (n, os.getpid()), file=sys.stderr, flush=True)
+    if n:
+        module.bench = trimmed_bench
+        print('efaemu: DeepEP benchmarks cut to %d iterations (DEEPEP_BENCH_ITERS) in pid %d' % (n, os.getpid()), file=sys.stderr, flush=True)
+    module.bench_kineto = patched_kineto
 
 
 class _DeepEPBenchTrim(importlib.abc.MetaPathFinder):
-    """Finds DeepEP's tests/utils.py as the path finder would, and trims its benchmarks once it has run."""
+    """Finds DeepEP's tests/utils.py as the path finder would, and patches its benchmarks once it has run."""
 
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, keep_output):
+        self.n, self.keep_output = n, keep_output
 
     def find_spec(self, name, path, target=None):
         if name != 'utils' or path is not None:
@@ -67,7 +75,7 @@ class _DeepEPBenchTrim(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(name, sys.path)
         if spec is None or not spec.origin or not os.path.exists(os.path.join(os.path.dirname(spec.origin), 'test_low_latency.py')):
             return None
-        inner, n = spec.loader, self.n
+        inner, n, keep = spec.loader, self.n, self.keep_output
 
         class Loader(importlib.abc.Loader):
             def create_module(self, spec):
@@ -75,7 +83,7 @@ class _DeepEPBenchTrim(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module):
                 inner.exec_module(module)
-                _trim(module, n)
+                _patch(module, n, keep)
 
         spec.loader = Loader()
         return spec
@@ -83,12 +91,13 @@ class _DeepEPBenchTrim(importlib.abc.MetaPathFinder):
 
 def _bench_iters():
     try:
-        n = int(os.environ.get('DEEPEP_BENCH_ITERS') or 0)
+        n = max(0, int(os.environ.get('DEEPEP_BENCH_ITERS') or 0))
     except ValueError:
         print('efaemu: DEEPEP_BENCH_ITERS=%s is not a number: DeepEP benchmarks not cut' % os.environ['DEEPEP_BENCH_ITERS'], file=sys.stderr, flush=True)
-        return
-    if n > 0:
-        sys.meta_path.insert(0, _DeepEPBenchTrim(n))
+        n = 0
+    keep = os.environ.get('DEEPEP_KINETO_OUTPUT') == '1'
+    if n or keep:
+        sys.meta_path.insert(0, _DeepEPBenchTrim(n, keep))
 
 
 def _chain():

@@ -16,6 +16,10 @@
  * every module it registered. The host fills it once GDA is active on every PE and NVSHMEM_EFA_GDA_DEVICE_API
  * is not 0; a device library and a host library of different builds leave it zero: the proxy path.
  *
+ * Which NIC: every GDA operation to PE p leaves through one rail, efa_gda_rail_of_pe(p) (p mod the rails), whichever
+ * thread or warp posts it. Fence and quiet are completion-based, and an EFA completion orders later writes only on its
+ * own NIC: spread over NICs per warp, a flag after a fence could land before another warp's data.
+ *
  * What takes which path, for a remote PE (NVLink peers never come here):
  *  - put and get (nbi and blocking; thread, warp and block scope: the group's first thread posts): GDA. An
  *    address outside the regions GDA registered (a local buffer NVSHMEM registered local-only, memory NVSHMEM
@@ -122,7 +126,8 @@ EFA_GDA_DEV bool efa_gda_api_no_region(int err) {
            err == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
 }
 
-/* Posts a put or get; false: it must go through the proxy, counted under *why. A get goes there where a GPU does not
+/* Posts a put or get on pe's rail (efa_gda_rail_of_pe: every operation to one PE on one NIC, so a completion-based
+ * fence or quiet orders it); false: it must go through the proxy, counted under *why. A get goes there where a GPU does not
  * order GPUDirect RDMA writes (no READS_OVER_GDA): it could see the read's completion before its data. Any other
  * failure traps. */
 EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, bool put, int *why) {
@@ -132,7 +137,8 @@ EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, 
         *why = NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ;
         return false;
     }
-    const int err = put ? efa_gda_put_nbi(s, rptr, lptr, bytes, pe) : efa_gda_get_nbi(s, lptr, rptr, bytes, pe);
+    const uint32_t rail = efa_gda_rail_of_pe(s, pe);
+    const int err = put ? efa_gda_put_nbi_on(s, rail, rptr, lptr, bytes, pe) : efa_gda_get_nbi_on(s, rail, lptr, rptr, bytes, pe);
     *why = NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION;
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, put ? "put" : "get", rptr, lptr, pe, bytes);
@@ -168,7 +174,8 @@ EFA_GDA_DEV bool efa_gda_api_write_value(void *rptr, uint64_t value, uint32_t by
 #ifdef NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT
     after_payload = false;
 #endif
-    const int err = after_payload ? efa_gda_signal(s, rptr, value, bytes, pe) : efa_gda_write_value_nbi(s, rptr, value, bytes, pe);
+    const uint32_t rail = efa_gda_rail_of_pe(s, pe);
+    const int err = after_payload ? efa_gda_signal_on(s, rail, rptr, value, bytes, pe) : efa_gda_write_value_nbi_on(s, rail, rptr, value, bytes, pe);
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, after_payload ? "signal after its payload" : "p", rptr, nullptr, pe, bytes);
     return true;
@@ -252,7 +259,7 @@ NVSHMEMX_EFA_GDA_API_FN bool nvshmemi_efa_gda_api_g_leader(void *rptr, uint32_t 
     }
     __threadfence();
     unsigned long long *slot = &sh->g_value[i];
-    const int err = efa_gda_get_nbi(s, slot, rptr, bytes, pe);
+    const int err = efa_gda_get_nbi_on(s, efa_gda_rail_of_pe(s, pe), slot, rptr, bytes, pe);
     if (!err) efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet of a g", pe);
     else if (!efa_gda_api_no_region(err)) efa_gda_check(s, err, "g", rptr, slot, pe, bytes);
     *out = err ? 0 : *(volatile unsigned long long *)slot;

@@ -193,6 +193,7 @@ describe('software EFA (CPU)', () => {
       signalRule,
       addRule,
       fenceRule,
+      "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail (1 mod 2), none through rail 0; the data lands",
       'put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in place after quiet, which makes no proxy quiet (random:7:8)',
       'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
       'a GPU that does not order RDMA writes (no READS_OVER_GDA): get, nbi and blocking, goes through the proxy, counted as a read without write ordering; puts stay GDA writes',

@@ -231,6 +231,33 @@ int main() {
         return failures ? 1 : 0;
     }
 
+    // Review 3, finding 1: NVSHMEM's fence and quiet order what the GPU sent a PE, whichever warp sent it; an EFA
+    // completion orders later writes only on its own NIC. So every operation to a PE must leave through one rail.
+    test("two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail "
+         "(1 mod 2), none through rail 0; the data lands",
+         [] {
+             Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+             setup(r, true, kGSlots);
+             for (unsigned w = 0; w < 4; w++) {
+                 threadIdx.x = 32u * w;
+                 fill(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w));
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_PUT>(r.sym((uint64_t)w << 16), r.sym((uint64_t)w << 16), 4096, 1);
+                 nvshmemi_efa_gda_api_rma_p<uint64_t>(r.sym(kFlag + 8 * w), 100 + w, 1);
+                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(((uint64_t)w << 16) + 8192), r.sym((uint64_t)w << 16), 64,
+                                                                             r.sym(kFlag + 64 + 8 * w), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(((uint64_t)w << 16) + 16384), r.sym((uint64_t)w << 16), 64, 1);
+                 (void)nvshmemi_efa_gda_api_rma_g<uint64_t>(r.sym(kFlag + 8 * w), 1);
+                 nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 CHECK(landed(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w)), "a warp's put landed");
+                 CHECK(*(uint64_t *)(r.heap1.data() + kFlag + 8 * w) == 100 + w && *(uint64_t *)(r.heap1.data() + kFlag + 64 + 8 * w) == 7,
+                       "its p and its signal landed");
+             }
+             threadIdx.x = 0;
+             CHECK(r.s0.rail[0].qp.sq_reserved == 0, "warps 1 and 3 posted on rail 0 (" + std::to_string(r.s0.rail[0].qp.sq_reserved) + " WQEs)");
+             CHECK(r.s0.rail[1].qp.sq_reserved >= 4 * 5, "every operation went through rail 1");
+             CHECK(g_proxy.total() == 0, "the proxy was called");
+         });
+
     test("put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in "
          "place after quiet, which makes no proxy quiet (random:7:8)",
          [&] {

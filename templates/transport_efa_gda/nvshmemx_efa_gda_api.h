@@ -8,7 +8,8 @@
 
 #include "nvshmemx_efa_gda.h"
 
-#define NVSHMEMX_EFA_GDA_API_ABI 3 /* 2: g over GDA (g_value, g_lock, g_slots); 3: READS_OVER_GDA, PROXY_UNORDERED_READ */
+#define NVSHMEMX_EFA_GDA_API_ABI 4 /* 2: g over GDA (g_value, g_lock, g_slots); 3: READS_OVER_GDA, PROXY_UNORDERED_READ;
+                                    * 4: unflushed (quiet flushes every PE written over GDA) */
 
 /* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
 enum {
@@ -38,7 +39,11 @@ typedef struct {
      * a lock word per slot (0 free, 1 taken). */
     unsigned long long *g_value;
     unsigned int *g_lock;
-    unsigned long long reserved[2];
+    /* [(n_pes + 31) / 32] bits: PE p's is set once a GDA write to p was posted, and taken by the next quiet (or proxy
+     * operation to p), which flushes p: a completion is only "queued towards the receiver's PCIe", and OpenSHMEM's quiet
+     * promises the writes are visible at every PE, which NVSHMEM's barrier relies on (review 3, finding 2). */
+    unsigned int *unflushed;
+    unsigned long long reserved[1];
 } nvshmemx_efa_gda_api_shared_t;
 
 typedef struct {

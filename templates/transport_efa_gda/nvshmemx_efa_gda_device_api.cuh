@@ -32,10 +32,13 @@
  *  - atomics and signal_op: the proxy (efa-direct has no RDMA atomics), after every GDA write this PE posted
  *    completed and was flushed to that PE (efa_gda_quiet_flush), so the proxy's update, another requester
  *    than the GDA queue, cannot overtake GDA data the program ordered before it.
- *  - quiet: the GDA quiet of every queue, then the proxy's quiet only if this PE sent the proxy anything since
- *    the last proxy quiet (counters in GPU memory: no read over PCIe when it sent nothing).
- *  - fence: as quiet. A GDA write ordered after a proxy operation must not pass it, and the proxy's own fence
- *    only orders the proxy's operations.
+ *  - quiet: the GDA quiet of every queue, then a flush of every PE sent a GDA write since its last flush (quiet
+ *    promises visibility at every PE, and NVSHMEM's barrier, a quiet then signals to its k-ary neighbours only,
+ *    relies on it), then the proxy's quiet only if this PE sent the proxy anything since the last proxy quiet
+ *    (counters in GPU memory: no read over PCIe when it sent nothing).
+ *  - fence: the GDA quiet and the proxy's as above, without the flush: a fence orders, and every GDA write to a PE
+ *    takes one NIC. A GDA write ordered after a proxy operation must not pass it, and the proxy's own fence only
+ *    orders the proxy's operations.
  *
  * Every wait is bounded (NVSHMEM_EFA_GDA_TIMEOUT_MS); an operation that fails traps with a message naming the
  * operation, the PEs and the queue (efa_gda_check): the device API returns nothing a caller could check. */
@@ -76,6 +79,38 @@ EFA_GDA_DEV void efa_gda_api_sent_to_proxy(int reason) {
     atomicAdd(&sh->proxy_reason[reason], 1ull);
 }
 
+/* pe was sent a GDA write: marked until a quiet or a proxy operation to pe flushes it. Checked before it is set, so
+ * the posts to a marked PE only read the word. Called after the post (a quiet that takes the mark covers it). */
+EFA_GDA_DEV void efa_gda_api_wrote(int pe) {
+    unsigned int *w = nvshmemi_efa_gda_api_d.shared->unflushed;
+    const unsigned int bit = 1u << (pe & 31);
+    if (w && !(efa_gda_load(&w[pe >> 5]) & bit)) atomicOr(&w[pe >> 5], bit);
+}
+
+/* Quiet's visibility at every PE (OpenSHMEM: puts "completed and visible to all PEs"; NVSHMEM's barrier is a quiet,
+ * then signals to its k-ary neighbours only, so a PE that is not one learns of a put to it through others): every PE
+ * marked by efa_gda_api_wrote is flushed, a read through each NIC, which a NIC serves after the writes it placed
+ * before. Each word's marks are taken before a quiet that then covers every write they mark; a write marked after
+ * stays marked for the next quiet. */
+EFA_GDA_DEV void efa_gda_api_flush_written(nvshmemx_efa_gda_device_state_t *s) {
+    unsigned int *w = nvshmemi_efa_gda_api_d.shared->unflushed;
+#ifdef NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH
+    w = nullptr;
+#endif
+    if (!w) return;
+    const uint32_t words = ((uint32_t)s->n_pes + 31) / 32;
+    for (uint32_t i = 0; i < words; i++) {
+        if (!efa_gda_load(&w[i])) continue;
+        unsigned int bits = atomicExch(&w[i], 0u);
+        if (!bits) continue;
+        efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet", s->my_pe);
+        for (; bits; bits &= bits - 1) {
+            const int pe = (int)(i * 32 + (uint32_t)__ffs(bits) - 1);
+            efa_gda_check_quiet(s, efa_gda_flush(s, pe), "flush at quiet (the PE's GDA writes visible there)", pe);
+        }
+    }
+}
+
 /* The sum of every GDA queue's reserved counter (shared and owned, every rail): changes with every GDA post. */
 EFA_GDA_DEV unsigned int efa_gda_api_posted(nvshmemx_efa_gda_device_state_t *s) {
     const uint32_t n = efa_gda_ro(&s->n_rails);
@@ -99,6 +134,9 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_before_proxy(int pe) {
     unsigned int *flushed = nvshmemi_efa_gda_api_d.shared->flushed_at;
     const unsigned int posted = efa_gda_api_posted(s);
     if (flushed && efa_gda_load(&flushed[pe]) == posted) return;
+    /* pe's mark is taken first: every write it marks is covered by the quiet below, and flushed. */
+    unsigned int *w = nvshmemi_efa_gda_api_d.shared->unflushed;
+    if (w && (efa_gda_load(&w[pe >> 5]) & (1u << (pe & 31)))) atomicAnd(&w[pe >> 5], ~(1u << (pe & 31)));
 #ifndef NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY
     efa_gda_check_quiet(s, efa_gda_quiet_flush(s, pe), "quiet and flush before a proxy operation", pe);
 #endif
@@ -142,6 +180,7 @@ EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, 
     *why = NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION;
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, put ? "put" : "get", rptr, lptr, pe, bytes);
+    if (put) efa_gda_api_wrote(pe);
     return true;
 }
 
@@ -178,6 +217,7 @@ EFA_GDA_DEV bool efa_gda_api_write_value(void *rptr, uint64_t value, uint32_t by
     const int err = after_payload ? efa_gda_signal_on(s, rail, rptr, value, bytes, pe) : efa_gda_write_value_nbi_on(s, rail, rptr, value, bytes, pe);
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, after_payload ? "signal after its payload" : "p", rptr, nullptr, pe, bytes);
+    efa_gda_api_wrote(pe);
     return true;
 }
 
@@ -308,6 +348,7 @@ NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_put_signal(void *rptr, void
 NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_quiet_leader(bool use_membar) {
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
     efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet", s->my_pe);
+    efa_gda_api_flush_written(s);
     efa_gda_api_proxy_quiet_if_pending(use_membar);
     if (use_membar) __threadfence_system();
 }

@@ -129,8 +129,10 @@ declare -A DEVICE_API_SHARED_OMIT=(
 # libfabric transport refuses ("mmap symmetric buf ... not supported with libfabric currently. Please use
 # nvshmem_malloc", libfabric.cpp), with or without GDA (4x H200 through efaemu, bench/results/device-api-gpu.md).
 # neg_device_api's negative controls: device_api_order linked against a device library with one ordering rule of the
-# device API broken (build-device-api-order.sh), each with the test of device_api_order that must catch it.
-NEG_DEVICE_API_CONTROLS=(fence_no_gda_quiet:fence signal_no_wait:signal no_flush_before_proxy:atomic)
+# device API broken (build-device-api-order.sh), each with the test of device_api_order that must catch it and, where
+# not 2, its PEs: quiet_no_flush (a quiet that leaves PEs unflushed) shows only where the barrier's data goes to a PE
+# that is not a barrier neighbour of its sender, which takes 4 PEs (review 3, finding 2).
+NEG_DEVICE_API_CONTROLS=(fence_no_gda_quiet:fence signal_no_wait:signal no_flush_before_proxy:atomic quiet_no_flush:barrier:4)
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # --device-api-targets: the CMake targets of NVSHMEM's perftests and examples device_api runs (build-nvshmem-tests.sh).
@@ -1095,6 +1097,7 @@ check_neg_device_api() {
   need neg_device_api NVSHMEM_TESTS NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
   if [ -z "${NVSHMEM_EFA_LAUNCH:-}" ]; then result neg_device_api skip "NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)"; return; fi
   placed neg_device_api 2 || return
+  local where; where=$(placement_note)
   local list=${NEG_DEVICE_API_MODES:-place_order,defer} under base="NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=1 NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1"
   under=$(modes_env "$list")
   local ok=1 ev="" c ctl test prog caught plain first
@@ -1104,7 +1107,11 @@ check_neg_device_api() {
   if [ "$RC" = 0 ]; then ev+="unbroken: passes under the modes; "
   else ok=0; ev+="unbroken: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken/rank*.log | cut -c1-160); "; fi
   for c in "${NEG_DEVICE_API_CONTROLS[@]}"; do
-    ctl=${c%%:*} test=${c#*:}
+    local pes=2
+    IFS=: read -r ctl test pes <<<"$c"
+    pes=${pes:-2}
+    # A host that cannot place the control's PEs (--pes-per-gpu) has not run it: said, not failed.
+    if ! place "$pes"; then ev+="$ctl: not run: $PLACE_WHY; "; continue; fi
     prog=$(device_api_program "device_api_order_$ctl")
     if [ -z "$prog" ]; then ok=0; ev+="$ctl: not built in $NVSHMEM_TESTS; "; continue; fi
     run_launch "neg_device_api.$ctl.modes" "$base $under" -- "$prog" 100 "$test"
@@ -1119,12 +1126,13 @@ check_neg_device_api() {
     fi
     run_launch "neg_device_api.$ctl.plain" "$base" -- "$prog" 100 "$test"
     plain=0; [ "$RC" = 0 ] && plain=1
-    if [ "$caught" = 1 ] && [ "$plain" = 1 ]; then ev+="$ctl: caught by $test (rc $rc_m: $first)$widened, passes without the modes; "
+    local on=""; [ "$pes" = 2 ] || on=" on $pes PEs"
+    if [ "$caught" = 1 ] && [ "$plain" = 1 ]; then ev+="$ctl: caught by $test$on (rc $rc_m: $first)$widened, passes without the modes; "
     elif [ "$caught" = 0 ]; then ok=0; ev+="$ctl: NOT caught under the modes (rc $rc_m, no data error in $test$([ "$rc_m" = 124 ] && echo ': it hung'))$widened"
       ev+=" ($RESULTS/neg_device_api.$ctl.modes/rank*.log); "
     else ok=0; ev+="$ctl: caught, but fails without the modes too (rc $RC): not the modes' doing; "; fi
   done
-  result neg_device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "${ev%; } (device_api_order through nvshmem-efa launch, through efaemu; modes $list: $under; $(placement_note))"
+  result neg_device_api "$([ "$ok" = 1 ] && echo pass || echo fail)" "${ev%; } (device_api_order through nvshmem-efa launch, through efaemu; modes $list: $under; $where)"
 }
 
 list=("$@")

@@ -89,6 +89,8 @@ static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT";
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET";
 #elif defined(NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY)
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY";
+#elif defined(NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH";
 #else
 static const char *const kControl = nullptr;
 #endif
@@ -101,12 +103,15 @@ static unsigned int g_flushed[2];
 constexpr uint32_t kGSlots = 4;
 constexpr uint64_t kGScratch = 10ull << 20;
 static unsigned int g_locks[kGSlots];
+static unsigned int g_unflushed[1];  // the unflushed bits of 2 PEs
 // reads_ordered: every GPU orders GPUDirect RDMA writes (the host's READS_OVER_GDA; values over GDA need it too).
 static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0, bool reads_ordered = true) {
     g_rig = &r;
     g_shared = {};
     g_flushed[0] = g_flushed[1] = 0;
     g_shared.flushed_at = g_flushed;
+    g_unflushed[0] = 0;
+    g_shared.unflushed = g_unflushed;
     memset(g_locks, 0, sizeof g_locks);
     g_shared.g_value = (unsigned long long *)r.sym(kGScratch);
     g_shared.g_lock = g_locks;
@@ -224,8 +229,63 @@ static void ordering_checks() {
     }
 }
 
+// GDA WQEs PE 0 posted on every rail so far.
+static uint32_t posted(Rig &r) {
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < r.n_rails; k++) n += r.s0.rail[k].qp.sq_reserved;
+    return n;
+}
+
+// Review 3, finding 2: a completion is "queued towards the receiver's PCIe"; quiet promises visibility at every PE,
+// and NVSHMEM's barrier (a quiet, then signals to its k-ary neighbours) relies on it. softefa places with the
+// completion, so what is checked is the flush quiet adds: a read through each NIC to every PE it wrote to.
+static void quiet_checks() {
+    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
+    const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH");
+    test(((b ? ctl : std::string()) + (b ? "quiet flushes no PE it wrote to"
+                                          : "quiet flushes each PE sent a GDA write (put, p, SET signal) since its last flush, a read per "
+                                            "rail, and no other: not after a get alone, nor twice; two rails"))
+             .c_str(),
+         [&] {
+             Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+             setup(r, true);
+             fill(r, 0, 4096, 0x21);
+             auto quiet_adds = [&] {
+                 const uint32_t before = posted(r);
+                 nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 return posted(r) - before;
+             };
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), 4096, 1);
+             CHECK(g_unflushed[0] == (b ? 2u : 2u), "the put marked PE 1");
+             const uint32_t first = quiet_adds();
+             CHECK(first == (b ? 0u : 2u), "the quiet after a put posted " + std::to_string(first) + " WQEs (a flush is a read per rail: 2)");
+             CHECK(quiet_adds() == 0, "a second quiet posted WQEs");
+             nvshmemi_efa_gda_api_rma_p<uint64_t>(r.sym(kFlag), 5, 1);
+             CHECK(quiet_adds() == (b ? 0u : 2u), "the quiet after a p");
+             nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(8192), r.sym(0), 64, r.sym(kFlag + 8), 3, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
+             CHECK(quiet_adds() == (b ? 0u : 2u), "the quiet after a put with SET signal");
+             nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(16384), r.sym(0), 64, 1);
+             CHECK(quiet_adds() == 0, "a get writes nothing at PE 1: no flush");
+             CHECK(g_proxy.total() == 0, "the proxy was called");
+         });
+    if (!kControl) {
+        test("a proxy operation to PE 1 takes its mark with its flush: the quiet after it flushes nothing more", [&] {
+            Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 1);
+            setup(r, true);
+            fill(r, 0, 4096, 0x22);
+            nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), 4096, 1);
+            nvshmemi_efa_gda_api_amo_nonfetch<uint64_t>(r.sym(kFlag), 1, 1, NVSHMEMI_AMO_ADD);
+            CHECK(g_unflushed[0] == 0, "the atomic's flush took PE 1's mark");
+            const uint32_t before = posted(r);
+            nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+            CHECK(posted(r) == before, "the quiet flushed again");
+        });
+    }
+}
+
 int main() {
     ordering_checks();
+    quiet_checks();
     if (kControl) {
         printf("%d failed\n", failures);
         return failures ? 1 : 0;
@@ -247,7 +307,7 @@ int main() {
                                                                              r.sym(kFlag + 64 + 8 * w), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
                  nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(((uint64_t)w << 16) + 16384), r.sym((uint64_t)w << 16), 64, 1);
                  (void)nvshmemi_efa_gda_api_rma_g<uint64_t>(r.sym(kFlag + 8 * w), 1);
-                 nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");  // the GDA quiet alone: the API's quiet adds a flush read on every rail
                  CHECK(landed(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w)), "a warp's put landed");
                  CHECK(*(uint64_t *)(r.heap1.data() + kFlag + 8 * w) == 100 + w && *(uint64_t *)(r.heap1.data() + kFlag + 64 + 8 * w) == 7,
                        "its p and its signal landed");

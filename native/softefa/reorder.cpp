@@ -51,8 +51,11 @@ bool parse_reorder(const std::string &spec, Reorder *out, std::string *why) {
         r.mode = Reorder::Random;
         r.seed = a;
         if (p.size() == 3) r.window = (uint32_t)b;
+    } else if (p[0] == "pace" && p.size() == 2 && parse_u64(p[1], &a) && a > 0) {
+        r.mode = Reorder::Pace;
+        r.pace_us = a;
     } else {
-        *why = "reorder mode '" + spec + "' is not one of inorder, large:BYTES:N, reverse, random:SEED[:WINDOW]";
+        *why = "reorder mode '" + spec + "' is not one of inorder, large:BYTES:N, reverse, random:SEED[:WINDOW], pace:US";
         return false;
     }
     *out = r;
@@ -65,6 +68,7 @@ std::string to_string(const Reorder &r) {
     case Reorder::Reverse: return "reverse";
     case Reorder::Large: return "large:" + std::to_string(r.large_bytes) + ":" + std::to_string(r.after);
     case Reorder::Random: return "random:" + std::to_string(r.seed) + ":" + std::to_string(r.window);
+    case Reorder::Pace: return "pace:" + std::to_string(r.pace_us);
     }
     return "?";
 }
@@ -79,6 +83,13 @@ void Scheduler::take(size_t i, std::vector<uint64_t> &out) {
 void Scheduler::release(std::vector<uint64_t> &out, bool idle) {
     if (items_.empty()) return;
     const Reorder::Mode mode = r_.mode;
+    if (mode == Reorder::Pace) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_ < std::chrono::microseconds(r_.pace_us)) return;
+        last_ = now;
+        take(0, out);
+        return;
+    }
     if (mode == Reorder::InOrder || (idle && mode == Reorder::Large)) {
         for (const Item &it : items_) out.push_back(it.id);
         items_.clear();

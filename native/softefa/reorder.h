@@ -9,9 +9,13 @@
 //                          after it have completed; smaller ones complete at once
 //   reverse                the WQEs of each poll complete in reverse order
 //   random:SEED[:WINDOW]   up to WINDOW (default 16) WQEs are held; past that, a seeded random one completes
-// Every held WQE completes when the queue is idle (release(idle = true)): a real NIC completes eventually.
+//   pace:US                in order, at most one WQE per US microseconds, idle or not: a NIC that keeps completing,
+//                          slowly (a busy receiver, a saturated link): what a bound on no progress must outlast
+// Every held WQE but a paced one completes when the queue is idle (release(idle = true)): a real NIC completes
+// eventually.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -20,11 +24,12 @@
 namespace softefa {
 
 struct Reorder {
-    enum Mode { InOrder, Large, Reverse, Random } mode = InOrder;
+    enum Mode { InOrder, Large, Reverse, Random, Pace } mode = InOrder;
     uint64_t large_bytes = 0;  // Large: threshold
     uint32_t after = 0;        // Large: WQEs that complete first
     uint64_t seed = 0;         // Random
     uint32_t window = 16;      // Random: WQEs held at most
+    uint64_t pace_us = 0;      // Pace: microseconds between completions
     // A threaded server (Device::start) treats a queue as idle when no new doorbell came for this long.
     uint32_t idle_us = 200;
 };
@@ -50,6 +55,7 @@ private:
     void take(size_t i, std::vector<uint64_t> &out);
     Reorder r_;
     std::mt19937_64 rng_;
+    std::chrono::steady_clock::time_point last_{};  // Pace: the last completion
     std::vector<Item> items_;
 };
 

@@ -195,19 +195,34 @@ EFA_GDA_DEV uint64_t efa_gda_now_ns() {
 #endif
 }
 
-/* The bound of one wait (or of several in sequence, like a quiet over many queues: they share it). The clock is
- * read only once the wait has spun (most waits end before) and then every 16th spin, so a spin loop costs no
- * more than before. No clock (0): no bound. */
+/* The bound of one wait (or of several in sequence, like a quiet over many queues: they share it): at most
+ * timeout_ns without progress. A wait that can see progress reports it (efa_gda_progress: the retired prefix it
+ * waits on moved) and its clock starts again, so a long wait over a backlog the NIC keeps completing (GB-sized puts,
+ * an alltoall into a busy receiver) is a slow network, not ERR_TIMEOUT and a dead queue (review 3, finding 4). The
+ * clock is read only once the wait has spun (most waits end before) and then every 16th spin, so a spin loop costs
+ * no more than before. No clock (0): no bound. */
 struct efa_gda_bound {
     uint64_t timeout_ns, start_ns;
-    uint32_t spins;
+    uint32_t spins, mark;
 };
 EFA_GDA_DEV efa_gda_bound efa_gda_bound_of(uint64_t timeout_ns) {
     efa_gda_bound b;
     b.timeout_ns = timeout_ns;
     b.start_ns = 0;
     b.spins = 0;
+    b.mark = 0;
     return b;
+}
+/* The wait's measure of progress (a counter the NIC's completions move): when it changed since the last call, the
+ * bound starts again. */
+EFA_GDA_DEV void efa_gda_progress(efa_gda_bound &b, uint32_t mark) {
+#ifdef NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND /* the negative control: the bound on elapsed time it replaced */
+    (void)b, (void)mark;
+#else
+    if (mark == b.mark) return;
+    b.mark = mark;
+    b.start_ns = 0;
+#endif
 }
 /* Called on each spin of a wait: true once the wait has lasted past the bound. */
 EFA_GDA_DEV bool efa_gda_expired(efa_gda_bound &b) {

@@ -76,6 +76,7 @@ EFA_GDA_DEV int efa_gda_owned_room(efa_gda_owned &o, uint32_t n) {
         o.room_end = c.retired + o.h.q.entries;
         if ((int32_t)(o.next + n - o.room_end) <= 0) return NVSHMEMX_EFA_GDA_OK;
         efa_gda_poll_cq(qp);
+        efa_gda_progress(b, c.retired);
         if (efa_gda_expired(b)) return efa_gda_time_out(qp);
         EFA_GDA_SPIN_PAUSE();
     }

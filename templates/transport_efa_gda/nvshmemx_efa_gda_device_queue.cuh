@@ -136,6 +136,7 @@ EFA_GDA_DEV int efa_gda_claim(const efa_gda_sq &q, uint32_t slot, uint32_t n, ef
             return NVSHMEMX_EFA_GDA_OK;
         }
         if (!room) efa_gda_poll_cq(qp);
+        efa_gda_progress(b, c.retired);
         if (efa_gda_expired(b)) return efa_gda_time_out(qp);
         EFA_GDA_SPIN_PAUSE();
         c = efa_gda_load_counters(qp);
@@ -166,9 +167,10 @@ EFA_GDA_DEV int efa_gda_ring(const efa_gda_sq &q, uint32_t slot, uint32_t n, uin
     nvshmemx_efa_gda_qp_t *qp = q.qp;
     if (rung_seen != slot) {
         efa_gda_bound b = efa_gda_bound_of(q.timeout_ns);
-        while (efa_gda_load(&qp->sq_rung) != slot) {
+        for (uint32_t rung; (rung = efa_gda_load(&qp->sq_rung)) != slot;) {
             const uint32_t fatal = efa_gda_load(&qp->fatal);
             if (fatal) return (int)fatal;
+            efa_gda_progress(b, rung);  /* earlier slots being rung: their owners are getting on */
             if (efa_gda_expired(b)) return efa_gda_time_out(qp);
             EFA_GDA_SPIN_PAUSE();
         }
@@ -193,6 +195,7 @@ EFA_GDA_DEV int efa_gda_wait_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, efa_
         if ((int32_t)(c.retired - end) >= 0) break;
         if (c.fatal) return (int)c.fatal;
         efa_gda_poll_cq(qp);
+        efa_gda_progress(b, c.retired);
         if (efa_gda_expired(b)) return efa_gda_time_out(qp);
         EFA_GDA_SPIN_PAUSE();
     }
@@ -249,6 +252,7 @@ EFA_GDA_DEV int efa_gda_wait_pe_slots(nvshmemx_efa_gda_qp_t *qp, uint32_t end, i
         if ((int32_t)(end - lo) <= 0) break;
         if (c.fatal) return (int)c.fatal;
         efa_gda_poll_cq(qp);
+        efa_gda_progress(b, lo);
         if (efa_gda_expired(b)) return efa_gda_time_out_at(qp, lo, true);
         EFA_GDA_SPIN_PAUSE();
     }

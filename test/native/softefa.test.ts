@@ -126,9 +126,17 @@ describe('software EFA (CPU)', () => {
       "efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; the queue's first error is returned whichever PE it named",
       "peer wait through the NIC (large:64K:32): PE 0's own put held does not hold the rail wait for PE 1, whose puts completed; the wait for PE 0 returns only once it landed",
       "peer wait through the NIC (large:64K:32): PE 1's put held does not hold the rail wait for PE 0, whose puts completed; the wait for PE 1 returns only once it landed",
+      // Review 3, finding 4: the bound is on no progress (its negative control, the elapsed-time bound, below).
+      'a NIC that keeps completing, slowly (pace:20000, 24 WQEs through an 8-entry SQ): the posts and the quiet last about 5 x the 100 ms bound and pass; the bound counts time without progress',
     ]) {
       expect(ok).toContain(rule);
     }
+  });
+
+  it('negative control NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND: the elapsed-time bound times out a quiet the NIC keeps completing', () => {
+    const r = spawnSync(path.join(dir, 'gda_device_cpu_test_elapsed_bound'), { encoding: 'utf8', timeout: 120_000, env: { ...process.env, GDA_TEST_ONLY: 'keeps completing' } });
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'ok negative control NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND: a NIC that keeps completing, slowly: the quiet times out at the 100 ms bound', '0 failed']);
   });
 
   it('runs the DeepEP shim as the patched low-latency kernels call it: which path each switch takes, counted NVSHMEM calls', () => {

@@ -167,6 +167,46 @@ static void bounded_wait_tests() {
         });
     });
 
+    // Review 3, finding 4: the bound is on no progress. A NIC that completes one WQE every 20 ms (pace:20000) drains
+    // 24 puts in about 480 ms, nearly 5 x the 100 ms bound: the quiet, and the claims that wait for SQ room, must
+    // pass. Built with NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND (the bound on elapsed time), the quiet times out.
+#ifdef NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND
+    const char *paced = "negative control NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND: a NIC that keeps completing, slowly: the quiet times "
+                        "out at the 100 ms bound";
+#else
+    const char *paced = "a NIC that keeps completing, slowly (pace:20000, 24 WQEs through an 8-entry SQ): the posts and the quiet "
+                        "last about 5 x the 100 ms bound and pass; the bound counts time without progress";
+#endif
+    test(paced,
+         [] {
+        within_ms("a paced quiet", 30000, [] {
+            Rig r("pace:20000", 8, 4);
+            r.s0.timeout_ns = kBoundNs;
+            const uint64_t t0 = now_ns();
+            int rc = 0;
+            for (int i = 0; i < 24 && !rc; i++) rc = efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1);
+            if (!rc) rc = efa_gda_quiet(&r.s0);
+            const uint64_t took = now_ns() - t0;
+#ifdef NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND
+            (void)took;
+            CHECK(rc == NVSHMEMX_EFA_GDA_ERR_TIMEOUT, "the elapsed-time bound gave up (returned " + std::to_string(rc) + ")");
+#else
+            CHECK(rc == 0, "returned " + std::to_string(rc) + " after " + std::to_string(took / 1000000) + " ms");
+            CHECK(took > 3 * kBoundNs, "the NIC drained 24 WQEs in " + std::to_string(took / 1000000) + " ms: not slow enough to test");
+#endif
+        });
+        // A NIC that stops completing still times out within the bound, progress before or not.
+        within_ms("a paced NIC that stops", 30000, [] {
+            Rig r("pace:20000", 8, 4);
+            r.s0.timeout_ns = kBoundNs;
+            for (int i = 0; i < 4; i++) CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1) == 0, "post");
+            CHECK(efa_gda_quiet(&r.s0) == 0, "a quiet the NIC completes");
+            r.emu->stop();
+            CHECK(efa_gda_put_nbi(&r.s0, r.sym(6 << 20), r.sym(0), 64, 1) == 0, "the post itself does not wait");
+            timed_out_within_bound("quiet on the stopped NIC", [&] { return efa_gda_quiet(&r.s0); });
+        });
+    });
+
     test("timeout_ns 0 waits without a bound: a quiet on a silent NIC still waits after 3 x the bound, and returns OK once "
          "the NIC serves again",
          [] {

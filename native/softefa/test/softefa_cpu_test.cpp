@@ -387,7 +387,8 @@ int main() {
         CHECK(parse_reorder("reverse", &r, &why) && r.mode == Reorder::Reverse, "reverse");
         CHECK(parse_reorder("inorder", &r, &why) && r.mode == Reorder::InOrder, "inorder");
         CHECK(to_string(r) == "inorder", "to_string");
-        for (const char *bad : {"", "large:64K", "large:x:1", "random", "sideways", "reverse:1"})
+        CHECK(parse_reorder("pace:20000", &r, &why) && r.mode == Reorder::Pace && r.pace_us == 20000 && to_string(r) == "pace:20000", "pace");
+        for (const char *bad : {"", "large:64K", "large:x:1", "random", "sideways", "reverse:1", "pace", "pace:0"})
             CHECK(!parse_reorder(bad, &r, &why) && why.find("not one of") != std::string::npos, std::string("refused: ") + bad);
     });
 

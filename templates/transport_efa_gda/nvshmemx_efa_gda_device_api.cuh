@@ -158,13 +158,23 @@ EFA_GDA_DEV void efa_gda_api_proxy_quiet_if_pending(bool use_membar) {
 
 /* --- the leader's work ------------------------------------------------------------------------------------ */
 
+/* The rail of every GDA operation to pe (efa_gda_rail_of_pe: one NIC per destination). The negative control
+ * NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL takes the calling warp's, as the device API did before review 3 (finding 1). */
+EFA_GDA_DEV uint32_t efa_gda_api_rail(const nvshmemx_efa_gda_device_state_t *s, int pe) {
+#ifdef NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL
+    return efa_gda_rail_of(s, pe, efa_gda_warp_channel());
+#else
+    return efa_gda_rail_of_pe(s, pe);
+#endif
+}
+
 /* An error GDA can route around (through the proxy, for this call): the address was not in GDA's regions. */
 EFA_GDA_DEV bool efa_gda_api_no_region(int err) {
     return err == NVSHMEMX_EFA_GDA_ERR_NO_LOCAL_REGION || err == NVSHMEMX_EFA_GDA_ERR_NO_REMOTE_REGION ||
            err == NVSHMEMX_EFA_GDA_ERR_REGION_UNREACHABLE;
 }
 
-/* Posts a put or get on pe's rail (efa_gda_rail_of_pe: every operation to one PE on one NIC, so a completion-based
+/* Posts a put or get on pe's rail (efa_gda_api_rail: every operation to one PE on one NIC, so a completion-based
  * fence or quiet orders it); false: it must go through the proxy, counted under *why. A get goes there where a GPU does not
  * order GPUDirect RDMA writes (no READS_OVER_GDA): it could see the read's completion before its data. Any other
  * failure traps. */
@@ -175,7 +185,7 @@ EFA_GDA_DEV bool efa_gda_api_post(void *rptr, void *lptr, size_t bytes, int pe, 
         *why = NVSHMEMX_EFA_GDA_API_PROXY_UNORDERED_READ;
         return false;
     }
-    const uint32_t rail = efa_gda_rail_of_pe(s, pe);
+    const uint32_t rail = efa_gda_api_rail(s, pe);
     const int err = put ? efa_gda_put_nbi_on(s, rail, rptr, lptr, bytes, pe) : efa_gda_get_nbi_on(s, rail, lptr, rptr, bytes, pe);
     *why = NVSHMEMX_EFA_GDA_API_PROXY_NO_REGION;
     if (efa_gda_api_no_region(err)) return false;
@@ -213,7 +223,7 @@ EFA_GDA_DEV bool efa_gda_api_write_value(void *rptr, uint64_t value, uint32_t by
 #ifdef NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT
     after_payload = false;
 #endif
-    const uint32_t rail = efa_gda_rail_of_pe(s, pe);
+    const uint32_t rail = efa_gda_api_rail(s, pe);
     const int err = after_payload ? efa_gda_signal_on(s, rail, rptr, value, bytes, pe) : efa_gda_write_value_nbi_on(s, rail, rptr, value, bytes, pe);
     if (efa_gda_api_no_region(err)) return false;
     efa_gda_check(s, err, after_payload ? "signal after its payload" : "p", rptr, nullptr, pe, bytes);
@@ -299,7 +309,7 @@ NVSHMEMX_EFA_GDA_API_FN bool nvshmemi_efa_gda_api_g_leader(void *rptr, uint32_t 
     }
     __threadfence();
     unsigned long long *slot = &sh->g_value[i];
-    const int err = efa_gda_get_nbi_on(s, efa_gda_rail_of_pe(s, pe), slot, rptr, bytes, pe);
+    const int err = efa_gda_get_nbi_on(s, efa_gda_api_rail(s, pe), slot, rptr, bytes, pe);
     if (!err) efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet of a g", pe);
     else if (!efa_gda_api_no_region(err)) efa_gda_check(s, err, "g", rptr, slot, pe, bytes);
     *out = err ? 0 : *(volatile unsigned long long *)slot;

@@ -196,15 +196,16 @@ describe('software EFA (CPU)', () => {
   const signalRule = 'put with SET signal (writes delivered once): the signal is a GDA write, seen only after its payload, which the NIC held (large:4096:16); no proxy call';
   const addRule = 'put with SIGNAL_ADD: the payload over GDA, the add through the proxy only once the payload (held by the NIC) completed and was flushed; counted as an atomic';
   const fenceRule = 'fence: a GDA put after it is seen only after the GDA put before it, which the NIC held';
+  const railRule = "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail (1 mod 2), none through rail 0; the data lands";
   const quietRule = 'quiet flushes each PE sent a GDA write (put, p, SET signal) since its last flush, a read per rail, and no other: not after a get alone, nor twice; two rails';
   it("routes NVSHMEM's device API: RMA over GDA, what GDA cannot serve through the proxy by reason, quiet and fence over both paths, signals after their payload", () => {
     expect(runChecks(path.join(dir, 'device_api_cpu_test'))).toEqual([
       signalRule,
       addRule,
       fenceRule,
+      railRule,
       quietRule,
       'a proxy operation to PE 1 takes its mark with its flush: the quiet after it flushes nothing more',
-      "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail (1 mod 2), none through rail 0; the data lands",
       'put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in place after quiet, which makes no proxy quiet (random:7:8)',
       'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
       'a GPU that does not order RDMA writes (no READS_OVER_GDA): get, nbi and blocking, goes through the proxy, counted as a read without write ordering; puts stay GDA writes',
@@ -225,9 +226,10 @@ describe('software EFA (CPU)', () => {
     ['no_flush_before_proxy', 'NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY', "the proxy's SIGNAL_ADD runs before its held GDA payload is in place", addRule],
     ['fence_no_gda_quiet', 'NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET', 'a put after a fence is seen before the held put before it', fenceRule],
     ['quiet_no_flush', 'NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH', 'quiet flushes no PE it wrote to', quietRule],
+    ['warp_rail', 'NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL', "warps 1 and 3 send PE 1's operations through rail 0", railRule],
   ] as const) {
     it(`device API negative control ${ctl}: ${broken}; the other rules hold`, () => {
-      const expected = [signalRule, addRule, fenceRule, quietRule].map((r) => (r === rule ? `negative control ${ctl}: ${broken}` : r));
+      const expected = [signalRule, addRule, fenceRule, railRule, quietRule].map((r) => (r === rule ? `negative control ${ctl}: ${broken}` : r));
       expect(runChecks(path.join(dir, `device_api_cpu_test_${name}`))).toEqual(expected);
     });
   }

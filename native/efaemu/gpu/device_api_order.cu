@@ -12,11 +12,15 @@
 //   signal   warp scope: put-with-signal (SIGNAL_SET); the peer waits for the signal, checks data.
 //   atomic   thread scope: put data (nbi), nvshmem_fence, atomic add on a counter (NVSHMEM's proxy: EFA has no
 //            RDMA atomics); the peer waits for the counter, checks data.
+//   xwarp_p       warp 0 puts data (nbi), the block syncs, then warp 1 calls nvshmem_fence and writes the flag with
+//                 nvshmem_uint64_p: NVSHMEM's fence orders what the GPU sent the peer, whichever warp sent it. With a
+//                 NIC per warp (review 3, finding 1) the flag could land first on a multi-rail build.
+//   xwarp_signal  the same, warp 1 writing the flag as the signal of a put-with-signal (SIGNAL_SET) of one word.
 //   barrier  block scope: put data (nbi), nvshmemx_barrier_all_block (a quiet, then the barrier); each checks what
 //            was put to it. The data-checking program that synchronizes through NVSHMEM's barrier. With 4 PEs or more
 //            d = 3: the put goes to a PE that is not the sender's neighbour in NVSHMEM's barrier, so only the barrier's
 //            promise of every PE's completed puts (not a signal the receiver itself got from the sender) covers it.
-// Usage: device_api_order [ITERS (100)] [TEST...] (default: all four).
+// Usage: device_api_order [ITERS (100)] [TEST...] (default: all six).
 // Output: "PE<r> ok <test>: ..." or "PE<r> FAIL <test>: N data errors ... first at round R word W: got X want Y";
 // exit 1 on any error, 2 on a setup error. Every wait is bounded (WAIT_S, default 30 s): a lost write is reported
 // as a timeout, never a kernel that spins forever.
@@ -46,6 +50,7 @@ struct Sym {  // symmetric objects
     uint64_t *sig;   // signal: the peer's round, set by put-with-signal
     uint64_t *cnt;   // atomic: rounds, added by the peer after its data
     uint64_t *ack;   // the peer's "checked round R"
+    uint64_t *tail;  // xwarp_signal: the one word its put-with-signal carries
 };
 
 struct Report {  // written by the kernel, read by the host
@@ -109,7 +114,7 @@ __device__ bool handshake(const Sym &s, Report *r, int round, int from, uint64_t
     return ok;
 }
 
-enum Test { kFence, kSignal, kAtomic, kBarrier };
+enum Test { kFence, kSignal, kAtomic, kBarrier, kXwarpP, kXwarpSignal };
 
 // Rounds are numbered across the tests (first .. first + iters - 1): the flags, signals, acknowledgements and data of
 // an earlier test can never satisfy a later one's waits or checks, so nothing is reset between tests.
@@ -142,11 +147,21 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
                 nvshmemx_putmem_nbi_block(s.dst, s.src, kWords * sizeof(uint64_t), peer);
                 nvshmemx_barrier_all_block();
                 break;
+            case kXwarpP:
+            case kXwarpSignal:
+                if (threadIdx.x == 0) nvshmem_putmem_nbi(s.dst, s.src, kWords * sizeof(uint64_t), peer);
+                __syncthreads();
+                if (threadIdx.x == 32) {  // another warp: on a build that spread warps over NICs, another NIC
+                    nvshmem_fence();
+                    if (t == kXwarpP) nvshmem_uint64_p(s.flag, round + 1, peer);
+                    else nvshmem_putmem_signal_nbi(s.tail, &s.src[kWords], sizeof(uint64_t), s.sig, round + 1, NVSHMEM_SIGNAL_SET, peer);
+                }
+                break;
         }
         if (threadIdx.x == 0) {
             arrived = 1;
-            if (t == kFence) arrived = wait_ge(s.flag, round + 1, limit_ns);
-            if (t == kSignal) arrived = wait_ge(s.sig, round + 1, limit_ns);
+            if (t == kFence || t == kXwarpP) arrived = wait_ge(s.flag, round + 1, limit_ns);
+            if (t == kSignal || t == kXwarpSignal) arrived = wait_ge(s.sig, round + 1, limit_ns);
             if (t == kAtomic) arrived = wait_ge(s.cnt, round - first + 1, limit_ns);  // the counter counts this test's adds
             if (!arrived && !r->timed_out) r->timed_out = round + 1;
             __threadfence();  // the data loads below come after the flag's
@@ -177,28 +192,32 @@ int main(int argc, char **argv) {
     // src has one word more than a put carries: the fence test's flag value, kept in symmetric memory (a GDA source).
     s.src = (uint64_t *)nvshmem_malloc((kWords + 1) * sizeof(uint64_t));
     s.dst = (uint64_t *)nvshmem_malloc(kWords * sizeof(uint64_t));
-    uint64_t *words = (uint64_t *)nvshmem_calloc(4, sizeof(uint64_t));
+    uint64_t *words = (uint64_t *)nvshmem_calloc(5, sizeof(uint64_t));
     if (!s.src || !s.dst || !words) {
         fail("setup", "nvshmem_malloc failed");
         return 2;
     }
-    s.flag = words, s.sig = words + 1, s.cnt = words + 2, s.ack = words + 3;
+    s.flag = words, s.sig = words + 1, s.cnt = words + 2, s.ack = words + 3, s.tail = words + 4;
     Report *r;
     CUDA_OK(cudaMallocManaged(&r, sizeof *r));
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    const struct { Test t; const char *name; } tests[] = {{kFence, "fence"}, {kSignal, "signal"}, {kAtomic, "atomic"}, {kBarrier, "barrier"}};
+    const struct { Test t; const char *name; } tests[] = {{kFence, "fence"},     {kSignal, "signal"},        {kAtomic, "atomic"},
+                                                          {kBarrier, "barrier"}, {kXwarpP, "xwarp_p"}, {kXwarpSignal, "xwarp_signal"}};
     auto wanted = [&](const char *name) {  // the tests named after ITERS; all when none is
         if (argc <= 2) return true;
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], name)) return true;
         return false;
     };
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "fence") && strcmp(argv[i], "signal") && strcmp(argv[i], "atomic") && strcmp(argv[i], "barrier")) {
-            fail("setup", fmt("no test %s (fence, signal, atomic, barrier)", argv[i]));
+    for (int i = 2; i < argc; i++) {
+        bool known = false;
+        for (const auto &t : tests) known = known || !strcmp(argv[i], t.name);
+        if (!known) {
+            fail("setup", fmt("no test %s (fence, signal, atomic, barrier, xwarp_p, xwarp_signal)", argv[i]));
             return 2;
         }
+    }
     int first = 0;
     for (const auto &t : tests) {
         if (!wanted(t.name)) continue;

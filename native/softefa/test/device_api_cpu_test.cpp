@@ -91,6 +91,8 @@ static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIE
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY";
 #elif defined(NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH)
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH";
+#elif defined(NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL";
 #else
 static const char *const kControl = nullptr;
 #endif
@@ -229,6 +231,40 @@ static void ordering_checks() {
     }
 }
 
+// Review 3, finding 1: NVSHMEM's fence and quiet order what the GPU sent a PE, whichever warp sent it; an EFA
+// completion orders later writes only on its own NIC. So every operation to a PE must leave through one rail.
+static void rail_checks() {
+    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
+    const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL");
+    test(((b ? ctl : std::string()) + (b ? "warps 1 and 3 send PE 1's operations through rail 0"
+                                          : "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave "
+                                            "through PE 1's rail (1 mod 2), none through rail 0; the data lands"))
+             .c_str(),
+         [&] {
+             Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+             setup(r, true, kGSlots);
+             for (unsigned w = 0; w < 4; w++) {
+                 threadIdx.x = 32u * w;
+                 fill(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w));
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_PUT>(r.sym((uint64_t)w << 16), r.sym((uint64_t)w << 16), 4096, 1);
+                 nvshmemi_efa_gda_api_rma_p<uint64_t>(r.sym(kFlag + 8 * w), 100 + w, 1);
+                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(((uint64_t)w << 16) + 8192), r.sym((uint64_t)w << 16), 64,
+                                                                             r.sym(kFlag + 64 + 8 * w), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(((uint64_t)w << 16) + 16384), r.sym((uint64_t)w << 16), 64, 1);
+                 (void)nvshmemi_efa_gda_api_rma_g<uint64_t>(r.sym(kFlag + 8 * w), 1);
+                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");  // the GDA quiet alone: the API's quiet adds a flush read on every rail
+                 CHECK(landed(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w)), "a warp's put landed");
+                 CHECK(*(uint64_t *)(r.heap1.data() + kFlag + 8 * w) == 100 + w && *(uint64_t *)(r.heap1.data() + kFlag + 64 + 8 * w) == 7,
+                       "its p and its signal landed");
+             }
+             threadIdx.x = 0;
+             const uint32_t on0 = r.s0.rail[0].qp.sq_reserved;
+             CHECK((on0 == 0) == !b, on0 ? "warps 1 and 3 posted " + std::to_string(on0) + " WQEs on rail 0" : std::string("every operation went through rail 1"));
+             CHECK(r.s0.rail[1].qp.sq_reserved >= (b ? 2u : 4u) * 5, "rail 1 carried PE 1's operations");
+             CHECK(g_proxy.total() == 0, "the proxy was called");
+         });
+}
+
 // GDA WQEs PE 0 posted on every rail so far.
 static uint32_t posted(Rig &r) {
     uint32_t n = 0;
@@ -285,38 +321,12 @@ static void quiet_checks() {
 
 int main() {
     ordering_checks();
+    rail_checks();
     quiet_checks();
     if (kControl) {
         printf("%d failed\n", failures);
         return failures ? 1 : 0;
     }
-
-    // Review 3, finding 1: NVSHMEM's fence and quiet order what the GPU sent a PE, whichever warp sent it; an EFA
-    // completion orders later writes only on its own NIC. So every operation to a PE must leave through one rail.
-    test("two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail "
-         "(1 mod 2), none through rail 0; the data lands",
-         [] {
-             Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
-             setup(r, true, kGSlots);
-             for (unsigned w = 0; w < 4; w++) {
-                 threadIdx.x = 32u * w;
-                 fill(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w));
-                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_WARP, NVSHMEMI_OP_PUT>(r.sym((uint64_t)w << 16), r.sym((uint64_t)w << 16), 4096, 1);
-                 nvshmemi_efa_gda_api_rma_p<uint64_t>(r.sym(kFlag + 8 * w), 100 + w, 1);
-                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(((uint64_t)w << 16) + 8192), r.sym((uint64_t)w << 16), 64,
-                                                                             r.sym(kFlag + 64 + 8 * w), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
-                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_GET>(r.sym(((uint64_t)w << 16) + 16384), r.sym((uint64_t)w << 16), 64, 1);
-                 (void)nvshmemi_efa_gda_api_rma_g<uint64_t>(r.sym(kFlag + 8 * w), 1);
-                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");  // the GDA quiet alone: the API's quiet adds a flush read on every rail
-                 CHECK(landed(r, (uint64_t)w << 16, 4096, (uint8_t)(0x40 + w)), "a warp's put landed");
-                 CHECK(*(uint64_t *)(r.heap1.data() + kFlag + 8 * w) == 100 + w && *(uint64_t *)(r.heap1.data() + kFlag + 64 + 8 * w) == 7,
-                       "its p and its signal landed");
-             }
-             threadIdx.x = 0;
-             CHECK(r.s0.rail[0].qp.sq_reserved == 0, "warps 1 and 3 posted on rail 0 (" + std::to_string(r.s0.rail[0].qp.sq_reserved) + " WQEs)");
-             CHECK(r.s0.rail[1].qp.sq_reserved >= 4 * 5, "every operation went through rail 1");
-             CHECK(g_proxy.total() == 0, "the proxy was called");
-         });
 
     test("put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in "
          "place after quiet, which makes no proxy quiet (random:7:8)",

@@ -347,6 +347,14 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
         teardown_rail(*g, rl);
         g->used.pop_back();
     }
+    /* The immediate window of each common rail: a sender keeps up to imm_window immediates unconsumed at each PE, so
+     * the window must fit the smallest receiver's RX CQ, not the sender's own (a PE with a smaller FI_EFA_RX_SIZE
+     * would be overrun: review 2 #11, review 3 #10). */
+    for (size_t k = 0; k < common; k++) {
+        uint32_t least = all[0].rail[k].rx_entries;
+        for (int pe = 1; pe < boot->n_pes; pe++) least = all[pe].rail[k].rx_entries < least ? all[pe].rail[k].rx_entries : least;
+        g->rail(k).st.imm_window = least / (uint32_t)boot->n_pes;
+    }
     /* The common owned-queue count: the fewest any PE opened on any of the common rails (owned_asked >= 0 here: a
      * malformed value turned GDA off above). */
     uint32_t owned_common = (uint32_t)owned_asked;

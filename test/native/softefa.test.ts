@@ -289,6 +289,17 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     return { all: r.stdout, pe0: pe(0), pe1: pe(1) };
   };
 
+  // Review 3, finding 10: a sender's immediate window must fit the receiver's RX CQ. PE 1's RX CQ holds 128 entries,
+  // PE 0's 32: each may keep 32 / 2 = 16 immediates unconsumed at a PE (PE 1 took 64 before, overrunning PE 0).
+  it('agrees the immediate window as the smallest RX CQ of any PE over the PEs, on every PE', () => {
+    const r = run('rx-larger-pe1');
+    for (const [me, out] of [[0, r.pe0], [1, r.pe1]] as const) {
+      expect(out).toContain('init=0 active=1 gathers=3');
+      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=1 imm_window=16 `);
+    }
+    expect(r.pe1).toMatch(/ rx=128x32 /);
+  });
+
   it('starts on every PE: own QP number in the state, per-slot marks, credits, 3 collectives (addresses, the AV barrier, the vote after the last step that can fail)', () => {
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {

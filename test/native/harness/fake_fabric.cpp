@@ -330,7 +330,8 @@ int fi_getinfo(uint32_t, const char *, const char *, uint64_t, const struct fi_i
     struct fi_info *i = fi_dupinfo(hints);
     i->domain_attr->name = strdup(hints->domain_attr->name ? hints->domain_attr->name : "rdmap0s0-rdm");
     i->tx_attr->size = 256;
-    i->rx_attr->size = 8;  // small on purpose: the RX CQ must be sized for n_pes anyway
+    // Small on purpose: the RX CQ must be sized for n_pes anyway. FAKE_RX_SIZE: this PE's (FI_EFA_RX_SIZE's stand-in).
+    i->rx_attr->size = getenv("FAKE_RX_SIZE") ? strtoull(getenv("FAKE_RX_SIZE"), nullptr, 10) : 8;
     i->ep_attr->max_msg_size = 1ull << 30;
     *info = i;
     return 0;

@@ -8,7 +8,7 @@
 // and with two NICs per PE (FAKE_RAILS: the domain names NVSHMEM hands over, one rail each): rails2,
 // rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1; owned queues: owned3,
 // owned-rails2, owned-limit-pe1, owned-bad; finish-fail-pe1 (start-up fails on one PE after the last all-gather);
-// gdr-unordered-pe1, gdr-unknown-pe0, gdr-all-devices (GPUDirect RDMA write ordering); timeout-250, timeout-bad,
+// gdr-unordered-pe1, gdr-unknown-pe0, gdr-all-devices (GPUDirect RDMA write ordering); rx-larger-pe1; timeout-250, timeout-bad,
 // timeout-zero (NVSHMEM_EFA_GDA_TIMEOUT_MS).
 #include <dlfcn.h>
 #include <poll.h>
@@ -98,6 +98,8 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
         {"gdr-unordered-pe1", {on({{"FAKE_API_SLOT", "1"}}), on({{"FAKE_CUDA_GDR_ORDERING", "0"}, {"FAKE_API_SLOT", "1"}})}},
         {"gdr-unknown-pe0", {on({{"FAKE_CUDA_GDR_ORDERING", "fail"}}), on()}},
         {"gdr-all-devices", {on({{"FAKE_CUDA_GDR_ORDERING", "200"}, {"FAKE_API_SLOT", "1"}}), on({{"FAKE_CUDA_GDR_ORDERING", "100"}, {"FAKE_API_SLOT", "1"}})}},
+        // PE 1's RX CQ larger than PE 0's (FI_EFA_RX_SIZE): the immediate window is the smaller one's share on both.
+        {"rx-larger-pe1", {on(), on({{"FAKE_RX_SIZE", "128"}})}},
         // A NIC that does not promise single delivery (FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused) on PE 1.
         {"once-refused-pe1", {on(), on({{"FAKE_DELIVERED_ONCE", "0"}})}},
         // NVSHMEM_EFA_GDA_TIMEOUT_MS: a bound of 250 ms in the state; a malformed one keeps GDA from starting.

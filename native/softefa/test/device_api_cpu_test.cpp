@@ -97,6 +97,12 @@ static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL";
 static const char *const kControl = nullptr;
 #endif
 static bool broken(const char *ctl) { return kControl != nullptr && strcmp(kControl ? kControl : "", ctl) == 0; }
+// One ordering rule and its negative control: in the build with `control`'s switch the test is named for what that
+// build breaks (when_broken), elsewhere for the rule; fn(broken) runs it.
+static void rule(const char *control, const char *when_broken, const std::string &title, const std::function<void(bool)> &fn) {
+    const bool b = broken(control);
+    test((b ? std::string("negative control ") + control + ": " + when_broken : title).c_str(), [&] { fn(b); });
+}
 
 // The slot and shared block as the host fills them for PE 0. g's scratch: kGSlots words in PE 0's heap, at kGScratch
 // (the host registers its own buffer local-only; any GDA-registered local memory serves the device code alike).
@@ -168,79 +174,63 @@ static bool flag_after_held_payload(Rig &r, const std::function<void()> &then) {
 }
 
 static void ordering_checks() {
-    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
-    {
-        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT");
-        test(((b ? ctl : std::string()) + (b ? "a SET signal over GDA is seen before its held payload"
-                                              : "put with SET signal (writes delivered once): the signal is a GDA write, seen only after its "
-                                                "payload, which the NIC held (large:4096:16); no proxy call"))
-                 .c_str(),
-             [&] {
-                 HELD_RIG;
-                 setup(r, true);
-                 fill(r, 0, kTok, 0x5C);
-                 memset(r.heap1.data() + kFlag, 0, 8);
-                 std::thread t([&] {
-                     nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_WARP>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
-                 });
-                 bool seen = false;
-                 const bool in_place = poll_then_check(r, kFlag, 3000, 0, kTok, 0x5C, &seen);
-                 t.join();
-                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
-                 CHECK(seen && *(uint64_t *)(r.heap1.data() + kFlag) == 7, "the signal never landed");
-                 CHECK(in_place == !b, in_place ? "the signal waited for its payload" : "the signal was seen before its payload");
-                 CHECK(g_proxy.total() == 0, "the proxy was called");
+    rule("NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT", "a SET signal over GDA is seen before its held payload",
+         "put with SET signal (writes delivered once): the signal is a GDA write, seen only after its "
+         "payload, which the NIC held (large:4096:16); no proxy call",
+         [&](bool b) {
+             HELD_RIG;
+             setup(r, true);
+             fill(r, 0, kTok, 0x5C);
+             memset(r.heap1.data() + kFlag, 0, 8);
+             std::thread t([&] {
+                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_WARP>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 7, NVSHMEMI_AMO_SIGNAL_SET, 1, true);
              });
-    }
-    {
-        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY");
-        test(((b ? ctl : std::string()) + (b ? "the proxy's SIGNAL_ADD runs before its held GDA payload is in place"
-                                              : "put with SIGNAL_ADD: the payload over GDA, the add through the proxy only once the payload "
-                                                "(held by the NIC) completed and was flushed; counted as an atomic"))
-                 .c_str(),
-             [&] {
-                 HELD_RIG;
-                 setup(r, true);
-                 g_proxy.ordered_before = [&] { return landed(r, 0, kTok, 0x5C); };
-                 fill(r, 0, kTok, 0x5C);
-                 nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 2, NVSHMEMI_AMO_SIGNAL_ADD, 1, true);
-                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
-                 CHECK(g_proxy.amo == 1, "one proxy atomic");
-                 CHECK((g_proxy.ran_early == 0) == !b, g_proxy.ran_early ? "the add ran before the payload was in place" : "the add waited for the payload");
-                 CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC] == 1 && g_shared.proxy_issued == 1, "counted once, as an atomic");
+             bool seen = false;
+             const bool in_place = poll_then_check(r, kFlag, 3000, 0, kTok, 0x5C, &seen);
+             t.join();
+             CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+             CHECK(seen && *(uint64_t *)(r.heap1.data() + kFlag) == 7, "the signal never landed");
+             CHECK(in_place == !b, in_place ? "the signal waited for its payload" : "the signal was seen before its payload");
+             CHECK(g_proxy.total() == 0, "the proxy was called");
+         });
+    rule("NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY", "the proxy's SIGNAL_ADD runs before its held GDA payload is in place",
+         "put with SIGNAL_ADD: the payload over GDA, the add through the proxy only once the payload "
+         "(held by the NIC) completed and was flushed; counted as an atomic",
+         [&](bool b) {
+             HELD_RIG;
+             setup(r, true);
+             g_proxy.ordered_before = [&] { return landed(r, 0, kTok, 0x5C); };
+             fill(r, 0, kTok, 0x5C);
+             nvshmemi_efa_gda_api_put_signal<NVSHMEMI_THREADGROUP_THREAD>(r.sym(0), r.sym(0), kTok, r.sym(kFlag), 2, NVSHMEMI_AMO_SIGNAL_ADD, 1, true);
+             CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+             CHECK(g_proxy.amo == 1, "one proxy atomic");
+             CHECK((g_proxy.ran_early == 0) == !b, g_proxy.ran_early ? "the add ran before the payload was in place" : "the add waited for the payload");
+             CHECK(g_shared.proxy_reason[NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC] == 1 && g_shared.proxy_issued == 1, "counted once, as an atomic");
+         });
+    rule("NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET", "a put after a fence is seen before the held put before it",
+         "fence: a GDA put after it is seen only after the GDA put before it, which the NIC held",
+         [&](bool b) {
+             HELD_RIG;
+             setup(r, true);
+             static uint64_t one;
+             one = 1;
+             memcpy(r.sym(kFlag + 64), &one, 8);  // the flag's source, in PE 0's heap
+             const bool in_place = flag_after_held_payload(r, [&] {
+                 nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(kFlag), r.sym(kFlag + 64), 8, 1);
              });
-    }
-    {
-        const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET");
-        test(((b ? ctl : std::string()) + (b ? "a put after a fence is seen before the held put before it"
-                                              : "fence: a GDA put after it is seen only after the GDA put before it, which the NIC held"))
-                 .c_str(),
-             [&] {
-                 HELD_RIG;
-                 setup(r, true);
-                 static uint64_t one;
-                 one = 1;
-                 memcpy(r.sym(kFlag + 64), &one, 8);  // the flag's source, in PE 0's heap
-                 const bool in_place = flag_after_held_payload(r, [&] {
-                     nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
-                     nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(kFlag), r.sym(kFlag + 64), 8, 1);
-                 });
-                 CHECK(in_place == !b, in_place ? "the later put waited for the fence" : "the later put was seen first");
-                 CHECK(g_proxy.total() == 0, "the proxy was called (it had no work)");
-             });
-    }
+             CHECK(in_place == !b, in_place ? "the later put waited for the fence" : "the later put was seen first");
+             CHECK(g_proxy.total() == 0, "the proxy was called (it had no work)");
+         });
 }
 
 // Review 3, finding 1: NVSHMEM's fence and quiet order what the GPU sent a PE, whichever warp sent it; an EFA
 // completion orders later writes only on its own NIC. So every operation to a PE must leave through one rail.
 static void rail_checks() {
-    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
-    const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL");
-    test(((b ? ctl : std::string()) + (b ? "warps 1 and 3 send PE 1's operations through rail 0"
-                                          : "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave "
-                                            "through PE 1's rail (1 mod 2), none through rail 0; the data lands"))
-             .c_str(),
-         [&] {
+    rule("NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL", "warps 1 and 3 send PE 1's operations through rail 0",
+         "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave "
+         "through PE 1's rail (1 mod 2), none through rail 0; the data lands",
+         [&](bool b) {
              Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
              setup(r, true, kGSlots);
              for (unsigned w = 0; w < 4; w++) {
@@ -276,13 +266,10 @@ static uint32_t posted(Rig &r) {
 // and NVSHMEM's barrier (a quiet, then signals to its k-ary neighbours) relies on it. softefa places with the
 // completion, so what is checked is the flush quiet adds: a read through each NIC to every PE it wrote to.
 static void quiet_checks() {
-    const std::string ctl = kControl ? std::string("negative control ") + kControl + ": " : std::string();
-    const bool b = broken("NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH");
-    test(((b ? ctl : std::string()) + (b ? "quiet flushes no PE it wrote to"
-                                          : "quiet flushes each PE sent a GDA write (put, p, SET signal) since its last flush, a read per "
-                                            "rail, and no other: not after a get alone, nor twice; two rails"))
-             .c_str(),
-         [&] {
+    rule("NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH", "quiet flushes no PE it wrote to",
+         "quiet flushes each PE sent a GDA write (put, p, SET signal) since its last flush, a read per "
+         "rail, and no other: not after a get alone, nor twice; two rails",
+         [&](bool b) {
              Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
              setup(r, true);
              fill(r, 0, 4096, 0x21);

@@ -36,7 +36,8 @@
 #   PYTHON          interpreter with torch (default python3)
 #   PE_GPUS, PES_PER_GPU  the host's GPU count and PEs per GPU (auto or N): where each run's PEs go (Placement, below)
 #   NO_MPS_DIR      the empty CUDA_MPS_PIPE_DIRECTORY every PE gets (no PE becomes a client of a running MPS daemon)
-#   On a shared GPU: SHARED_GDA_TIMEOUT_MS (60000), SHARED_DEFER_US (2000-20000), PATTERN_ROUNDS (20); see their uses
+#   On a shared GPU: SHARED_GDA_TIMEOUT_MS (60000), SHARED_DEFER_US (2000-20000), PATTERN_ROUNDS (10),
+#                   DEEPEP_BENCH_ITERS (3), DEVICE_API_SHARED_ALL (0: programs in DEVICE_API_SHARED_OMIT left out); see their uses
 #   PEER_EXIT_GRACE_S (60), KILL_WAIT_S (10): how long a rank may run on after a peer ended well, and outlive SIGKILL
 # Output: one line per check, "RESULT<TAB>check<TAB>pass|fail|skip<TAB>evidence", and logs in $RESULTS.
 set -uo pipefail

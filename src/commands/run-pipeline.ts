@@ -3,6 +3,7 @@ import { formatDuration } from '../core/progress.ts';
 import path from 'node:path';
 import { amendError, asTypedError, exitCodeOf, faultContextOf, formatError, InterruptedError, NvshmemEfaError, PatchRefusedError } from '../core/errors.ts';
 import { acquireLock, describeHolder } from '../core/lock.ts';
+import { RERUN_RESUMES } from '../core/exec.ts';
 import { exportLines, writeReport } from '../core/report.ts';
 import { StateStore } from '../core/state.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
@@ -20,7 +21,7 @@ import { shellQuote } from '../core/shell-quote.ts';
 const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COLOR);
 
 /** What a rerun does after an interrupt: the build's pipeline resumes; a command without steps says its own. */
-const RESUMES = { stopping: 'the next run resumes from the unfinished step', fix: 'rerun the same command: it resumes from the first unfinished step' };
+const RESUMES = { stopping: 'the next run resumes from the unfinished step', fix: RERUN_RESUMES };
 
 /**
  * Turns SIGINT/SIGTERM into a clean stop for the duration of `fn`: the running step sees the abort signal,

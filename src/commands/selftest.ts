@@ -69,9 +69,14 @@ export interface SelftestRow {
 /** The column for a check that takes no modes: efaemu as it was (completion reordering where the check asks for it). */
 const NO_MODES = '-';
 
+/** The table's entry of a check. */
+const checkOf = (id: string) => SELFTEST_CHECKS.find((c) => c.id === id);
+/** What a check needs (none for an id not in the table). */
+const needsOf = (id: string): readonly Need[] => checkOf(id)?.needs ?? [];
+
 /** Whether a check takes the modes of each --efaemu-modes run (one row per run). */
 export function takesRunModes(id: string): boolean {
-  const m = SELFTEST_CHECKS.find((c) => c.id === id)?.modes;
+  const m = checkOf(id)?.modes;
   return m === 'run' || m === 'run-unplaced';
 }
 
@@ -397,13 +402,12 @@ const BUILD_LABEL: Partial<Record<Need, string>> = { pattern: "deepep_pattern's 
  */
 export function runsByBuild(checks: readonly string[], building: readonly Need[]): { waits: Need[]; checks: string[]; log: string }[] {
   const order = BACKGROUND_BUILDS.filter((n) => building.includes(n));
-  const needs = (c: string) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs;
-  const last = (c: string) => Math.max(-1, ...order.map((n, i) => (needs(c).includes(n) ? i : -1)));
+  const last = (c: string) => Math.max(-1, ...order.map((n, i) => (needsOf(c).includes(n) ? i : -1)));
   const runs: { waits: Need[]; checks: string[]; log: string }[] = [];
   for (let i = -1; i < order.length; i++) {
     const these = checks.filter((c) => last(c) === i);
     if (!these.length) continue;
-    const waits = order.filter((n) => these.some((c) => needs(c).includes(n)));
+    const waits = order.filter((n) => these.some((c) => needsOf(c).includes(n)));
     runs.push({ waits, checks: these, log: i < 0 ? 'checks.log' : `checks-${BUILD_LOG_SUFFIX[order[i]!] ?? order[i]}.log` });
   }
   return runs;
@@ -431,7 +435,7 @@ export function planRuns(runnable: readonly string[], runs: readonly ModeRun[]):
 
 /** The column of a check's row in a run. */
 export function modesColumn(id: string, run: ModeRun): string {
-  const m = SELFTEST_CHECKS.find((c) => c.id === id)?.modes;
+  const m = checkOf(id)?.modes;
   if (m === 'run') return run.label;
   if (m === 'run-unplaced') {
     const kept = run.modes.filter((x) => !PLACEMENT_MODES.includes(x));
@@ -477,7 +481,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
   await checkWorkDir(o.workDir, wanted);
   const results = path.resolve(o.results ?? path.join(o.workDir, 'selftest'));
   const script = process.env.NVSHMEM_EFA_SELFTEST_SCRIPT ?? path.join(packageRoot(), 'native', 'efaemu', 'gpu', 'checks.sh');
-  const title = (id: string) => SELFTEST_CHECKS.find((c) => c.id === id)!.title;
+  const title = (id: string) => checkOf(id)!.title;
   // Rows of checks that take the run's modes are one per run (check@modes); the others one.
   const key = (id: string, run: ModeRun) => (takesRunModes(id) ? `${id}@${run.label}` : id);
   // One results dir per pass when there are several: every pass keeps its logs, and deepep_counters reads the
@@ -513,7 +517,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     ...(s.mps ? [`MPS: a control daemon answers here (${s.mps.split('\n').join(', ')}); no PE uses it (CUDA_MPS_PIPE_DIRECTORY=${noMps}, an empty directory): they are time-sliced as without MPS`] : []),
   ];
   const quickEnv: Record<string, string> = o.quick && !process.env.DEVICE_API_PROGRAMS ? { DEVICE_API_PROGRAMS: QUICK_DEVICE_API_PROGRAMS } : {};
-  const needsBuilt = (n: Need) => runnable.some((c) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n));
+  const needsBuilt = (n: Need) => runnable.some((c) => needsOf(c).includes(n));
   // The builds that run beside the checks (BACKGROUND_BUILDS) in this run.
   const building: Need[] = [...(needsBuilt('pattern') && !o.patternDir ? ['pattern' as const] : []), ...(needsBuilt('nvshmem_tests') ? ['nvshmem_tests' as const] : [])];
   if (o.dryRun) {
@@ -522,8 +526,8 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       builds: [
         ...(runnable.length && !o.efaemuBuild ? [`efaemu against ${s.libfabricHome} into ${efaemuBuildIn(results).dir}`] : []),
         ...(needsBuilt('pe_test') && !o.peTest ? [`pe_test against ${s.nvshmemHome} into ${path.join(results, 'pe_test')}`] : []),
-        ...(needsBuilt('pattern') && !o.patternDir ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}, while the checks that do not need them run`] : []),
-        ...(needsBuilt('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}, with half the cores, while the checks that do not need them run`] : []),
+        ...(building.includes('pattern') ? [`${PATTERN_PROGRAMS.join(', ')} against ${s.nvshmemHome} into ${path.join(results, 'patterns')}, while the checks that do not need them run`] : []),
+        ...(building.includes('nvshmem_tests') ? [`NVSHMEM's perftests and examples of ${s.nvshmemSource} against ${s.nvshmemHome} into ${nvshmemTestsDir(o.workDir)}, with half the cores, while the checks that do not need them run`] : []),
       ],
       // Per pass: the checks that need a background build run after the others, once it is built.
       runs: passes.flatMap((p) => runsByBuild(p.checks, building).map(({ checks, waits }) =>
@@ -650,7 +654,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
             if (failed) why.set(n, failed);
           }
           // A check fails for a failed build it needs; the others of the run still run.
-          const broken = (c: string) => [...why].filter(([n]) => SELFTEST_CHECKS.find((x) => x.id === c)!.needs.includes(n)).map(([, f]) => f);
+          const broken = (c: string) => [...why].filter(([n]) => needsOf(c).includes(n)).map(([, f]) => f);
           for (const id of r.checks.filter((c) => broken(c).length))
             rows.set(key(id, p.run), { check: id, title: title(id), result: 'fail', evidence: broken(id).join('; '), modes: modesColumn(id, p.run) });
           const go = r.checks.filter((c) => !broken(c).length);

@@ -70,6 +70,9 @@ const STOP_GRACE_MS = 2000;
  * `onLine`. On abort the command's whole process tree is stopped (see kill-tree.ts) and the run ends
  * within seconds, whatever the command's children do with the output pipe.
  */
+/** What rerunning an interrupted build does: its pipeline resumes (a command without steps says its own). */
+export const RERUN_RESUMES = 'rerun the same command: it resumes from the first unfinished step';
+
 export async function run(cmd: string, args: readonly string[], o: RunOptions): Promise<string[]> {
   o.signal?.throwIfAborted();
   const lines: string[] = [];
@@ -115,7 +118,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
       sub.all?.destroy();
       o.log?.write(`[interrupted: ${path.basename(cmd)} and its children were stopped]\n`);
       // The interrupt's own fix (withInterrupts: what a rerun of this command does), else the build's.
-      const fix = o.signal?.reason instanceof InterruptedError ? o.signal.reason.fix : 'rerun the same command: it resumes from the first unfinished step';
+      const fix = o.signal?.reason instanceof InterruptedError ? o.signal.reason.fix : RERUN_RESUMES;
       throw new InterruptedError(`interrupted while running ${path.basename(cmd)}`, fix, o.logPath);
     }
     if (partial) take(partial);

@@ -300,8 +300,7 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
     GDA_CU(s.cu.memAlloc(&rl.d_rx, sizeof rx), "allocating the GPU receive state");
     GDA_CU(s.cu.memcpyHtoD(rl.d_rx, &rx, sizeof rx), "writing the GPU receive state");
     h.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)rl.d_rx;
-    h.imm_window = rl.rx.attr.num_entries / (uint32_t)n; /* this PE's share; agreed over every PE after the all-gather */
-    me->rx_entries = rl.rx.attr.num_entries;
+    me->rx_entries = rl.rx.attr.num_entries; /* the immediate window (st.imm_window) is agreed from every PE's */
     size_t len = sizeof me->addr;
     if ((rc = fi_getname(&rl.ep->fid, me->addr, &len))) {
         snprintf(why, whylen, "fi_getname failed (%s)", fi_strerror(-rc));

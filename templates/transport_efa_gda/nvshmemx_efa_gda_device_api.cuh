@@ -16,7 +16,7 @@
  * every module it registered. The host fills it once GDA is active on every PE and NVSHMEM_EFA_GDA_DEVICE_API
  * is not 0; a device library and a host library of different builds leave it zero: the proxy path.
  *
- * Which NIC: every GDA operation to PE p leaves through one rail, efa_gda_rail_of_pe(p) (p mod the rails), whichever
+ * Which NIC: every GDA operation to PE p leaves through one rail, efa_gda_api_rail(p) (p mod the rails), whichever
  * thread or warp posts it. Fence and quiet are completion-based, and an EFA completion orders later writes only on its
  * own NIC: spread over NICs per warp, a flag after a fence could land before another warp's data.
  *
@@ -158,13 +158,16 @@ EFA_GDA_DEV void efa_gda_api_proxy_quiet_if_pending(bool use_membar) {
 
 /* --- the leader's work ------------------------------------------------------------------------------------ */
 
-/* The rail of every GDA operation to pe (efa_gda_rail_of_pe: one NIC per destination). The negative control
- * NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL takes the calling warp's, as the device API did before review 3 (finding 1). */
+/* The rail of every GDA operation to pe: one NIC per destination (the policy's rail with channel 0, pe mod the
+ * rails), whichever thread posts. NVSHMEM's fence and quiet order and complete what the GPU issued to a PE, whoever
+ * issued it, and a completion on EFA orders later writes only through its own NIC ("queued towards the receiver's
+ * PCIe" there): with a warp's rail, warp B's flag after a fence could overtake warp A's data on another NIC (review 3,
+ * finding 1). The negative control NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL takes the calling warp's, as before. */
 EFA_GDA_DEV uint32_t efa_gda_api_rail(const nvshmemx_efa_gda_device_state_t *s, int pe) {
 #ifdef NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL
     return efa_gda_rail_of(s, pe, efa_gda_warp_channel());
 #else
-    return efa_gda_rail_of_pe(s, pe);
+    return efa_gda_rail_of(s, pe, 0u);
 #endif
 }
 

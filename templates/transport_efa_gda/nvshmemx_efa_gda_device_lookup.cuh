@@ -21,12 +21,6 @@ EFA_GDA_DEV uint32_t efa_gda_rail_of(const nvshmemx_efa_gda_device_state_t *s, i
     return n > 1 ? ((uint32_t)pe + channel) % n : 0u;
 }
 
-/* The rail of every operation NVSHMEM's device API sends to pe: one NIC per destination, whichever thread posts.
- * NVSHMEM's fence and quiet order and complete what the GPU issued to a PE, whoever issued it, and a completion on
- * EFA orders later writes only through its own NIC ("queued towards the receiver's PCIe" there): with a warp's rail
- * (efa_gda_rail_of), warp B's flag after a fence could overtake warp A's data on another NIC (review 3, finding 1). */
-EFA_GDA_DEV uint32_t efa_gda_rail_of_pe(const nvshmemx_efa_gda_device_state_t *s, int pe) { return efa_gda_rail_of(s, pe, 0u); }
-
 /* Whether rail (named by a caller) is one GDA runs on. */
 EFA_GDA_DEV bool efa_gda_rail_ok(const nvshmemx_efa_gda_device_state_t *s, uint32_t rail) {
     return rail < efa_gda_ro(&s->n_rails);

@@ -1101,14 +1101,13 @@ check_neg_device_api() {
   local where; where=$(placement_note)
   local list=${NEG_DEVICE_API_MODES:-place_order,defer} under base="NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=1 NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1"
   under=$(modes_env "$list")
-  local ok=1 ev="" c ctl test prog caught plain first
+  local ok=1 ev="" c ctl test pes prog caught plain first
   prog=$(device_api_program device_api_order)
   if [ -z "$prog" ]; then result neg_device_api fail "device_api_order is not built in $NVSHMEM_TESTS"; return; fi
   run_launch neg_device_api.unbroken "$base $under" -- "$prog" 100
   if [ "$RC" = 0 ]; then ev+="unbroken: passes under the modes; "
   else ok=0; ev+="unbroken: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken/rank*.log | cut -c1-160); "; fi
   for c in "${NEG_DEVICE_API_CONTROLS[@]}"; do
-    local pes=2
     IFS=: read -r ctl test pes <<<"$c"
     pes=${pes:-2}
     # A host that cannot place the control's PEs (--pes-per-gpu) has not run it: said, not failed.

@@ -112,7 +112,7 @@ DEVICE_API_TABLE=(
   "fcollect_latency|mixed|-b 8 -e 64K -n 5 -w 1"
   "put-block|exrace|"
   "ring-bcast|ex|"
-  "ring-reduce|ex|-b 1048576 -e 8388608 -n 2 -w 1"
+  "ring-reduce|ex|-b 8388608 -e 16777216 -m 65536 -n 2 -w 1"
   "dev-guide-ring|ex|"
   "on-stream|ex|"
   "thread-group|ex|"
@@ -120,8 +120,10 @@ DEVICE_API_TABLE=(
   "device_api_order|order|100"
   "device_api_order@4|order|100 barrier"
 )
-# Sizes: ring-reduce's defaults move 10 GB (32 to 512 MiB, 5 times: 91 s on one H200 with both PEs on it); 1 to
-# 8 MiB still cuts each into its 256 KiB chunks. shmem_p_* put one element per p, so up to 64 B is 16 p's a message.
+# Sizes: ring-reduce's defaults move 10 GB (32 to 512 MiB, 5 times: 91 s on one H200 with both PEs on it). Its 32
+# blocks each reduce SIZE/32 bytes in chunks of -m bytes (default 256 KiB), and a block with less than a chunk does
+# nothing: 1 MiB left every block idle and the check failed (1x H200). 8 and 16 MiB in 64 KiB chunks give each block
+# 4 and 8 chunks to pipeline. shmem_p_* put one element per p, so up to 64 B is 16 p's a message.
 # Not run on a shared GPU (a PE's GPU shared with another PE), each with why; DEVICE_API_SHARED_ALL=1 runs them there.
 declare -A DEVICE_API_SHARED_OMIT=(
   [shmem_put_atomic_ping_pong_latency]="its 550 round trips per size, 4 B to 1 MiB, are fixed in NVSHMEM's source and each costs GPU timeslices there (142 s on one H200); shmem_put_ping_pong_latency and the collectives cover a put then an atomic"

@@ -840,8 +840,10 @@ if [ -z "$ctl" ]; then
   [ -n "\${FAKE_UNBROKEN_FAIL:-}" ] && { echo "PE$PMI_RANK FAIL barrier: 2 data errors in 100 rounds of 32768 B; first at round 4 word 7: got 0x0 want 0x1"; exit 1; }
   echo "PE$PMI_RANK ok fence: 100 rounds"; exit 0
 fi
-if [ -n "$EFAEMU_PLACE_ORDER" ] && [ "\${FAKE_MISS:-}" != "$ctl" ]; then echo "PE$PMI_RANK FAIL $2: 5 data errors in 100 rounds of 32768 B; first at round 2 word 9: got 0x0 want 0x3"; exit 1; fi
-echo "PE$PMI_RANK ok $2: 100 rounds"
+# FAKE_ROUND_S: each round takes that long, and the placement must be deferred longer than a round to catch the control.
+late=1; [ -n "\${FAKE_ROUND_S:-}" ] && [ "\${EFAEMU_PLACE_DEFER_US#*-}" -lt "$(awk -v s="$FAKE_ROUND_S" 'BEGIN { printf "%d", s * 1e6 }')" ] && late=0
+if [ -n "$EFAEMU_PLACE_ORDER" ] && [ "\${FAKE_MISS:-}" != "$ctl" ] && [ $late = 1 ]; then echo "PE$PMI_RANK FAIL $2: 5 data errors in 100 rounds of 32768 B; first at round 2 word 9: got 0x0 want 0x3"; exit 1; fi
+echo "PE$PMI_RANK ok $2: 100 rounds\${FAKE_ROUND_S:+ of 32768 B checked, $(awk -v s="$FAKE_ROUND_S" 'BEGIN { printf "%.2f", s * 100 }') s}"
 `;
     for (const p of execFileSync('bash', [path.join(SRC, 'gpu/checks.sh'), '--neg-device-api-targets'], { encoding: 'utf8' }).trim().split('\n'))
       writeFileSync(path.join(tests, 'ours', p), fake, { mode: 0o755 });
@@ -863,6 +865,9 @@ echo "PE$PMI_RANK ok $2: 100 rounds"
       'device_api_order_quiet_no_flush 100 barrier', 'device_api_order_quiet_no_flush 100 barrier']);
     // quiet_no_flush on 4 PEs: rank 3 ran it too (the barrier's data goes to a PE that is not a barrier neighbour).
     expect(readFileSync(path.join(tmp, 'args.3'), 'utf8').trim().split('\n')).toEqual(['device_api_order_quiet_no_flush 100 barrier', 'device_api_order_quiet_no_flush 100 barrier']);
+    // Rounds of 100 ms on the shared GPU: a window of 2-20 ms lands every write in time, so the second try defers by
+    // half a round to two rounds.
+    expect(check('neg_device_api', { FAKE_ROUND_S: '0.1' })).toMatch(/^RESULT\tneg_device_api\tpass\t.*quiet_no_flush: caught by barrier on 4 PEs \(rc 1: PE\d FAIL barrier: 5 data errors .*\) \(not caught under EFAEMU_PLACE_ORDER=\S+ EFAEMU_PLACE_DEFER_US=20-400 on the shared GPU, 100 ms a round; with the placement deferred 50000-200000 us: caught\), passes without the modes/m);
     expect(check('neg_device_api', { FAKE_MISS: 'signal_no_wait' })).toMatch(/^RESULT\tneg_device_api\tfail\t.*signal_no_wait: NOT caught under the modes \(rc 0, no data error in signal\)/m);
     expect(check('neg_device_api', { FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tneg_device_api\tfail\tunbroken: FAIL rc 1 under the modes: PE\d FAIL barrier: 2 data errors/m);
     // device_api runs device_api_order (ours) on and off; its data error fails the check.

@@ -159,7 +159,7 @@ echo "PE$PMI_RANK ok barrier: 100 rounds"
       NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(ROOT, 'bin/nvshmem-efa.js')}`,
     }, 180_000);
     expect(r.stdout, r.out).toMatch(/^RESULT\tdevice_api\tpass\t2 runs: device_api_order on: ok \d+s, GDA w\/r 8192\/0 B.*; device_api_order@4 on: ok \d+s, GDA w\/r 16384\/0 B/m);
-    for (let rank = 0; rank < 4; rank++) expect(seen(tmp, `dao.4.${rank}`)).toBe(`host=${os.hostname()}-pe${rank} gpu=0 size=4 args=100 barrier`);
+    for (let rank = 0; rank < 4; rank++) expect(seen(tmp, `dao.4.${rank}`)).toBe(`host=${os.hostname()}-pe${rank} gpu=0 size=4 args=100 barrier barrier_lone`);
     expect(seen(tmp, 'dao.2.1')).toBe(`host=${os.hostname()}-pe1 gpu=0 size=2 args=100`);
     // A program whose fixed round trips cost minutes of timeslices is not run on a shared GPU, and the row says so;
     // with a GPU per PE, or DEVICE_API_SHARED_ALL=1, it runs.

@@ -857,17 +857,17 @@ echo "PE$PMI_RANK ok $2: 100 rounds\${FAKE_ROUND_S:+ of 32768 B checked, $(awk -
       return r.stdout + r.stderr;
     };
     const good = check('neg_device_api');
-    expect(good).toMatch(/^RESULT\tneg_device_api\tpass\tunbroken: passes under the modes; fence_no_gda_quiet: caught by fence \(rc 1: PE\d FAIL fence: 5 data errors .*\), passes without the modes; signal_no_wait: caught by signal .*; no_flush_before_proxy: caught by atomic .*; quiet_no_flush: caught by barrier on 4 PEs \(rc 1: PE\d FAIL barrier: 5 data errors .*\), passes without the modes \(device_api_order through nvshmem-efa launch, through efaemu; modes place_order,defer: EFAEMU_PLACE_ORDER=.*; 2 PEs on 1 GPU/m);
+    expect(good).toMatch(/^RESULT\tneg_device_api\tpass\tunbroken: passes under the modes; fence_no_gda_quiet: caught by fence \(rc 1: PE\d FAIL fence: 5 data errors .*\), passes without the modes; signal_no_wait: caught by signal .*; no_flush_before_proxy: caught by atomic .*; quiet_no_flush: caught by barrier_lone on 4 PEs \(rc 1: PE\d FAIL barrier_lone: 5 data errors .*\), passes without the modes \(device_api_order through nvshmem-efa launch, through efaemu; modes place_order,defer: EFAEMU_PLACE_ORDER=.*; 2 PEs on 1 GPU/m);
     // Each control runs only the test that catches it, 100 rounds, under the modes and then without.
     expect(readFileSync(path.join(tmp, 'args.0'), 'utf8').trim().split('\n')).toEqual(['device_api_order 100', 'device_api_order_fence_no_gda_quiet 100 fence',
       'device_api_order_fence_no_gda_quiet 100 fence', 'device_api_order_signal_no_wait 100 signal', 'device_api_order_signal_no_wait 100 signal',
       'device_api_order_no_flush_before_proxy 100 atomic', 'device_api_order_no_flush_before_proxy 100 atomic',
-      'device_api_order_quiet_no_flush 100 barrier', 'device_api_order_quiet_no_flush 100 barrier']);
+      'device_api_order_quiet_no_flush 100 barrier_lone', 'device_api_order_quiet_no_flush 100 barrier_lone']);
     // quiet_no_flush on 4 PEs: rank 3 ran it too (the barrier's data goes to a PE that is not a barrier neighbour).
-    expect(readFileSync(path.join(tmp, 'args.3'), 'utf8').trim().split('\n')).toEqual(['device_api_order_quiet_no_flush 100 barrier', 'device_api_order_quiet_no_flush 100 barrier']);
+    expect(readFileSync(path.join(tmp, 'args.3'), 'utf8').trim().split('\n')).toEqual(['device_api_order_quiet_no_flush 100 barrier_lone', 'device_api_order_quiet_no_flush 100 barrier_lone']);
     // Rounds of 100 ms on the shared GPU: a window of 2-20 ms lands every write in time, so the second try defers by
     // half a round to two rounds.
-    expect(check('neg_device_api', { FAKE_ROUND_S: '0.1' })).toMatch(/^RESULT\tneg_device_api\tpass\t.*quiet_no_flush: caught by barrier on 4 PEs \(rc 1: PE\d FAIL barrier: 5 data errors .*\) \(not caught under EFAEMU_PLACE_ORDER=\S+ EFAEMU_PLACE_DEFER_US=20-400 on the shared GPU, 100 ms a round; with the placement deferred 50000-200000 us: caught\), passes without the modes/m);
+    expect(check('neg_device_api', { FAKE_ROUND_S: '0.1' })).toMatch(/^RESULT\tneg_device_api\tpass\t.*quiet_no_flush: caught by barrier_lone on 4 PEs \(rc 1: PE\d FAIL barrier_lone: 5 data errors .*\) \(not caught under EFAEMU_PLACE_ORDER=\S+ EFAEMU_PLACE_DEFER_US=20-400 on the shared GPU, 100 ms a round; with the placement deferred 50000-200000 us: caught\), passes without the modes/m);
     expect(check('neg_device_api', { FAKE_MISS: 'signal_no_wait' })).toMatch(/^RESULT\tneg_device_api\tfail\t.*signal_no_wait: NOT caught under the modes \(rc 0, no data error in signal\)/m);
     expect(check('neg_device_api', { FAKE_UNBROKEN_FAIL: '1' })).toMatch(/^RESULT\tneg_device_api\tfail\tunbroken: FAIL rc 1 under the modes: PE\d FAIL barrier: 2 data errors/m);
     // device_api runs device_api_order (ours) on and off; its data error fails the check.

@@ -20,7 +20,12 @@
 //            was put to it. The data-checking program that synchronizes through NVSHMEM's barrier. With 4 PEs or more
 //            d = 3: the put goes to a PE that is not the sender's neighbour in NVSHMEM's barrier, so only the barrier's
 //            promise of every PE's completed puts (not a signal the receiver itself got from the sender) covers it.
-// Usage: device_api_order [ITERS (100)] [TEST...] (default: all six).
+//   barrier_lone  the same with one writer: PE 0 puts to PE 3 (n - 1 below 4 PEs), the others put nothing, then every
+//            PE enters the barrier, PE 3 checks, and a second barrier keeps the next round's put after the check. PE 3
+//            is signalled only by PEs that wrote nothing, so nothing but PE 0's quiet makes the data visible there
+//            (review 3, finding 2). With every PE writing (barrier), each signaller's own flush before its proxy
+//            signal lands the NIC's earlier writes too, and a quiet that flushes nothing goes unseen.
+// Usage: device_api_order [ITERS (100)] [TEST...] (default: all seven).
 // Output: "PE<r> ok <test>: ..." or "PE<r> FAIL <test>: N data errors ... first at round R word W: got X want Y";
 // exit 1 on any error, 2 on a setup error. Every wait is bounded (WAIT_S, default 30 s): a lost write is reported
 // as a timeout, never a kernel that spins forever.
@@ -114,7 +119,7 @@ __device__ bool handshake(const Sym &s, Report *r, int round, int from, uint64_t
     return ok;
 }
 
-enum Test { kFence, kSignal, kAtomic, kBarrier, kXwarpP, kXwarpSignal };
+enum Test { kFence, kSignal, kAtomic, kBarrier, kBarrierLone, kXwarpP, kXwarpSignal };
 
 // Rounds are numbered across the tests (first .. first + iters - 1): the flags, signals, acknowledgements and data of
 // an earlier test can never satisfy a later one's waits or checks, so nothing is reset between tests.
@@ -147,6 +152,14 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
                 nvshmemx_putmem_nbi_block(s.dst, s.src, kWords * sizeof(uint64_t), peer);
                 nvshmemx_barrier_all_block();
                 break;
+            case kBarrierLone: {
+                const int v = n >= 4 ? 3 : n - 1;  // PE 0's barrier signals go to PEs 1 and 2, not to PE 3
+                if (me == 0) nvshmemx_putmem_nbi_block(s.dst, s.src, kWords * sizeof(uint64_t), v);
+                nvshmemx_barrier_all_block();
+                if (me == v) check(s, r, round, 0);
+                nvshmemx_barrier_all_block();  // PE 0 rewrites its source and PE 3's data only after the check
+                continue;
+            }
             case kXwarpP:
             case kXwarpSignal:
                 if (threadIdx.x == 0) nvshmem_putmem_nbi(s.dst, s.src, kWords * sizeof(uint64_t), peer);
@@ -203,7 +216,8 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const struct { Test t; const char *name; } tests[] = {{kFence, "fence"},     {kSignal, "signal"},        {kAtomic, "atomic"},
-                                                          {kBarrier, "barrier"}, {kXwarpP, "xwarp_p"}, {kXwarpSignal, "xwarp_signal"}};
+                                                          {kBarrier, "barrier"}, {kBarrierLone, "barrier_lone"}, {kXwarpP, "xwarp_p"},
+                                                          {kXwarpSignal, "xwarp_signal"}};
     auto wanted = [&](const char *name) {  // the tests named after ITERS; all when none is
         if (argc <= 2) return true;
         for (int i = 2; i < argc; i++)
@@ -214,7 +228,7 @@ int main(int argc, char **argv) {
         bool known = false;
         for (const auto &t : tests) known = known || !strcmp(argv[i], t.name);
         if (!known) {
-            fail("setup", fmt("no test %s (fence, signal, atomic, barrier, xwarp_p, xwarp_signal)", argv[i]));
+            fail("setup", fmt("no test %s (fence, signal, atomic, barrier, barrier_lone, xwarp_p, xwarp_signal)", argv[i]));
             return 2;
         }
     }

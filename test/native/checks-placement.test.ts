@@ -210,6 +210,24 @@ echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
     expect(existsSync(path.join(tmp, 'results', 'neg_no_quiet.wide.pe0.log'))).toBe(true);
   });
 
+  // deepep_silent_bound's verdict with a stand-in for DeepEP's test: both ranks print the shim's trap message and fail;
+  // PE 0 ends FAKE_PE0_EXIT_S after PE 1. A rank may take until the check's allowance (start-up + bound + 10 s), not the
+  // harness's 15 s after its peer failed (1x H200: PE 0 was stopped in cudaDeviceSynchronize 15 s after PE 1 ended).
+  it('deepep_silent_bound: a rank that ends by itself within the allowance passes however late after its peer; one that never ends fails', () => {
+    const tmp = scratch();
+    mkdirSync(path.join(tmp, 'deepep', 'tests'), { recursive: true });
+    const py = standIn(path.join(tmp, 'python'), `
+echo "nvshmem-efa: EFA GDA quiet of the signal's rail and peer on PE $RANK (before signalling PE $((1 - RANK))) failed: a wait passed NVSHMEM_EFA_GDA_TIMEOUT_MS"
+[ "$RANK" = 0 ] && sleep "$FAKE_PE0_EXIT_S"
+exit 1
+`);
+    const env = { PYTHON: py, DEEPEP_DIR: path.join(tmp, 'deepep'), DEEPEP_START_S: '10', GDA_TIMEOUT_MS: '1000' };
+    const late = checks(tmp, ['deepep_silent_bound'], { ...env, FAKE_PE0_EXIT_S: '18' });
+    expect(late.stdout, late.out).toMatch(/^RESULT\tdeepep_silent_bound\tpass\tboth PEs ended by themselves in \d+s \(start-up allowance 10s \+ bound 1000 ms; rc 1\/1\), each with the trap message/m);
+    const hung = checks(tmp, ['deepep_silent_bound'], { ...env, FAKE_PE0_EXIT_S: '300' });
+    expect(hung.stdout, hung.out).toMatch(/^RESULT\tdeepep_silent_bound\tfail\trc killed\(137\)\/1 in \d+s/m);
+  }, 180_000);
+
   // A process the GPU driver holds survives SIGKILL. The stand-in for the driver: a `kill` (BASH_ENV, read by every
   // bash the harness starts) that does not deliver SIGKILL to the pid in FAKE_UNKILLABLE's file.
   it('a rank that outlives SIGKILL is named (pid, state) and left behind: the run and the checks after it go on', () => {

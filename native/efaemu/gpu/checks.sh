@@ -38,7 +38,8 @@
 #   NO_MPS_DIR      the empty CUDA_MPS_PIPE_DIRECTORY every PE gets (no PE becomes a client of a running MPS daemon)
 #   On a shared GPU: SHARED_GDA_TIMEOUT_MS (60000), SHARED_DEFER_US (2000-20000), PATTERN_ROUNDS (10),
 #                   DEEPEP_BENCH_ITERS (3), DEVICE_API_SHARED_ALL (0: programs in DEVICE_API_SHARED_OMIT left out); see their uses
-#   PEER_EXIT_GRACE_S (60), KILL_WAIT_S (10): how long a rank may run on after a peer ended well, and outlive SIGKILL
+#   PEER_EXIT_GRACE_S (60), PEER_FAIL_GRACE_S (15), KILL_WAIT_S (10): how long a rank may run on after a peer ended
+#                   well, and after one failed, and outlive SIGKILL
 # Output: one line per check, "RESULT<TAB>check<TAB>pass|fail|skip<TAB>evidence", and logs in $RESULTS.
 set -uo pipefail
 
@@ -386,11 +387,11 @@ run_n() {
     fi
     if [ -z "$failed_at" ] && [ -n "$ended_at" ] && [ "$left" -gt 0 ] && [ $((now - ended_at)) -ge "${PEER_EXIT_GRACE_S:-60}" ]; then
       echo "checks.sh: $name: $left PE(s) still running ${PEER_EXIT_GRACE_S:-60} s after another ended with 0: stopped as hung" >&2
-      failed_at=$((now - 15))
+      failed_at=$((now - ${PEER_FAIL_GRACE_S:-15}))
     fi
-    # Stopped: the others 15 s after a failure; every rank once timeout's TERM and KILL are past (timeout itself waits
-    # for a rank that outlives SIGKILL).
-    if { [ -n "$failed_at" ] && [ $((now - failed_at)) -ge 15 ]; } || [ $((now - start)) -ge $((T + 20)) ]; then
+    # Stopped: the others PEER_FAIL_GRACE_S (15 s) after a failure; every rank once timeout's TERM and KILL are past
+    # (timeout itself waits for a rank that outlives SIGKILL).
+    if { [ -n "$failed_at" ] && [ $((now - failed_at)) -ge "${PEER_FAIL_GRACE_S:-15}" ]; } || [ $((now - start)) -ge $((T + 20)) ]; then
       for ((r = 0; r < n; r++)); do [ -n "${RCS[$r]}" ] || { stop_rank "$r" "$st"; left=$((left - 1)); }; done
     fi
     [ "$left" -gt 0 ] && sleep 0.5
@@ -998,8 +999,11 @@ check_deepep_silent_bound() {
   placed deepep_silent_bound 2 || return
   # Start-up (torch, NVSHMEM) of PEs time-sliced on a shared GPU: 90 s.
   local ms=${GDA_TIMEOUT_MS:-3000} start_s=${DEEPEP_START_S:-$([ "${PLACE_SHARED:-0}" = 1 ] && echo 90 || echo 60)}
+  # Each rank has until the check's own allowance to end by itself, however early its peer failed (PEER_FAIL_GRACE_S):
+  # 1x H200, PE 0 printed its trap message and was still in cudaDeviceSynchronize when the default 15 s after PE 1's
+  # failure ran out, 40 s into the run. Stopped then, it could not show whether it would have ended within the bound.
   # shellcheck disable=SC2046 # word lists: paths and arguments without spaces
-  CHECK_TIMEOUT=$((start_s + ms / 1000 + 60)) T=$((start_s + ms / 1000 + 60)) deepep_pair deepep_silent_bound \
+  PEER_FAIL_GRACE_S=$((start_s + ms / 1000 + 10)) CHECK_TIMEOUT=$((start_s + ms / 1000 + 60)) T=$((start_s + ms / 1000 + 60)) deepep_pair deepep_silent_bound \
     "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_TIMEOUT_MS=$ms NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS=$ms EFAEMU_FAIL_EVERY=${DEEPEP_FAIL_EVERY:-5000} EFAEMU_FAIL_PATH=gda EFAEMU_SILENT_AFTER_ERROR=1" \
     $(deepep_args)
   local t0 t1

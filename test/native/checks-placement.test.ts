@@ -193,6 +193,8 @@ echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API 
 echo "$* bound=\${NVSHMEM_EFA_GDA_TIMEOUT_MS:-default}" > "${tmp}/args.$RANK"
 echo "PE$RANK RESULT shim_build $([ ${p} = deepep_pattern ] && echo product || echo switched)"
 if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ "$EFAEMU_PLACE_DEFER_US" = "\${CAUGHT_AT:-none}" ]; then echo "PE$RANK FAIL ll_pattern: 12 bytes wrong"; exit 1; fi
+# FAKE_OTHER: under the modes the run fails, but with no byte wrong (a peer gone, an error completion).
+if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ -n "\${FAKE_OTHER:-}" ]; then echo "nvshmem-efa: EFA GDA quiet on PE $RANK (before signalling PE 1) failed: NIC: error completion (0xd)"; echo "PE$RANK FAIL ll_pattern: 0 bytes wrong when the signal arrived"; exit 2; fi
 echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
 `);
     const env = { PATTERN_DIR: dir };
@@ -201,6 +203,9 @@ echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
     // Shared: 10 rounds (every placed write waits for timeslices) and GPU waits bounded at 60 s; one PE per GPU: the
     // program's own 200 rounds and the product's bound.
     expect(seen(tmp, 'args.1')).toMatch(/--wait-s 20 --rounds 10 ll bound=60000$/);
+    // A broken client that fails under the modes without a byte wrong was not caught: that failure is not the race.
+    const other = checks(tmp, ['neg_no_quiet'], { ...env, FAKE_OTHER: '1' });
+    expect(other.stdout, other.out).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer .*not caught either: the modes prove nothing against this broken client \(it failed without a data error: nvshmem-efa: EFA GDA quiet on PE 0 .*error completion \(0xd\)/m);
     const never = checks(tmp, ['neg_no_quiet'], env);
     expect(never.stdout).toMatch(/^RESULT\tneg_no_quiet\tfail\tnot caught under modes place_order,defer .*so run again with the windows widened: not caught either: the modes prove nothing/m);
     // One PE per GPU: no second try (what 2x H200 showed stands).

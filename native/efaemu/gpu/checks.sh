@@ -867,6 +867,13 @@ pattern_pair() {
 }
 pattern_ok() { [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && ! grep -qh ' FAIL ' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log"; }
 pattern_why() { grep -h ' FAIL \|nvshmem-efa: EFA GDA' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" | head -2 | cut -c1-220 | paste -sd';' -; }
+# pattern_data_error NAME: the first line of run NAME where a PE found wrong bytes ("N bytes wrong", N > 0), which is
+# what catches a negative control. A run that failed otherwise is not a catch: 1x H200, neg_no_quiet's broken build
+# failed with error completions on PE 0 (0xd, its peer gone) as well as PE 1's data error, and only the latter counts.
+pattern_data_error() {
+  # shellcheck disable=SC2046 # pe_logs prints paths without spaces
+  grep -h -m1 -E ' FAIL [a-z_]+: [1-9][0-9]* bytes wrong' $(pe_logs "$1") 2>/dev/null | head -1 | cut -c1-220
+}
 signals_path() { grep -h -m1 -o 'low-latency signals [^;]*' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" 2>/dev/null | head -1 | cut -c1-120; }
 
 check_ll_pattern() {  # the product's shim under the run's modes: every token there when its count arrives
@@ -900,9 +907,10 @@ neg_control() {
   local name=$1 prog=$2 list=$3 base=$4; shift 4
   local under; under=$(modes_env "$list")
   pattern_pair "$name.modes" "$base $under" "$prog" ll "$@"
-  local rc_m="$RC0/$RC1" why_m caught=0 switched plain=0 widened=""
-  why_m=$(pattern_why "$name.modes")
-  pattern_ok "$name.modes" || caught=1
+  local rc_m="$RC0/$RC1" why_m caught=0 switched plain=0 widened="" other=""
+  why_m=$(pattern_data_error "$name.modes")
+  [ -n "$why_m" ] && caught=1
+  pattern_ok "$name.modes" || [ "$caught" = 1 ] || other="$name.modes"
   switched=$(grep -h -m1 'RESULT shim_build' "$RESULTS/$name.modes.pe0.log" | sed 's/.*shim_build //' | cut -c1-60)
   if [ "$caught" = 0 ] && [ "${PLACE_SHARED:-0}" = 1 ]; then
     # Time-sliced PEs: the receiver looks only in its own timeslices (milliseconds), so a late write has usually landed
@@ -910,7 +918,8 @@ neg_control() {
     local narrow=$under
     under=$(wide_modes_env "$list")
     pattern_pair "$name.wide" "$base $under" "$prog" ll "$@"
-    if ! pattern_ok "$name.wide"; then caught=1 rc_m="$RC0/$RC1" why_m=$(pattern_why "$name.wide"); fi
+    why_m=$(pattern_data_error "$name.wide")
+    if [ -n "$why_m" ]; then caught=1 rc_m="$RC0/$RC1"; elif ! pattern_ok "$name.wide"; then other="$name.wide"; fi
     widened="; not caught under $narrow on the shared GPU, so run again with the windows widened: $([ "$caught" = 1 ] && echo caught || echo 'not caught either')"
   fi
   pattern_pair "$name.plain" "$base" "$prog" ll "$@"
@@ -920,7 +929,7 @@ neg_control() {
   elif [ "$caught" = 1 ] && [ "$plain" = 1 ]; then
     result "$name" pass "caught under modes $list ($under; rc $rc_m: ${why_m:-failed})$widened; passes without ($(signals_path "$name.plain")); build: $switched; $(placement_note)"
   elif [ "$caught" = 0 ]; then
-    result "$name" fail "not caught under modes $list ($under)$widened: the modes prove nothing against this broken client; without them it $([ $plain = 1 ] && echo passes || echo fails); $(placement_note)"
+    result "$name" fail "not caught under modes $list ($under)$widened: the modes prove nothing against this broken client$([ -n "$other" ] && echo " (it failed without a data error: $(pattern_why "$other"))"); without them it $([ $plain = 1 ] && echo passes || echo fails); $(placement_note)"
   else
     result "$name" fail "caught under modes $list, but fails without them too (rc $RC0/$RC1: $(pattern_why "$name.plain")): the failure is not the modes' doing"
   fi

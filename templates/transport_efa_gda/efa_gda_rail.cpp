@@ -145,11 +145,14 @@ static const char *map_sq(Gda &s, const struct fi_efa_wq_attr &sq, Mapping *ring
     std::vector<uint32_t> done(sq.num_entries);
     for (uint32_t i = 0; i < sq.num_entries; i++) done[i] = i - sq.num_entries;
     /* The slot marks, then (same allocation) each slot's target PE, stored by the poster with its WQE so that a
-     * failed completion names its peer; all ones until a slot is used (no PE). */
-    const size_t done_bytes = done.size() * sizeof done[0];
-    GDA_CU(s.cu.memAlloc(slot_done, done_bytes + (size_t)sq.num_entries * sizeof(uint16_t)), "allocating the slot marks");
+     * failed completion names its peer, all ones until a slot is used (no PE); then each PE's first failed
+     * completion (ABI 8), zero. */
+    const size_t done_bytes = done.size() * sizeof done[0], pes_bytes = (size_t)sq.num_entries * sizeof(uint16_t),
+                 errors_bytes = (size_t)s.boot.n_pes * sizeof(uint32_t);
+    GDA_CU(s.cu.memAlloc(slot_done, done_bytes + pes_bytes + errors_bytes), "allocating the slot marks");
     GDA_CU(s.cu.memcpyHtoD(*slot_done, done.data(), done_bytes), "initialising the slot marks");
-    GDA_CU(s.cu.memsetD8(*slot_done + done_bytes, 0xff, (size_t)sq.num_entries * sizeof(uint16_t)), "initialising the slot peers");
+    GDA_CU(s.cu.memsetD8(*slot_done + done_bytes, 0xff, pes_bytes), "initialising the slot peers");
+    GDA_CU(s.cu.memsetD8(*slot_done + done_bytes + pes_bytes, 0, errors_bytes), "initialising the errors per PE");
     return nullptr;
 }
 

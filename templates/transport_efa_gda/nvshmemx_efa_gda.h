@@ -26,6 +26,11 @@
  * marks the queue so later waits on it fail at once; each queue keeps the PE every slot's WQE was addressed to
  * (slot_pe), so its first error names the peer (error_pe).
  *
+ * Errors per PE (ABI 8): a queue that notes its slots' PEs keeps, right after slot_pe, each PE's first failed
+ * completion (pe_error, [n_pes] words): a peer that refused or stopped answering fails the waits for that PE alone
+ * (efa_gda_quiet_rail_pe), and the others' traffic goes on. A local failure (the QP's own: statuses 1..6), a
+ * failure that names no PE, or a completion that is not the queue's makes the whole queue unusable (fatal).
+ *
  * Layout: everything a post needs sits at a fixed offset from the state pointer: rail r's block at
  * rail[r], and within it the queue, the hot regions and the first NVSHMEMX_EFA_GDA_FAST_PES peers, so the
  * device loads it in one round of independent loads issued together with the slot reservation; choosing
@@ -37,7 +42,7 @@
 
 #include <stdint.h>
 
-#define NVSHMEMX_EFA_GDA_ABI_VERSION 7
+#define NVSHMEMX_EFA_GDA_ABI_VERSION 8
 /* The RDMA WQE the device code builds: 64 bytes. The ring stride is the device's WQE size (qp->wqe_size,
  * 64 or 128); the tail of a 128-byte WQE is written as zeros, as rdma-core leaves it for RDMA requests. */
 #define NVSHMEMX_EFA_GDA_WQE_SIZE 64
@@ -121,7 +126,9 @@ typedef struct {
      * entry i to i - sq_entries (the slot of the pass before), so no entry reads as done too early. */
     uint32_t *slot_done;
     /* [sq_entries], GPU memory, or NULL (then errors name no peer): slot_pe[s % sq_entries] is the PE the WQE
-     * of slot s was addressed to, stored by the poster with its WQE (ABI 7); read when a completion fails. */
+     * of slot s was addressed to, stored by the poster with its WQE (ABI 7); read when a completion fails.
+     * Followed in the same allocation by pe_error[n_pes] (ABI 8, zeroed by the host): 0, or the first failed
+     * completion status of a WQE addressed to that PE (efa_gda_pe_errors). */
     uint16_t *slot_pe;
 
     /* Device-owned, one 16-byte group read with one load by posters. sq_reserved: slots handed out;

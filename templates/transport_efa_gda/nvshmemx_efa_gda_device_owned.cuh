@@ -99,11 +99,11 @@ EFA_GDA_DEV int efa_gda_rma_nbi(efa_gda_owned &o, uint8_t op, void *local, const
             const int err = efa_gda_owned_room(o, 1);
             if (err) return err;
         }
-        /* A queue in error refuses the post, as the shared queue does: unusable (fatal: a foreign completion, a
-         * timeout), or a completion of it failed (error: the NIC may flush or drop what follows; the owner hears
-         * of it now, not at a quiet that waits for WQEs that will not complete). The loads go out before the WQE
-         * is built and stored and are used only before the doorbell, so the post waits for no round trip. */
-        const uint32_t fatal = efa_gda_load(&h.q.qp->fatal), error = efa_gda_load(&h.q.qp->error);
+        /* A queue in error refuses the post: unusable (fatal: a local failure, a foreign completion, a timeout),
+         * or a completion to the handle's PE failed (the owner hears of it now, not at a quiet that waits for WQEs
+         * that will not complete; another PE's failure does not stop it). The loads go out before the WQE is
+         * built and stored and are used only before the doorbell, so the post waits for no round trip. */
+        const uint32_t fatal = efa_gda_load(&h.q.qp->fatal), error = (uint32_t)efa_gda_error_of_pe(h.q.qp, h.pe);
         efa_gda_piece p;
         p.local = (uint64_t)local + done;
         p.remote = h.remote_base + so + done;

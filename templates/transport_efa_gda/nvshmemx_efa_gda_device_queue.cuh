@@ -5,7 +5,8 @@
  * in slot order, and the waits on it: for a prefix of its slots (efa_gda_wait_slots), or for the slots of a
  * prefix addressed to one PE (efa_gda_wait_pe_slots). Every wait is bounded (efa_gda_sq.timeout_ns, or the
  * efa_gda_bound it is given): past the bound it marks the queue timed out (efa_gda_time_out) and returns
- * NVSHMEMX_EFA_GDA_ERR_TIMEOUT; a marked queue (qp.fatal) fails every later wait at once. */
+ * NVSHMEMX_EFA_GDA_ERR_TIMEOUT; a marked queue (qp.fatal) fails every later wait at once. A failed completion
+ * stays with the PE it was addressed to where the queue keeps PEs (efa_gda_pe_errors); a local one marks the queue. */
 #ifndef NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
 #define NVSHMEMX_EFA_GDA_DEVICE_QUEUE_CUH
 
@@ -19,6 +20,19 @@ EFA_GDA_DEV uint32_t efa_gda_slot_pe(const nvshmemx_efa_gda_qp_t *qp, uint32_t s
     return pe == 0xffffu ? ~0u : pe;
 }
 
+/* ABI 8: each PE's first failed completion on this queue, [n_pes] words after slot_pe; NULL where the queue notes
+ * no PEs (its errors are the queue's). */
+EFA_GDA_DEV uint32_t *efa_gda_pe_errors(const nvshmemx_efa_gda_qp_t *qp) {
+    uint16_t *pes = efa_gda_ro(&qp->slot_pe);
+    return pes ? (uint32_t *)(pes + efa_gda_ro(&qp->sq_entries)) : nullptr;
+}
+/* Statuses that say the peer refused or did not answer (REMOTE_ERROR_*, UNRESP_REMOTE, UNREACH_REMOTE): the PE's
+ * failure, not the queue's. The others (FLUSHED and the LOCAL_ERROR_* of the QP's own WQEs, or a status this code
+ * does not know) are the queue's. */
+EFA_GDA_DEV bool efa_gda_status_of_peer(uint32_t status) {
+    return status >= EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS && status <= EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE;
+}
+
 /* Makes err the queue's first error, with the request id and the PE it names, unless it has one already. */
 EFA_GDA_DEV void efa_gda_record_first(nvshmemx_efa_gda_qp_t *qp, uint32_t err, uint32_t req_id, uint32_t pe) {
     if (atomicCAS(&qp->error, 0u, err) == 0u) {
@@ -26,10 +40,36 @@ EFA_GDA_DEV void efa_gda_record_first(nvshmemx_efa_gda_qp_t *qp, uint32_t err, u
         efa_gda_store(&qp->error_pe, pe);
     }
 }
-/* A failed completion of request req_id (in slot), addressed to the PE slot_pe names. */
+EFA_GDA_DEV int efa_gda_set_fatal_why(nvshmemx_efa_gda_qp_t *qp, uint32_t why);
+/* A failed completion of request req_id (in slot), addressed to the PE slot_pe names: the queue's first error (the
+ * report names it), and, where the queue keeps errors per PE, that PE's when the peer caused it. A local failure,
+ * or a peer's that names no PE on a queue that keeps PEs, makes the queue unusable: every PE's wait must hear it. */
 EFA_GDA_DEV void efa_gda_record_error(nvshmemx_efa_gda_qp_t *qp, uint32_t err, uint32_t req_id, uint32_t slot) {
-    efa_gda_record_first(qp, err, req_id, efa_gda_slot_pe(qp, slot));
+    const uint32_t pe = efa_gda_slot_pe(qp, slot);
+    efa_gda_record_first(qp, err, req_id, pe);
     atomicAdd(&qp->error_count, 1u);
+    uint32_t *per_pe = efa_gda_pe_errors(qp);
+    const bool peer = efa_gda_status_of_peer(err);
+#ifndef NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS
+    if (per_pe && peer && pe != ~0u) atomicCAS(&per_pe[pe], 0u, err);
+    else if (per_pe || !peer) efa_gda_set_fatal_why(qp, err);
+#else
+    /* Negative control: every failure stays the queue's, as before ABI 8 (a dead peer fails every PE's wait). */
+    (void)per_pe, (void)peer;
+#endif
+}
+/* What a wait for pe's WQEs on qp reports besides its own outcome: why the queue is unusable (qp.fatal: a local
+ * failure, even one whose WQEs the wait found completed), else pe's first failure where the queue keeps errors per
+ * PE, else the queue's first error, whichever PE it named. */
+EFA_GDA_DEV int efa_gda_error_of_pe(const nvshmemx_efa_gda_qp_t *qp, int pe) {
+    const uint32_t *per_pe = efa_gda_pe_errors(qp);
+#ifndef NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS
+    const uint32_t fatal = efa_gda_load(&qp->fatal);
+    if (fatal) return (int)fatal;
+    if (per_pe && (uint32_t)pe < 0xffffu) return (int)efa_gda_load(&per_pe[pe]);
+#endif
+    (void)per_pe, (void)pe;
+    return (int)efa_gda_load(&qp->error);
 }
 
 /* Makes the queue unusable for the reason why (BAD_CQE or TIMEOUT): every wait on it returns why at once from

@@ -61,16 +61,17 @@ EFA_GDA_DEV int efa_gda_quiet_rail(nvshmemx_efa_gda_device_state_t *s, uint32_t 
 /* One rail and one peer: waits until every WQE reserved on that rail's shared queue before the call and
  * addressed to pe completed (efa_gda_wait_pe_slots); WQEs to other PEs are not waited for, so a peer whose
  * NIC is slow or stalled does not hold a signal to another. What a signal to pe may use when its payload went
- * to pe on that rail alone, posted before the call. Bounded like efa_gda_quiet. Returns the wait's error, else
- * the queue's first error (an efa_io_comp_status value or NVSHMEMX_EFA_GDA_ERR_*, whichever PE it named), or 0;
- * NVSHMEMX_EFA_GDA_ERR_BAD_RAIL or NVSHMEMX_EFA_GDA_ERR_BAD_PE before waiting. */
+ * to pe on that rail alone, posted before the call. Bounded like efa_gda_quiet. Returns the wait's error (the
+ * queue's reason when a local failure made it unusable), else pe's first failed completion (efa_gda_error_of_pe:
+ * another PE's failure is not this PE's), or 0; NVSHMEMX_EFA_GDA_ERR_BAD_RAIL or NVSHMEMX_EFA_GDA_ERR_BAD_PE before
+ * waiting. */
 EFA_GDA_DEV int efa_gda_quiet_rail_pe(nvshmemx_efa_gda_device_state_t *s, uint32_t rail, int pe) {
     if (!efa_gda_rail_ok(s, rail)) return NVSHMEMX_EFA_GDA_ERR_BAD_RAIL;
     if ((uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes)) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
     nvshmemx_efa_gda_qp_t *qp = &s->rail[rail].qp;
     efa_gda_bound b = efa_gda_bound_of(efa_gda_ro(&s->timeout_ns));
     const int err = efa_gda_wait_pe_slots(qp, efa_gda_load(&qp->sq_reserved), pe, b);
-    return err ? err : (int)efa_gda_load(&qp->error);
+    return err ? err : efa_gda_error_of_pe(qp, pe);
 }
 
 

@@ -123,7 +123,9 @@ describe('software EFA (CPU)', () => {
       "peer wait: completions out of order: pe's later slots done, an earlier one not: the wait still holds",
       "peer wait: a queue without slot_pe, or a PE slot_pe cannot name, waits for every slot (the rail's retired prefix); a slot with no PE noted (0xffff) is waited for",
       "peer wait: a queue already unusable fails the wait for a pending slot of pe at once with its reason; with none of pe's slots pending the wait returns 0",
-      "efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; the queue's first error is returned whichever PE it named",
+      "efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; a PE's failed completion is returned to its wait",
+      // Review 3, finding 6: an error belongs to its PE (its negative control, every failure the queue's, below).
+      "errors per PE: PE 1 refuses PE 0 (UNKNOWN_PEER); PE 1's rail wait fails, PE 0's returns 0 and a put to PE 0 after the failure lands; the quiet of everything reports PE 1's failure and the queue stays usable; a local failure (the QP's error state) then fails PE 0's wait too and makes the queue unusable",
       "peer wait through the NIC (large:64K:32): PE 0's own put held does not hold the rail wait for PE 1, whose puts completed; the wait for PE 0 returns only once it landed",
       "peer wait through the NIC (large:64K:32): PE 1's put held does not hold the rail wait for PE 0, whose puts completed; the wait for PE 1 returns only once it landed",
       // Review 3, finding 4: the bound is on no progress (its negative control, the elapsed-time bound, below).
@@ -137,6 +139,12 @@ describe('software EFA (CPU)', () => {
     const r = spawnSync(path.join(dir, 'gda_device_cpu_test_elapsed_bound'), { encoding: 'utf8', timeout: 120_000, env: { ...process.env, GDA_TEST_ONLY: 'keeps completing' } });
     expect(r.stdout.trim().split('\n')).toEqual([
       'ok negative control NVSHMEMX_EFA_GDA_TEST_ELAPSED_BOUND: a NIC that keeps completing, slowly: the quiet times out at the 100 ms bound', '0 failed']);
+  });
+
+  it('negative control NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS: with every failure the queue\'s, PE 1\'s failure fails PE 0\'s wait', () => {
+    const r = spawnSync(path.join(dir, 'gda_device_cpu_test_queue_wide_errors'), { encoding: 'utf8', timeout: 120_000, env: { ...process.env, GDA_TEST_ONLY: 'errors per PE' } });
+    expect(r.stdout).toMatch(/^FAIL errors per PE: .*: PE 0's wait returned 14: PE 1's failure stopped PE 0's traffic \[own == 0\]$/m);
+    expect(r.stdout.trim().split('\n').at(-1)).toBe('1 failed');
   });
 
   it('runs the DeepEP shim as the patched low-latency kernels call it: which path each switch takes, counted NVSHMEM calls', () => {
@@ -295,7 +303,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const r = run('rx-larger-pe1');
     for (const [me, out] of [[0, r.pe0], [1, r.pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=3');
-      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=1 imm_window=16 `);
+      expect(out).toContain(`state: abi=8 my_pe=${me} n_pes=2 n_rails=1 imm_window=16 `);
     }
     expect(r.pe1).toMatch(/ rx=128x32 /);
   });
@@ -304,7 +312,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     const { all, pe0, pe1 } = run('active');
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=3');
-      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
+      expect(out).toContain(`state: abi=8 my_pe=${me} n_pes=2 n_rails=1 imm_window=16`);
       // The signal scratch (ABI 4, per rail in ABI 5): one zeroed word per SQ slot in GDA's registered block, read by lkey.
       expect(out).toContain('signal scratch: set=1 entries_zeroed=1 lkey_is_credits=1 after_credit_locks=1 aligned64=1');
       // qp_num filled from query_addr of our own address, for the TX and the RX CQ checks.
@@ -312,6 +320,8 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
       expect(out).toContain('slot_done: first=-256 last=-1');
       // Each slot's peer (ABI 7), for errors that name it: no PE yet, next to the slot marks.
       expect(out).toContain('slot_pe: set=1 all_unset=1 after_slot_done=1');
+      // Each PE's first failed completion (ABI 8), zero, after the slot peers.
+      expect(out).toContain('pe_error: zeroed=1');
       expect(out).toContain('tx cq zeroed=1');
       // NVSHMEM_EFA_GDA_TIMEOUT_MS unset: every GPU wait bounded at 5 s, named in the status line.
       expect(out).toMatch(/state: .* timeout_ns=5000000000\n/);
@@ -415,7 +425,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     for (const [me, out] of [[0, pe0], [1, pe1]] as const) {
       expect(out).toContain('init=0 active=1 gathers=3 rails=2');
       expect(out).toContain(`status: EFA GDA active on 2 rails (rdmap0s0-rdm, rdmap1s0-rdm): efa-direct, QPs ${100 + me}/${110 + me}, SQ 256 x 64 B`);
-      expect(out).toContain(`state: abi=7 my_pe=${me} n_pes=2 n_rails=2`);
+      expect(out).toContain(`state: abi=8 my_pe=${me} n_pes=2 n_rails=2`);
       // Each NIC opened as its own domain (the domain names NVSHMEM handed over), each rail with its own QP.
       expect(out).toContain('getinfo domains: rdmap0s0-rdm rdmap1s0-rdm');
       expect(out).toContain(`qp: qp_num=${100 + me} own_peer_qpn=${100 + me} sq=256x64 max_batch=16 cq=256x32 rx=32x32 rx_qp_num=${100 + me}`);
@@ -443,7 +453,7 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe1).toContain('nvshmem-efa: EFA GDA on PE 1: rail 1 (rdmap1s0-rdm) left out: no efa-direct fabric for rdmap1s0-rdm');
     // The rail left out is closed: one rail's AV inserts, one rail in the table.
     expect(pe0).toContain('fabric: av_inserts=2 ');
-    expect(pe0).toContain('state: abi=7 my_pe=0 n_pes=2 n_rails=1');
+    expect(pe0).toContain('state: abi=8 my_pe=0 n_pes=2 n_rails=1');
     expect(pe0).toContain('table after the GPU region: count=1 n_pes=2 n_rails=1');
     expect(all).toContain('all-gathers: 6');
   });

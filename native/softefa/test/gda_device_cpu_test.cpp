@@ -365,7 +365,8 @@ struct PeQueue {
     static constexpr uint16_t kNone = 0xffff;
     std::vector<uint8_t> sq = std::vector<uint8_t>(kEntries * 64, 0), cq = std::vector<uint8_t>(kEntries * 32, 0);
     std::vector<uint32_t> done = std::vector<uint32_t>(kEntries);
-    std::vector<uint16_t> pes = std::vector<uint16_t>(kEntries, kNone);
+    // slot_pe, then each PE's first failed completion (ABI 8; up to 4 PEs, two 16-bit halves each, zero).
+    std::vector<uint16_t> pes = [] { std::vector<uint16_t> v(kEntries + 2 * 4, 0); std::fill(v.begin(), v.begin() + kEntries, kNone); return v; }();
     nvshmemx_efa_gda_qp_t qp{};
     // Slots below first completed (the retired prefix); slots first, first + 1, ... are in flight, addressed to
     // to[0], to[1], ... (kNone: no PE noted). keeps_pes = false: the queue keeps no slot_pe.
@@ -534,8 +535,8 @@ static void peer_wait_tests() {
         fails_at_once("the wait for PE 0, its slot done", [&] { return q.wait(0, kBoundNs); }, 0);
     });
 
-    test("efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; the queue's "
-         "first error is returned whichever PE it named",
+    test("efa_gda_quiet_rail_pe: a rail GDA does not run on or a PE out of range is refused before waiting; a PE's "
+         "failed completion is returned to its wait",
          [] {
         Rig r("inorder", 64, 16, 1 << 20, 64, 64, 2000, true, 2);
         CHECK(efa_gda_quiet_rail_pe(&r.s0, 2, 1) == NVSHMEMX_EFA_GDA_ERR_BAD_RAIL, "rail 2 of 2");
@@ -545,8 +546,38 @@ static void peer_wait_tests() {
         r.emus[0]->av_remove(1, 1, 10);  // PE 1 forgets PE 0: PE 0's writes to PE 1 on rail 0 fail UNKNOWN_PEER
         CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(1 << 20), r.sym(0), 64, 1) == 0, "put to PE 1");
         CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "PE 1's wait returns the failure");
-        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 0) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "so does PE 0's (the queue's first error)");
         CHECK(r.s0.rail[0].qp.error_pe == 1 && r.s0.rail[1].qp.sq_reserved == 0, "it names PE 1; nothing went to rail 1");
+    });
+
+    // Review 3, finding 6: an error belongs to its PE. The rig's PE 0 writes to PE 1 and to itself (its NIC reaches
+    // its own QP): two destinations on one queue. Built with NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS (every failure
+    // the queue's, as before ABI 8), PE 0's wait fails with PE 1's error.
+    test("errors per PE: PE 1 refuses PE 0 (UNKNOWN_PEER); PE 1's rail wait fails, PE 0's returns 0 and a put to PE 0 "
+         "after the failure lands; the quiet of everything reports PE 1's failure and the queue stays usable; a local "
+         "failure (the QP's error state) then fails PE 0's wait too and makes the queue unusable",
+         [] {
+        Rig r("inorder");
+        nvshmemx_efa_gda_qp_t &q = r.s0.rail[0].qp;
+        r.emu->av_remove(1, 1, 10);  // PE 1 forgets PE 0: PE 0's writes to PE 1 fail UNKNOWN_PEER
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(1 << 20), r.sym(0), 64, 1) == 0, "put to PE 1");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "PE 1's wait returns its failure");
+        memset(r.heap0.data() + (9 << 20), 0x5C, 64);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(6 << 20), r.heap0.data() + (9 << 20), 64, 0) == 0, "a put to PE 0 after PE 1's failure");
+        const int own = efa_gda_quiet_rail_pe(&r.s0, 0, 0);
+        CHECK(own == 0, "PE 0's wait returned " + std::to_string(own) + ": PE 1's failure stopped PE 0's traffic");
+        CHECK(landed_in(r.heap0, 6 << 20, 64, 0x5C), "PE 0's put landed");
+        CHECK(efa_gda_quiet_rail_pe(&r.s0, 0, 1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "PE 1's failure stays");
+        CHECK(efa_gda_quiet(&r.s0) == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER && q.error_pe == 1 && q.fatal == 0,
+              "the quiet of everything reports PE 1's failure, naming PE 1; the queue stays usable");
+        r.emu->set_qp_error(0);  // the QP itself fails: every WQE completes FLUSHED
+        CHECK(efa_gda_put_nbi_on(&r.s0, 0, r.sym(6 << 20), r.heap0.data() + (9 << 20), 64, 0) == 0, "a put to PE 0");
+        const int local = efa_gda_quiet_rail_pe(&r.s0, 0, 0);
+        CHECK(local == EFA_IO_COMP_STATUS_FLUSHED && q.fatal == EFA_IO_COMP_STATUS_FLUSHED,
+              "a local failure fails PE 0's wait and makes the queue unusable (returned " + std::to_string(local) + ", fatal " +
+                  std::to_string(q.fatal) + ")");
+        fails_at_once("a post on the unusable queue", [&] { return efa_gda_put_nbi_on(&r.s0, 0, r.sym(6 << 20), r.sym(0), 64, 0); },
+                      EFA_IO_COMP_STATUS_FLUSHED);
     });
 
     test("peer wait through the NIC (large:64K:32): PE 0's own put held does not hold the rail wait for PE 1, whose puts "
@@ -1206,11 +1237,13 @@ int main() {
         CHECK(bad_key == EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY || bad_key == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS,
               "rail 0's keys on rail 1: " + std::to_string(bad_key));
         CHECK(r.heap1[1 << 20] == 0xA5, "nothing moved");
-        q1->error = 0;
+        // A failure that names no PE (the low-level post notes none) is the queue's: unusable until the test resets it.
+        CHECK(q1->fatal == (uint32_t)bad_key, "the queue was made unusable");
+        q1->error = q1->fatal = 0;
         CHECK(efa_gda_piece_at(r.table, 2, 1, 1, (uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 64, 1 << 20, &p) == 0, "rail 1 piece");
         CHECK(efa_gda_post_one(q1, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.rails[0]->peers[1], p, false, 0), &end) == 0, "post");
         CHECK(efa_gda_quiet_qp(q1) == EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_DEST_QPN, "rail 0's address on rail 1");
-        q1->error = 0;
+        q1->error = q1->fatal = 0;
         CHECK(efa_gda_post_one(q1, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, r.rails[1]->peers[1], p, false, 0), &end) == 0 &&
                   efa_gda_quiet_qp(q1) == 0 && memcmp(r.heap1.data() + (1 << 20), r.heap0.data(), 64) == 0,
               "rail 1's keys and address on rail 1 work");

@@ -60,7 +60,9 @@ struct Rig {
         std::vector<uint8_t> sq, cq, rx_cq, idle_sq, idle_cq;
         uint32_t db = 0, idle_db = 0;
         std::vector<uint32_t> slot_done;
-        std::vector<uint16_t> slot_pe;  // the destination PE of each slot's WQE (ABI 7)
+        // The destination PE of each slot's WQE (ABI 7), then each PE's first failed completion (ABI 8: 2 PEs, as
+        // two 16-bit halves each, zero).
+        std::vector<uint16_t> slot_pe;
         nvshmemx_efa_gda_rx_cq_t rx{};
         std::vector<nvshmemx_efa_gda_peer_t> peers;
         // Credit blocks: [consumed, sent, seen, landing] x 2 PEs, then locks.
@@ -180,6 +182,7 @@ private:
             m->slot_done.resize(sq_n);
             for (uint32_t i = 0; i < sq_n; i++) m->slot_done[i] = i - sq_n;
             m->slot_pe.assign(sq_n, 0xffff);
+            m->slot_pe.resize(sq_n + 2 * 2, 0);
             m->sig0.assign(sq_n, 0);
             v.push_back(std::move(m));
         }
@@ -289,6 +292,7 @@ private:
             om->slot_done.resize(sq_entries);
             for (uint32_t i = 0; i < sq_entries; i++) om->slot_done[i] = i - sq_entries;
             om->slot_pe.assign(sq_entries, 0xffff);
+            om->slot_pe.resize(sq_entries + 2 * 2, 0);
             nvshmemx_efa_gda_qp_t o = q;
             o.sq_buf = om->sq.data();
             o.sq_db = &om->db;

@@ -211,6 +211,12 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
             for (uint32_t i = 0; pe_unset && i < q->sq_entries; i++) pe_unset = q->slot_pe[i] == 0xffff;
             printf("%sslot_pe: set=%d all_unset=%d after_slot_done=%d\n", tag.c_str(), q->slot_pe != nullptr, pe_unset,
                    (const void *)q->slot_pe >= (const void *)(q->slot_done + q->sq_entries));
+            // Each PE's first failed completion (ABI 8): n_pes words right after the slot peers, zero (the fake
+            // driver's memory is not).
+            const uint32_t *pe_error = q->slot_pe ? (const uint32_t *)(q->slot_pe + q->sq_entries) : nullptr;
+            bool errors_zero = pe_error != nullptr;
+            for (int i = 0; errors_zero && i < s->n_pes; i++) errors_zero = pe_error[i] == 0;
+            printf("%spe_error: zeroed=%d\n", tag.c_str(), errors_zero);
             // Signal scratch: one zeroed u64 per SQ slot, after the credit counters in their registered block (same lkey).
             bool sig_zero = rl.signal_src != nullptr;
             for (uint32_t i = 0; sig_zero && i < q->sq_entries; i++) sig_zero = rl.signal_src[i] == 0;

@@ -10,6 +10,7 @@
 
 #if defined(FI_EFA_GDA_OPS)
 
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -111,6 +112,19 @@ std::string nic_name(const struct fi_info *info, int index) {
 /* One QP on a rail's domain (the rail's own, or an owned queue's): its endpoint bound to the rail's AV, to tx
  * (FI_TRANSMIT) and to the rail's RX CQ, enabled, and its send and receive queues as query_qp_wqs gives them.
  * what names it in errors. */
+/* libfabric after 2.3.0 reports a work queue's capabilities in a 16-bit caps word it appended to struct
+ * fi_efa_wq_attr, in what was the struct's tail padding (its size is unchanged): set by such a provider, left zero
+ * by an older one (the struct is cleared before the query). Bit 0, FI_EFA_WQ_CAPS_64_BIT_REQ_ID, says the queue's
+ * completions carry 64-bit request ids; the device code reads 16-bit ones, so such a queue is refused. */
+static const size_t kWqCapsOffset = offsetof(struct fi_efa_wq_attr, max_batch) + sizeof(uint32_t);
+static const uint16_t kWqCaps64BitReqId = 1u << 0;
+static_assert(sizeof(struct fi_efa_wq_attr) >= kWqCapsOffset + sizeof(uint16_t), "the caps word sits in fi_efa_wq_attr's tail padding");
+static uint16_t wq_caps(const struct fi_efa_wq_attr *a) {
+    uint16_t caps;
+    memcpy(&caps, (const uint8_t *)a + kWqCapsOffset, sizeof caps);
+    return caps;
+}
+
 static const char *open_qp(Rail &rl, GpuCq &tx, struct fid_ep **ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq, const char *what,
                     char *why, size_t whylen) {
     int rc;
@@ -120,9 +134,16 @@ static const char *open_qp(Rail &rl, GpuCq &tx, struct fid_ep **ep, struct fi_ef
         snprintf(why, whylen, "creating %s failed (%s)", what, fi_strerror(-rc));
         return why;
     }
+    memset(sq, 0, sizeof *sq);
+    memset(rq, 0, sizeof *rq);
     if ((rc = rl.ops->query_qp_wqs(*ep, sq, rq))) {
         snprintf(why, whylen, "query_qp_wqs of %s failed (%s)%s", what, fi_strerror(-rc),
                  rc == -FI_ENOSYS ? ": libfabric was built against an rdma-core without efadv_query_qp_wqs (needs >= 59)" : "");
+        return why;
+    }
+    if (wq_caps(sq) & kWqCaps64BitReqId) {
+        snprintf(why, whylen, "the send queue of %s reports FI_EFA_WQ_CAPS_64_BIT_REQ_ID (caps 0x%x): its completions carry 64-bit "
+                 "request ids, which this GDA code does not read (it reads 16-bit ones)", what, (unsigned)wq_caps(sq));
         return why;
     }
     return nullptr;

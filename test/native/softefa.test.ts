@@ -393,6 +393,15 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe1).toMatch(/status: EFA GDA off: no efa-direct fabric for this NIC/);
   });
 
+  // Review 3, finding 9: libfabric after 2.3.0 reports FI_EFA_WQ_CAPS_64_BIT_REQ_ID in the caps word it appended to
+  // struct fi_efa_wq_attr; completions with 64-bit request ids would be misread by the device code (16-bit ones).
+  it('a send queue with 64-bit request ids (FI_EFA_WQ_CAPS_64_BIT_REQ_ID) on one PE: off everywhere, that PE names the cap', () => {
+    const { pe0, pe1 } = run('wq-caps-64-pe1');
+    expect(pe0).toContain('init=-1 active=0 gathers=1');
+    expect(pe0).toContain('status: EFA GDA off: PE 1 could not start GDA (its log says why)');
+    expect(pe1).toContain('status: EFA GDA off: the send queue of the GDA endpoint reports FI_EFA_WQ_CAPS_64_BIT_REQ_ID (caps 0x1): its completions carry 64-bit request ids, which this GDA code does not read (it reads 16-bit ones)');
+  });
+
   it('an AV insert failing on one PE: the barrier after the inserts turns GDA off everywhere, no hang', () => {
     const { pe0, pe1, all } = run('av-fail-pe1');
     expect(pe0).toContain('init=-1 active=0 gathers=2');

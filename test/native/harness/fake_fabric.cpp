@@ -17,6 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_ext_efa.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,9 @@ int query_qp_wqs(struct fid_ep *ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_
     rq->num_entries = 256;
     rq->doorbell = &q.rq_db;
     rq->max_batch = 256;
+    // FAKE_WQ_CAPS: the caps word libfabric after 2.3.0 appends in the struct's tail padding (offset 28).
+    const uint16_t caps = (uint16_t)env_int("FAKE_WQ_CAPS", 0);
+    if (caps) memcpy((uint8_t *)sq + offsetof(struct fi_efa_wq_attr, max_batch) + sizeof(uint32_t), &caps, sizeof caps);
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #if defined(FI_EFA_GDA_OPS)
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -223,6 +224,15 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
     /* NVSHMEM's info named no NIC: efa-direct's may (a nic object, else its domain). */
     if (!rl.nic_named && ((rl.info->nic && rl.info->nic->device_attr && rl.info->nic->device_attr->name) || rl.name.rfind("NIC ", 0) == 0))
         rl.name = nic_name(rl.info, 0);
+    /* The first EFA device (PCI device id 0xefa0, which libfabric's efa provider reports as the nic's device_id)
+     * builds each CQ from sub-CQs polled in turn, which libfabric's own direct data path refuses
+     * (efa_device_use_sub_cq). The device code polls one ring. */
+    const char *device_id = rl.info->nic && rl.info->nic->device_attr ? rl.info->nic->device_attr->device_id : nullptr;
+    if (device_id && strtoul(device_id, nullptr, 16) == 0xefa0) {
+        snprintf(why, whylen, "%s is an EFA device %s, whose completion queues are made of sub-CQs polled in turn (as libfabric's "
+                 "efa_device_use_sub_cq says); the GDA device code polls one ring", rl.name.c_str(), device_id);
+        return why;
+    }
     if (!s.stream) {
         const char *shared = start_shared(s, why, whylen);
         if (shared) return shared;

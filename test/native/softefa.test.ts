@@ -402,6 +402,15 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe1).toContain('status: EFA GDA off: the send queue of the GDA endpoint reports FI_EFA_WQ_CAPS_64_BIT_REQ_ID (caps 0x1): its completions carry 64-bit request ids, which this GDA code does not read (it reads 16-bit ones)');
   });
 
+  // Review 3, finding 9: EFA's first device (0xefa0) builds a CQ from sub-CQs polled in turn; the device code polls one
+  // ring. The efa provider reports the PCI device id as the nic's device_id.
+  it('a NIC that is EFA device 0xefa0 (CQs of sub-CQs) on one PE: off everywhere, that PE says why; 0xefa1 is taken', () => {
+    const { pe0, pe1 } = run('sub-cq-pe1');
+    expect(pe0).toContain('status: EFA GDA off: PE 1 could not start GDA (its log says why)');
+    expect(pe1).toContain('status: EFA GDA off: rdmap0s0 is an EFA device 0xefa0, whose completion queues are made of sub-CQs polled in turn');
+    expect(pe0).not.toContain('0xefa1');
+  });
+
   it('an AV insert failing on one PE: the barrier after the inserts turns GDA off everywhere, no hang', () => {
     const { pe0, pe1, all } = run('av-fail-pe1');
     expect(pe0).toContain('init=-1 active=0 gathers=2');

@@ -311,6 +311,12 @@ struct fi_info *fi_dupinfo(const struct fi_info *in) {
 
 void fi_freeinfo(struct fi_info *i) {
     if (!i) return;
+    if (i->nic) {
+        free(i->nic->device_attr->name);
+        free(i->nic->device_attr->device_id);
+        free(i->nic->device_attr);
+        free(i->nic);
+    }
     free(i->domain_attr->name);
     free(i->fabric_attr->name);
     free(i->fabric_attr->prov_name);
@@ -337,6 +343,13 @@ int fi_getinfo(uint32_t, const char *, const char *, uint64_t, const struct fi_i
     // Small on purpose: the RX CQ must be sized for n_pes anyway. FAKE_RX_SIZE: this PE's (FI_EFA_RX_SIZE's stand-in).
     i->rx_attr->size = getenv("FAKE_RX_SIZE") ? strtoull(getenv("FAKE_RX_SIZE"), nullptr, 10) : 8;
     i->ep_attr->max_msg_size = 1ull << 30;
+    // FAKE_DEVICE_ID: a nic object whose device id is that (the efa provider's "0x%x" of the PCI device id).
+    if (const char *id = getenv("FAKE_DEVICE_ID")) {
+        i->nic = (struct fid_nic *)calloc(1, sizeof *i->nic);
+        i->nic->device_attr = (struct fi_device_attr *)calloc(1, sizeof *i->nic->device_attr);
+        i->nic->device_attr->name = strdup("rdmap0s0");
+        i->nic->device_attr->device_id = strdup(id);
+    }
     *info = i;
     return 0;
 }

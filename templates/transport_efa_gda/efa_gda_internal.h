@@ -180,7 +180,8 @@ struct RailAddress {
     uint64_t credits_base;
     uint8_t addr[96];
     uint32_t owned;                       /* owned queues opened on this rail */
-    uint32_t rx_entries;                  /* its RX CQ's entries: the immediate window is agreed from every PE's */
+    uint32_t rx_entries;                  /* its RX CQ's entries, 0 without unsolicited write receive: the immediate
+                                             window is agreed from every PE's */
     uint8_t owned_addr[NVSHMEM_EFA_GDA_MAX_OWNED][32]; /* their names (an efa-direct name is 32 bytes) */
 };
 struct PeerAddress {

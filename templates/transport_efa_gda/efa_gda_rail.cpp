@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 namespace efa_gda {
@@ -193,6 +194,16 @@ static void ask_delivered_once(Rail &rl) {
     if (rc) rl.delivered_once_why = std::string("FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused (") + fi_strerror(-rc) + ")";
 }
 
+/* Whether this process's efa provider receives an RDMA write with immediate unsolicited, with no receive posted
+ * (what the device code's immediates need: it posts none). efa-direct offers FI_RMA only on devices with unsolicited
+ * write receive, and GDA asks for FI_RMA; the provider then uses it unless FI_EFA_USE_UNSOLICITED_WRITE_RECV turns
+ * it off (default on), read here as libfabric reads a boolean parameter. */
+static bool unsolicited_write_recv() {
+    const char *v = getenv("FI_EFA_USE_UNSOLICITED_WRITE_RECV");
+    if (!v) return true;
+    return !(strcasecmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "off") == 0);
+}
+
 /* One rail's local set-up up to the point where peers are needed: its efa-direct fabric, domain, AV, GPU CQs,
  * endpoint, the SQ and doorbell mapped for the GPU, the slot marks, and its registered block of credit
  * counters and signal scratch. The queue's constants go to rl.host (written to the GPU in finish_start).
@@ -334,7 +345,9 @@ const char *start_rail(Gda &s, Rail &rl, const struct fi_info *nvshmem_info, Rai
     GDA_CU(s.cu.memAlloc(&rl.d_rx, sizeof rx), "allocating the GPU receive state");
     GDA_CU(s.cu.memcpyHtoD(rl.d_rx, &rx, sizeof rx), "writing the GPU receive state");
     h.rx_cq = (nvshmemx_efa_gda_rx_cq_t *)(uintptr_t)rl.d_rx;
-    me->rx_entries = rl.rx.attr.num_entries; /* the immediate window (st.imm_window) is agreed from every PE's */
+    /* The immediate window (st.imm_window) is agreed from every PE's: none where immediates would need posted
+     * receives, so that no PE sends any. */
+    me->rx_entries = unsolicited_write_recv() ? rl.rx.attr.num_entries : 0;
     size_t len = sizeof me->addr;
     if ((rc = fi_getname(&rl.ep->fid, me->addr, &len))) {
         snprintf(why, whylen, "fi_getname failed (%s)", fi_strerror(-rc));

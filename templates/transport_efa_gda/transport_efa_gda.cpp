@@ -350,9 +350,14 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
     /* The immediate window of each common rail: a sender keeps up to imm_window immediates unconsumed at each PE, so
      * the window must fit the smallest receiver's RX CQ, not the sender's own (a PE with a smaller FI_EFA_RX_SIZE
      * would be overrun: review 2 #11, review 3 #10). */
+    /* A PE whose provider takes immediates only into posted receives publishes 0 entries: no PE sends immediates. */
+    int no_unsolicited = -1;
     for (size_t k = 0; k < common; k++) {
         uint32_t least = all[0].rail[k].rx_entries;
-        for (int pe = 1; pe < boot->n_pes; pe++) least = all[pe].rail[k].rx_entries < least ? all[pe].rail[k].rx_entries : least;
+        for (int pe = 0; pe < boot->n_pes; pe++) {
+            least = all[pe].rail[k].rx_entries < least ? all[pe].rail[k].rx_entries : least;
+            if (!all[pe].rail[k].rx_entries && no_unsolicited < 0) no_unsolicited = pe;
+        }
         g->rail(k).st.imm_window = least / (uint32_t)boot->n_pes;
     }
     /* The common owned-queue count: the fewest any PE opened on any of the common rails (owned_asked >= 0 here: a
@@ -437,11 +442,17 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
                                 : !g_delivered_once ? std::string("GDA signals off: ") + g_delivered_once_why
                                                     : "GDA signals on (every PE's GPU orders GPUDirect RDMA writes and every "
                                                       "NIC delivers a write once)";
+    char imms[200];
+    if (no_unsolicited >= 0)
+        snprintf(imms, sizeof imms, "immediates off: PE %d's provider would take them only into posted receives "
+                 "(FI_EFA_USE_UNSOLICITED_WRITE_RECV off there)", no_unsolicited);
+    else
+        snprintf(imms, sizeof imms, "%u immediates in flight per sender", g->host_state.rail[0].imm_window);
     set_status("EFA GDA active %s: efa-direct, QP%s %s, SQ %u x %u B (max_batch %u), TX CQ %u x %u B, RX CQ %u x %u B "
-               "(%u immediates in flight per sender), CQ dma-buf %s, GPU waits bounded at %d ms (%s), %s, %d PEs%s",
+               "(%s), CQ dma-buf %s, GPU waits bounded at %d ms (%s), %s, %d PEs%s",
                rails, g->n_rails() == 1 ? "" : "s", qps.c_str(), r0.sq_attr.num_entries, r0.sq_attr.entry_size, r0.sq_attr.max_batch,
                r0.tx.attr.num_entries, r0.tx.attr.entry_size, r0.rx.attr.num_entries, r0.rx.attr.entry_size,
-               g->host_state.rail[0].imm_window, r0.tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", timeout_ms,
+               imms, r0.tx.pcie_mapping ? "PCIe-mapped" : "plain (no PCIe mapping type)", timeout_ms,
                kTimeoutEnv, signals.c_str(), boot->n_pes, owned.c_str());
     return 0;
 }

@@ -411,6 +411,17 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     expect(pe0).not.toContain('0xefa1');
   });
 
+  // Review 3, finding 10: immediates only where every receiver takes them unsolicited. A provider with
+  // FI_EFA_USE_UNSOLICITED_WRITE_RECV off needs a posted receive per write-with-immediate, and GDA posts none.
+  it('a PE whose provider takes immediates only into posted receives: GDA stays on, no PE sends immediates, the status says whose', () => {
+    const r = run('unsolicited-off-pe1');
+    for (const [me, out] of [[0, r.pe0], [1, r.pe1]] as const) {
+      expect(out).toContain('init=0 active=1 gathers=3');
+      expect(out).toContain(`state: abi=8 my_pe=${me} n_pes=2 n_rails=1 imm_window=0 `);
+      expect(out).toContain("(immediates off: PE 1's provider would take them only into posted receives (FI_EFA_USE_UNSOLICITED_WRITE_RECV off there))");
+    }
+  });
+
   it('an AV insert failing on one PE: the barrier after the inserts turns GDA off everywhere, no hang', () => {
     const { pe0, pe1, all } = run('av-fail-pe1');
     expect(pe0).toContain('init=-1 active=0 gathers=2');

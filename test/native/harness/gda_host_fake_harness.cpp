@@ -8,7 +8,7 @@
 // and with two NICs per PE (FAKE_RAILS: the domain names NVSHMEM hands over, one rail each): rails2,
 // rail1-fails-pe1, rails-none-pe1, rails-dup, rails-env-pe0, rails-region-fail-pe1; owned queues: owned3,
 // owned-rails2, owned-limit-pe1, owned-bad; finish-fail-pe1 (start-up fails on one PE after the last all-gather);
-// gdr-unordered-pe1, gdr-unknown-pe0, gdr-all-devices (GPUDirect RDMA write ordering); rx-larger-pe1; wq-caps-64-pe1; sub-cq-pe1; timeout-250, timeout-bad,
+// gdr-unordered-pe1, gdr-unknown-pe0, gdr-all-devices (GPUDirect RDMA write ordering); rx-larger-pe1; wq-caps-64-pe1; sub-cq-pe1; unsolicited-off-pe1; timeout-250, timeout-bad,
 // timeout-zero (NVSHMEM_EFA_GDA_TIMEOUT_MS).
 #include <dlfcn.h>
 #include <poll.h>
@@ -106,6 +106,8 @@ std::map<std::string, std::vector<std::map<std::string, std::string>>> scenarios
         {"wq-caps-64-pe1", {on(), on({{"FAKE_WQ_CAPS", "1"}})}},
         // PE 1's NIC is the first EFA device (0xefa0: CQs made of sub-CQs); PE 0's a later one (0xefa1).
         {"sub-cq-pe1", {on({{"FAKE_DEVICE_ID", "0xefa1"}}), on({{"FAKE_DEVICE_ID", "0xefa0"}})}},
+        // PE 1's provider takes write-with-immediate only into posted receives: no PE sends immediates.
+        {"unsolicited-off-pe1", {on({{"FI_EFA_USE_UNSOLICITED_WRITE_RECV", "1"}}), on({{"FI_EFA_USE_UNSOLICITED_WRITE_RECV", "off"}})}},
         // NVSHMEM_EFA_GDA_TIMEOUT_MS: a bound of 250 ms in the state; a malformed one keeps GDA from starting.
         {"timeout-250", {on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "250"}}), on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "250"}})}},
         {"timeout-bad", {on({{"NVSHMEM_EFA_GDA_TIMEOUT_MS", "5s"}}), on()}},

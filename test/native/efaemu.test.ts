@@ -423,7 +423,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
       'put to a target that has not inserted the initiator: REMOTE_ERROR_UNKNOWN_PEER (14) through quiet',
       'put with a wrong rkey: REMOTE_ERROR_BAD_ADDRESS (7)',
       'a put after the errors still works (errors do not break the QP)',
-      'a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2)',
+      'a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2), and the queue unusable (a local failure)',
       'after it, the QP is in error: FLUSHED (1)',
       'failed and flushed WQEs left the target\'s memory untouched',
       'the good put landed',
@@ -439,6 +439,22 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/A: FAIL EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: .*: post 0 quiet 0 failed 0/);
     const bad = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_PATH: 'sideways' });
     expect(bad.out).toContain('EFAEMU_FAIL_PATH=sideways: expected rdm, gda or all');
+  });
+
+  // A peer that stopped answering (review 3, finding 6): EFAEMU_FAIL_AS_TARGET in one PE's environment fails what is
+  // sent to that PE, and only that; what it sends goes through.
+  it('GDA fault injection: EFAEMU_FAIL_AS_TARGET=gda on one PE fails the writes and reads sent to it, not its own', () => {
+    const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-refuse-'));
+    gda('refuse-target', [
+      "EFAEMU_FAIL_AS_TARGET=gda on B: A's 4 puts and 1 get to B fail with UNRESP_REMOTE (13)",
+      "A's refused puts left B's memory untouched",
+      "B's put to A completes",
+      "B's puts to A landed (B refuses as a target only)",
+    ], { EFAEMU_STATS: stats });
+    const refused = readdirSync(stats).map((f) => JSON.parse(readFileSync(path.join(stats, f), 'utf8'))).map((d) => d.faults?.refused ?? 0);
+    expect(refused.sort()).toEqual([0, 5]);
+    const bad = runner(dir)('efaemu_gda_test', ['fail-every'], { EFAEMU_FAIL_AS_TARGET: 'sideways' });
+    expect(bad.out).toContain('EFAEMU_FAIL_AS_TARGET=sideways: expected rdm, gda or all');
   });
 
   it('GDA with CQs in (stand-in) GPU memory over dma-buf fds and the SQ registered IOMEMORY, through the interposer', () =>

@@ -106,6 +106,12 @@ Config load() {
         else if (!strcmp(v, "gda")) c.fail_path = 1;
         else if (strcmp(v, "all") && c.error.empty()) c.error = std::string("EFAEMU_FAIL_PATH=") + v + ": expected rdm, gda or all";
     }
+    if (const char *v = getenv("EFAEMU_FAIL_AS_TARGET")) {
+        if (!strcmp(v, "rdm")) c.fail_as_target = 0;
+        else if (!strcmp(v, "gda")) c.fail_as_target = 1;
+        else if (!strcmp(v, "all")) c.fail_as_target = -1;
+        else if (c.error.empty()) c.error = std::string("EFAEMU_FAIL_AS_TARGET=") + v + ": expected rdm, gda or all";
+    }
     env_uint(&c, "EFAEMU_REORDER", &c.reorder, 0, 1u << 20);
     env_uint(&c, "EFAEMU_SEED", &c.seed, 0, UINT64_MAX);
     uint64_t ms = 0;

@@ -16,6 +16,9 @@ struct Config {
     uint64_t fail_every = 0;       // EFAEMU_FAIL_EVERY=N: every Nth operation completes with an error
     int fail_path = -1;            // EFAEMU_FAIL_PATH=rdm|gda: count and fail only that path's operations (-1: all)
     uint32_t fail_status = 13;     // EFAEMU_FAIL_STATUS: the EFA status it completes with (13: UNRESP_REMOTE)
+    int fail_as_target = -2;       // EFAEMU_FAIL_AS_TARGET=rdm|gda|all: this process's NICs refuse every remote write
+                                   //   and read of that path (-1: all; -2: none), which complete at their initiator
+                                   //   with EFAEMU_FAIL_STATUS: a peer that stopped answering, the others unharmed
     uint32_t reorder = 0;          // EFAEMU_REORDER=W: hold up to W completions and release them shuffled
     uint64_t delay_min_ns = 0;     // EFAEMU_DELAY_US=min[-max]: delay every completion by a random amount
     uint64_t delay_max_ns = 0;

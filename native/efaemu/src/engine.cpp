@@ -619,6 +619,15 @@ void Engine::handle(Nic &nic, const MsgHdr &h, const uint8_t *payload) {
     Target *target = t->second.t;
     if (h.status) return;  // the initiator could not produce this chunk; it fails the op itself
     std::string pk = peer_key(h.src.gid);
+    // EFAEMU_FAIL_AS_TARGET: this PE refuses the path's remote writes and reads, as a peer that stopped answering;
+    // each fails at its initiator (once: on a write's first chunk), whoever else that initiator writes to.
+    const int refuse = config().fail_as_target;
+    if ((h.type == kMsgWrite || h.type == kMsgReadReq) && (refuse == -1 || refuse == (int)path)) {
+        if (h.type == kMsgReadReq) reply(nic, h, kMsgReadResp, config().fail_status, kFlagLast);
+        else if (h.offset == 0) reply(nic, h, kMsgAck, config().fail_status, 0);
+        if (h.offset == 0) stats().fault("refused");
+        return;
+    }
     switch (h.type) {
         case kMsgWrite: {
             MemRef mem;

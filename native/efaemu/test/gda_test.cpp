@@ -10,7 +10,7 @@
 // provider allows) except in `gpu-cq`, where they are the stand-in driver's "GPU memory" handed over as
 // dma-buf fds, as the GPU runs do.
 //
-// Scenarios: ops, owned (owned queues: endpoints of their own), errors, fail-every, gpu-cq. Lines "A|B: ok <check>" / "A|B: FAIL <check>: why".
+// Scenarios: ops, owned (owned queues: endpoints of their own), errors, fail-every, refuse-target, gpu-cq. Lines "A|B: ok <check>" / "A|B: FAIL <check>: why".
 #include "gda_pe.h"
 
 #include <dlfcn.h>
@@ -341,9 +341,10 @@ int errors(Pair &pair) {
         efa_gda_piece pc{(uint64_t)p.heap, p.all[1].heap + 3 * M, 64, p.local[0].key, p.all[1].rkey[0]};
         raw_wqe(p, efa_gda_desc(NVSHMEMX_EFA_GDA_OP_WRITE, p.peers[1], pc, false, 0), true);
         q = efa_gda_quiet(&p.s);
-        expect(q == EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, "a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2)",
-               fmt("quiet %d", q));
-        p.qp.error = 0;
+        expect(q == EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR && p.qp.fatal == EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR,
+               "a WQE with the wrong phase: LOCAL_ERROR_QP_INTERNAL_ERROR (2), and the queue unusable (a local failure)",
+               fmt("quiet %d fatal %u", q, p.qp.fatal));
+        p.qp.error = p.qp.fatal = 0;  // to see what the NIC does with what follows
         e = efa_gda_put_nbi(&p.s, p.heap + 3 * M + 4096, p.heap, 4096, 1);
         q = efa_gda_quiet(&p.s);
         expect(e == 0 && q == EFA_IO_COMP_STATUS_FLUSHED, "after it, the QP is in error: FLUSHED (1)", fmt("post %d quiet %d", e, q));
@@ -379,6 +380,43 @@ int fail_every(Pair &pair) {
         expect(e == 0 && q == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE && p.qp.error_count == 2,
                "EFAEMU_FAIL_EVERY=4 fails WQEs 4 and 8 of 8: quiet reports UNRESP_REMOTE (13), 2 failed completions",
                fmt("post %d quiet %d failed %u", e, q, p.qp.error_count));
+    }
+    sync(pair);
+    close_pe(p);
+    return finish(pair);
+}
+
+// ---- refuse-target (EFAEMU_FAIL_AS_TARGET=gda set by B alone) ----------------------------------------------------
+// B refuses every GDA write and read sent to it, as a peer that stopped answering: A's puts and get to B fail with
+// EFAEMU_FAIL_STATUS (13), moving nothing; B's own puts to A go through.
+
+int refuse_target(Pair &pair) {
+    if (!pair.a) setenv("EFAEMU_FAIL_AS_TARGET", "gda", 1);  // before B's provider reads its configuration
+    Pe p;
+    setup(pair, p);
+    if (pair.a) {
+        int e = 0;
+        for (int i = 0; i < 4; i++) e |= efa_gda_put_nbi(&p.s, p.heap + 2 * M + i * 4096, p.heap + i * 4096, 4096, 1);
+        e |= efa_gda_get_nbi(&p.s, p.heap + 5 * M, p.heap + 4 * M, 4096, 1);
+        const int q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE && p.qp.error_count == 5,
+               "EFAEMU_FAIL_AS_TARGET=gda on B: A's 4 puts and 1 get to B fail with UNRESP_REMOTE (13)",
+               fmt("post %d quiet %d failed %u", e, q, p.qp.error_count));
+        sync(pair);  // B's puts to A
+        sync(pair);
+        bool landed = true;
+        for (uint64_t i = 0; i < 4096; i++) landed = landed && p.heap[7 * M + i] == pattern(1, 6 * M + i);
+        expect(landed, "B's puts to A landed (B refuses as a target only)");
+    } else {
+        sync(pair);
+        bool untouched = true;
+        for (uint64_t off : {2 * M, 2 * M + 3 * 4096})
+            for (uint64_t i = 0; i < 64; i++) untouched = untouched && p.heap[off + i] == pattern(1, off + i);
+        expect(untouched, "A's refused puts left B's memory untouched");
+        const int e = efa_gda_put_nbi(&p.s, p.heap + 7 * M, p.heap + 6 * M, 4096, 0);
+        const int q = efa_gda_quiet(&p.s);
+        expect(e == 0 && q == 0, "B's put to A completes", fmt("post %d quiet %d", e, q));
+        sync(pair);
     }
     sync(pair);
     close_pe(p);
@@ -546,6 +584,7 @@ int main(int argc, char **argv) {
     if (s == "errors") return errors(pair);
     if (s == "owned") return owned(pair);
     if (s == "fail-every") return fail_every(pair);
+    if (s == "refuse-target") return refuse_target(pair);
     if (s == "gpu-cq") return gpu_cq(pair);
     die("unknown scenario " + s);
 }

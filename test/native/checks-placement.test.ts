@@ -215,6 +215,31 @@ echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
     expect(existsSync(path.join(tmp, 'results', 'neg_no_quiet.wide.pe0.log'))).toBe(true);
   });
 
+  // gda_pe_errors: PE 1 alone refuses GDA writes (RANK_ENV), PE 0 judges. The stand-in says what PE 0's kernel would
+  // (FAKE_SHARED_ERRORS: the queue-wide errors of before ABI 8, PE 0's own wait failing with PE 1's error).
+  it('gda_pe_errors: only PE 1 refuses GDA; PE 0\'s own traffic going on passes, its wait failing with PE 1\'s error fails', () => {
+    const tmp = scratch();
+    const pe = standIn(path.join(tmp, 'pe_test'), `
+echo "refuse=\${EFAEMU_FAIL_AS_TARGET:-none} mode=\${@: -1}" > "${tmp}/pe.$RANK"
+echo "PE$RANK RESULT init_status initialized"
+[ "$RANK" = 1 ] && exit 0
+if [ -n "\${FAKE_SHARED_ERRORS:-}" ]; then
+  echo "PE0 RESULT pe_errors kernel no error; put to PE 1 0, wait for PE 1 13, put to PE 0 0, wait for PE 0 13, wait for PE 1 again 13"
+  echo "PE0 ok pe_errors: PE 1 refusing, the wait for PE 1 reports its failed completion"
+  echo "PE0 FAIL pe_errors: after PE 1's failure, a 65536 B put to PE 0 posts, its wait returns 0 and every byte landed: wait for PE 0 13"; exit 1
+fi
+echo "PE0 RESULT pe_errors kernel no error; put to PE 1 0, wait for PE 1 13, put to PE 0 0, wait for PE 0 0, wait for PE 1 again 13"
+echo "PE0 ok pe_errors: PE 1 refusing, the wait for PE 1 reports its failed completion"
+echo "PE0 ok pe_errors: after PE 1's failure, a 65536 B put to PE 0 posts, its wait returns 0 and every byte landed"
+`);
+    const ok = checks(tmp, ['gda_pe_errors'], { PE_TEST: pe });
+    expect(ok.stdout, ok.out).toMatch(/^RESULT\tgda_pe_errors\tpass\tPE 1 refusing GDA \(EFAEMU_FAIL_AS_TARGET=gda, .*\): kernel no error; put to PE 1 0, wait for PE 1 13, put to PE 0 0, wait for PE 0 0/m);
+    expect(seen(tmp, 'pe.0')).toBe('refuse=none mode=pe_errors');
+    expect(seen(tmp, 'pe.1')).toBe('refuse=gda mode=pe_errors');
+    const shared = checks(tmp, ['gda_pe_errors'], { PE_TEST: pe, FAKE_SHARED_ERRORS: '1' });
+    expect(shared.stdout, shared.out).toMatch(/^RESULT\tgda_pe_errors\tfail\trc 1\/0; .*wait for PE 0 13.*\(an error of PE 1's must fail PE 1's wait alone\)/m);
+  }, 180_000);
+
   // deepep_silent_bound's verdict with a stand-in for DeepEP's test: both ranks print the shim's trap message and fail;
   // PE 0 ends FAKE_PE0_EXIT_S after PE 1. A rank may take until the check's allowance (start-up + bound + 10 s), not the
   // harness's 15 s after its peer failed (1x H200: PE 0 was stopped in cudaDeviceSynchronize 15 s after PE 1 ended).

@@ -99,7 +99,7 @@ describe('selftest: what the host and the work dir offer', () => {
     const s = await survey(opts(w), host({ gpus: 1 }));
     expect(s.hostGpus).toBe(1);
     const gpuChecks = SELFTEST_CHECKS.filter((c) => c.needs.includes('gpus'));
-    expect(gpuChecks.length).toBe(20);
+    expect(gpuChecks.length).toBe(21);
     for (const c of gpuChecks) expect(skipReason(c.needs, s) ?? '', c.id).not.toMatch(/GPU/);
     for (const c of gpuChecks) expect(place(c.pes ?? 2, 1, 'auto'), c.id).toEqual({ pes: c.pes ?? 2, gpus: 1, shared: true });
     expect(SELFTEST_CHECKS.find((c) => c.id === 'deepep_shrink')!.pes).toBe(6);
@@ -392,7 +392,7 @@ describe('selftest: table, exit status, JSON', () => {
     const results = path.join(w.wd, 'never');
     const r = await runSelftest({ workDir: w.wd, json: false, results }, host({ gpus: 0, unshare: false }), []);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/0 passed, 0 failed, 22 skipped/);
+    expect(r.out).toMatch(/0 passed, 0 failed, 23 skipped/);
     const { existsSync } = await import('node:fs');
     expect(existsSync(results)).toBe(false);
   });

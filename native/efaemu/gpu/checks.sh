@@ -45,8 +45,8 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECKS=(fi_info fabtests nvshmem_perf gda_kernel gda_rails deepep_ll deepep_ll_4pes deepep_rails deepep_counters deepep_shrink deepep_pressure
-  ll_pattern normal_mode neg_fail_injection neg_wrong_provider neg_no_quiet neg_signal_other_rail neg_ignore_error silent_bound
-  deepep_silent_bound device_api neg_device_api)
+  ll_pattern normal_mode neg_fail_injection neg_wrong_provider neg_no_quiet neg_signal_other_rail neg_ignore_error gda_pe_errors
+  silent_bound deepep_silent_bound device_api neg_device_api)
 
 # The unkind modes of efaemu (native/efaemu/README.md says what each models; issue 21). The defaults keep a DeepEP run
 # inside a check's bound: a window of 16 held writes, 20-400 us between the completion and the bytes, 1% of writes
@@ -349,6 +349,8 @@ fi
 # rank's own namespace arguments, which then name its host), logs NAME.pe<R>.log, statistics in stats-NAME/. Once one
 # rank fails, the others get 15 s before they are stopped: a failure ends the run, it never hangs it. Sets RCS (one exit
 # status per rank), RC0 and RC1 (the first two), ELAPSED.
+# RANK_ENV[R]: more environment words for rank R alone (a check sets and clears it: gda_pe_errors' refusing PE).
+RANK_ENV=()
 run_n() {
   local name=$1 extra=$2; shift 3
   local n=${PLACE_PES:-2} st="$RESULTS/stats-$name" start r a now failed_at='' ended_at='' left
@@ -366,7 +368,7 @@ run_n() {
     OWN_HOST=(); [ "$own" = 1 ] && own_host_argv "$r"
     # EFAEMU_DUMP_SIGNAL: stop_rank asks a rank it is about to kill for efaemu's state dump (every thread's backtrace).
     # shellcheck disable=SC2046 # pe_env and EXTRA_ENV are words
-    env $(pe_env "$r") EFAEMU_STATS="$st" EFAEMU_DUMP_SIGNAL=1 RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} $extra \
+    env $(pe_env "$r") EFAEMU_STATS="$st" EFAEMU_DUMP_SIGNAL=1 RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} $extra ${RANK_ENV[$r]:-} \
       timeout -k 10 "$T" "${OWN_HOST[@]}" "${expanded[@]}" >"$RESULTS/$name.pe$r.log" 2>&1 &
     RUN_PIDS+=($!) RCS+=("")
   done
@@ -965,6 +967,26 @@ check_neg_ignore_error() {  # pe_test ignore_error: a kernel that ignores a fail
     result neg_ignore_error pass "caught under $inject (rc $rc_m; PE 0's kernel reported success, PE 1: $why); passes without"
   else
     result neg_ignore_error fail "under $inject: rc $rc_m, PE 1 ${why:-found nothing wrong}; without: rc $RC0/$RC1 (caught needs PE 1 to fail under injection and both to pass without)"
+  fi
+}
+
+# gda_pe_errors (review 3, finding 6): PE 1 refuses the GDA writes sent to it (EFAEMU_FAIL_AS_TARGET=gda in its
+# environment alone), and PE 0 puts to PE 1, then to itself: its wait for PE 1 must report the failure, its wait for
+# itself return 0 with its data in place. One dead peer must not stop the traffic to the others.
+check_gda_pe_errors() {
+  need gda_pe_errors PE_TEST NVSHMEM_HOME EFAEMU_BUILD LIBFABRIC_HOME || return
+  placed gda_pe_errors 2 || return
+  rm -f "$RESULTS/uid-pe-errors"
+  RANK_ENV=([1]="EFAEMU_FAIL_AS_TARGET=gda")
+  CHECK_TIMEOUT=120 T=120 run_n gda_pe_errors "NVSHMEM_EFA_GDA_ENABLE=1 $(shared_bound)" -- "$PE_TEST" --rank @R@ --uid-file "$RESULTS/uid-pe-errors" pe_errors
+  RANK_ENV=()
+  local got refused
+  got=$(grep -h -m1 'RESULT pe_errors' "$RESULTS/gda_pe_errors.pe0.log" | sed 's/.*RESULT pe_errors //' | cut -c1-220)
+  refused=$(estat gda_pe_errors faults.refused)
+  if [ "$RC0" = 0 ] && [ "$RC1" = 0 ] && [ "$(grep -c 'ok pe_errors' "$RESULTS/gda_pe_errors.pe0.log")" = 2 ]; then
+    result gda_pe_errors pass "PE 1 refusing GDA (EFAEMU_FAIL_AS_TARGET=gda, $refused refused): $got; PE 0's own put landed; $(placement_note)"
+  else
+    result gda_pe_errors fail "rc $RC0/$RC1; ${got:-no result}; $(pattern_why gda_pe_errors) (an error of PE 1's must fail PE 1's wait alone)"
   fi
 }
 

@@ -19,6 +19,9 @@
 //   MODE ignore_error  the negative control of a kernel that ignores NIC errors: PE 0 puts 1024 x 4 KiB to PE 1 and
 //               quiets, ignoring every return value, then announces the data with an NVSHMEM atomic and reports
 //               success; PE 1 checks every byte. Passes without injected failures; EFAEMU_FAIL_EVERY must make PE 1 fail
+//   MODE pe_errors  a failure stays with its PE (review 3, finding 6): PE 1 refuses GDA writes sent to it
+//               (EFAEMU_FAIL_AS_TARGET=gda in its environment); PE 0 puts to PE 1, then to itself over GDA: its wait
+//               for PE 1 reports the failure, its wait for itself returns 0, and its own data lands
 //   MODE init   init, print the GDA status, finalize (negative controls)
 // The target's waits in gda and ignore_error are bounded by NVSHMEM_EFA_GDA_TIMEOUT_MS when it is set (the product's
 // own bound, so that under EFAEMU_SILENT_AFTER_ERROR every process ends within it), else 60 s.
@@ -663,6 +666,60 @@ int ignore_error() {
     }
     return 0;
 }
+
+// ---- pe_errors: a failure stays with the PE it belongs to (review 3, finding 6) ---------------------------------
+// rc: [0] the put to PE 1, [1] the wait for PE 1, [2] the put to PE 0 after it, [3] the wait for PE 0, [4] the wait
+// for PE 1 again. One thread posts and waits, each on the rail the device API's policy gives the PE.
+constexpr uint64_t kPeErrorsLen = 64 << 10;
+__global__ void pe_errors_kernel(nvshmemx_efa_gda_device_state_t *s, uint8_t *base, int *rc) {
+    if (threadIdx.x != 0) return;
+    const uint32_t to1 = efa_gda_rail_of(s, 1, 0), to0 = efa_gda_rail_of(s, 0, 0);
+    rc[0] = efa_gda_put_nbi_on(s, to1, base + kQuiet, base + kSrc, kPeErrorsLen, 1);
+    rc[1] = efa_gda_quiet_rail_pe(s, to1, 1);
+    rc[2] = efa_gda_put_nbi_on(s, to0, base + kQuiet, base + kSrc, kPeErrorsLen, 0);
+    rc[3] = efa_gda_quiet_rail_pe(s, to0, 0);
+    rc[4] = efa_gda_quiet_rail_pe(s, to1, 1);
+}
+
+int pe_errors() {
+    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
+    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
+    if (!s) {
+        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL: " + gda_status());
+        _exit(1);
+    }
+    auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
+    CUDA_OK(cudaMemset(base + 8 * M, 0, kSpan - 8 * M));
+    fill<<<132, 256>>>(base, 8 * M, g_rank);
+    int *rc;
+    CUDA_OK(cudaMalloc(&rc, 5 * sizeof(int)));
+    CUDA_OK(cudaMemset(rc, 0xff, 5 * sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    nvshmem_barrier_all();
+    if (g_rank == 0) {
+        line("RESULT", "gda_status " + gda_status());
+        pe_errors_kernel<<<1, 32>>>(s, base, rc);
+        const cudaError_t ke = cudaDeviceSynchronize();
+        int h[5] = {-1, -1, -1, -1, -1};
+        if (ke == cudaSuccess) CUDA_OK(cudaMemcpy(h, rc, sizeof h, cudaMemcpyDeviceToHost));
+        const std::string got = fmt("kernel %s; put to PE 1 %d, wait for PE 1 %d, put to PE 0 %d, wait for PE 0 %d, wait for PE 1 again %d",
+                                    cudaGetErrorString(ke), h[0], h[1], h[2], h[3], h[4]);
+        line("RESULT", "pe_errors " + got);
+        const uint64_t bad = ke == cudaSuccess ? bad_bytes(base + kQuiet, kPeErrorsLen, 0, kSrc) : kPeErrorsLen;
+        expect(ke == cudaSuccess && h[0] == 0 && h[1] > 0 && h[1] < 0x100 && h[4] == h[1],
+               "pe_errors: PE 1 refusing, the wait for PE 1 reports its failed completion", got);
+        expect(ke == cudaSuccess && h[2] == 0 && h[3] == 0 && bad == 0,
+               fmt("pe_errors: after PE 1's failure, a %llu B put to PE 0 posts, its wait returns 0 and every byte landed",
+                   (unsigned long long)kPeErrorsLen),
+               fmt("%s; %llu bytes wrong", got.c_str(), (unsigned long long)bad));
+    }
+    nvshmem_barrier_all();
+    if (g_failures) {
+        line("RESULT", fmt("failures %d", g_failures));
+        _exit(1);
+    }
+    return 0;
+}
 #endif
 
 }  // namespace
@@ -677,7 +734,7 @@ int main(int argc, char **argv) {
         else mode = argv[i];
     }
     if (g_rank < 0 || g_rank > 1 || !uid || !mode) {
-        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] [--owned N] perf|lazy|gda|ignore_error|init\n");
+        fprintf(stderr, "usage: pe_test --rank 0|1 --uid-file FILE [--rails N] [--owned N] perf|lazy|gda|ignore_error|pe_errors|init\n");
         return 2;
     }
     int dev = -1;
@@ -701,6 +758,7 @@ int main(int argc, char **argv) {
 #ifdef PE_TEST_GDA
     else if (m == "gda") gda();
     else if (m == "ignore_error") ignore_error();
+    else if (m == "pe_errors") pe_errors();
 #endif
     else if (m == "init") line("RESULT", "gda_status " + gda_status());
     else fail("mode", m + " is not built into this pe_test");

@@ -438,10 +438,16 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
     std::string owned;
     if (owned_common > 0 || owned_fewest >= 0)
         owned = ", " + std::to_string(owned_common) + " owned queue" + (owned_common == 1 ? "" : "s") + " per rail" + owned_note;
-    const std::string signals = !g_signals_ordered   ? std::string("GDA signals off: ") + g_signals_why
-                                : !g_delivered_once ? std::string("GDA signals off: ") + g_delivered_once_why
-                                                    : "GDA signals on (every PE's GPU orders GPUDirect RDMA writes and every "
-                                                      "NIC delivers a write once)";
+    std::string signals = !g_signals_ordered   ? std::string("GDA signals off: ") + g_signals_why
+                          : !g_delivered_once ? std::string("GDA signals off: ") + g_delivered_once_why
+                                              : "GDA signals on (every PE's GPU orders GPUDirect RDMA writes and every "
+                                                "NIC delivers a write once)";
+    /* Review 3, finding 5: puts and DeepEP's tokens stay on GDA without the promise. NVSHMEM's own path writes them
+     * with the same NIC's RDMA writes (libfabric's fi_write), so moving them there would not remove the exposure;
+     * said, not hidden (docs/ordering.md section 3). */
+    if (!g_delivered_once)
+        signals += "; puts stay on GDA: a late copy of one may land again in a reused buffer, as NVSHMEM's own RDMA "
+                   "writes through that NIC may";
     char imms[200];
     if (no_unsolicited >= 0)
         snprintf(imms, sizeof imms, "immediates off: PE %d's provider would take them only into posted receives "

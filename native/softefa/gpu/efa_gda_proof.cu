@@ -212,7 +212,12 @@ __global__ void credits_kernel(nvshmemx_efa_gda_device_state_t *s0, nvshmemx_efa
     }
     if (take_every_ns == 0) return;
     uint32_t got = 0;
+    const uint64_t give_up = efa_gda_now_ns() + 20000000000ull;  // a sender that stopped must not hang the receiver
     while (got < n) {
+        if (efa_gda_now_ns() > give_up) {
+            *recv_ret = -NVSHMEMX_EFA_GDA_ERR_TIMEOUT;
+            break;
+        }
         const uint64_t t0 = efa_gda_now_ns();
         while (efa_gda_now_ns() - t0 < take_every_ns) {
         }
@@ -532,7 +537,9 @@ struct Rig {
         emu.add_region({kLkeySrc, (uint64_t)src, kBuf, false, false});
         emu.add_region({kLkeyDstLo, (uint64_t)dst, kSplit, false, false});
         emu.add_region({kLkeyDstHi, (uint64_t)dst + kSplit, kBuf - kSplit, false, false});
-        emu.add_region({kRkeySrc, (uint64_t)src, kBuf, true, false});
+        // Remote read and write, as NVSHMEM registers its heap: a refused post's filler is a 0-byte write into the next
+        // PE's first region (efa_gda_fill_slot), which is this one (1x H200: write-protected, every filler failed).
+        emu.add_region({kRkeySrc, (uint64_t)src, kBuf, true, true});
         emu.add_region({kRkeyDstLo, (uint64_t)dst, kSplit, false, true});
         emu.add_region({kRkeyDstHi, (uint64_t)dst + kSplit, kBuf - kSplit, false, true});
         emu.add_region({kRkeyCredits, (uint64_t)(cred_words + 8), 16, true, false});
@@ -876,16 +883,6 @@ int negative_cases(Rig &rig) {
                    ", targets untouched " + std::to_string(poisoned));
     }
 
-    const size_t before = rig.emu.violations().size();
-    post_overbatch<<<1, 1>>>(rig.state, rig.src, rig.dst, d_ret);
-    if (!wait_gpu("over-batched doorbell")) return failures + 1;
-    auto v = rig.emu.violations();
-    bool caught = v.size() > before;
-    for (size_t i = before; i < v.size(); i++) caught &= v[i].what.find("written past doorbell") != std::string::npos;
-    report(caught, "a poster staging " + std::to_string(2 * kMaxBatch) + " WQEs under one doorbell (max_batch " +
-                       std::to_string(kMaxBatch) + ") is reported by the software EFA" + (caught ? ": " + v.back().what : ""));
-    g_expected.push_back({before, v.size()});
-
     // Credits. Drain anything left, then a sender of 4 x window immediates against a receiver taking one
     // every 20 us: all arrive, the sender refreshed its credits, no overrun.
     const uint32_t window = kRx / 2;
@@ -929,7 +926,7 @@ int negative_cases(Rig &rig) {
     if (!wait_gpu("RX overrun")) return failures + 1;
     int oret[2];
     CK(cudaMemcpy(oret, d_ret, 8, cudaMemcpyDeviceToHost));
-    v = rig.emu.violations();
+    auto v = rig.emu.violations();
     bool named = v.size() > vb;
     for (size_t i = vb; i < v.size(); i++) named &= v[i].what.find("RX CQ overrun") != std::string::npos;
     report(oret[0] == 0 && oret[1] == -NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN && named,
@@ -937,6 +934,18 @@ int negative_cases(Rig &rig) {
                std::to_string(NVSHMEMX_EFA_GDA_ERR_RX_OVERRUN) + "), the software EFA reports " + std::to_string(v.size() - vb) +
                (named ? ": " + v.back().what : ""));
     g_expected.push_back({vb, v.size()});
+
+    // Breaking max_batch puts the QP in the error state (send_queue.h), so it comes last, before the QP error case.
+    const size_t before = rig.emu.violations().size();
+    post_overbatch<<<1, 1>>>(rig.state, rig.src, rig.dst, d_ret);
+    if (!wait_gpu("over-batched doorbell")) return failures + 1;
+    v = rig.emu.violations();
+    bool caught = v.size() > before;
+    for (size_t i = before; i < v.size(); i++) caught &= v[i].what.find("written past doorbell") != std::string::npos;
+    report(caught, "a poster staging " + std::to_string(2 * kMaxBatch) + " WQEs under one doorbell (max_batch " +
+                       std::to_string(kMaxBatch) + ") is reported by the software EFA" + (caught ? ": " + v.back().what : ""));
+    g_expected.push_back({before, v.size()});
+    rig.clear_error();  // its QP_INTERNAL_ERROR made the queue unusable (ABI 8); the NIC's QP stays in error
 
     // QP error: everything after it completes FLUSHED and moves nothing.
     rig.emu.set_qp_error(rig.qp_a);

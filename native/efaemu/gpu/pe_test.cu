@@ -458,6 +458,21 @@ bool nics_at_my_gpu(int n, std::string *evidence) {
     return all;
 }
 
+// The transport's GDA device state (nvshmemx_efa_gda_get_device_state), or NULL.
+nvshmemx_efa_gda_device_state_t *gda_device_state() {
+    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
+    return get_state ? get_state() : nullptr;
+}
+// The same for the modes that cannot run without it: the PE fails and exits, saying the GDA status.
+nvshmemx_efa_gda_device_state_t *gda_device_state_or_exit() {
+    nvshmemx_efa_gda_device_state_t *s = gda_device_state();
+    if (!s) {
+        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL: " + gda_status());
+        _exit(1);
+    }
+    return s;
+}
+
 int gda() {
     const std::string st = gda_status();
     line("RESULT", "gda_status " + st);
@@ -476,8 +491,7 @@ int gda() {
                           NVSHMEMX_EFA_GDA_ABI_VERSION));
 #endif
     }
-    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
-    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
+    nvshmemx_efa_gda_device_state_t *s = gda_device_state();
     if (!s) {
         fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL");
         return 1;
@@ -623,12 +637,7 @@ __global__ void ignore_error_kernel(nvshmemx_efa_gda_device_state_t *s, uint8_t 
 }
 
 int ignore_error() {
-    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
-    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
-    if (!s) {
-        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL: " + gda_status());
-        _exit(1);
-    }
+    nvshmemx_efa_gda_device_state_t *s = gda_device_state_or_exit();
     auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
     auto *flag = static_cast<int *>(nvshmem_malloc(sizeof(int)));
     CUDA_OK(cudaMemset(flag, 0, sizeof(int)));
@@ -682,12 +691,7 @@ __global__ void pe_errors_kernel(nvshmemx_efa_gda_device_state_t *s, uint8_t *ba
 }
 
 int pe_errors() {
-    auto get_state = reinterpret_cast<nvshmemx_efa_gda_device_state_t *(*)()>(transport_symbol("nvshmemx_efa_gda_get_device_state"));
-    nvshmemx_efa_gda_device_state_t *s = get_state ? get_state() : nullptr;
-    if (!s) {
-        fail("GDA device state", "nvshmemx_efa_gda_get_device_state() returned NULL: " + gda_status());
-        _exit(1);
-    }
+    nvshmemx_efa_gda_device_state_t *s = gda_device_state_or_exit();
     auto *base = static_cast<uint8_t *>(nvshmem_malloc(kSpan));
     CUDA_OK(cudaMemset(base + 8 * M, 0, kSpan - 8 * M));
     fill<<<132, 256>>>(base, 8 * M, g_rank);

@@ -23,10 +23,15 @@ t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0))s] $*"; }
 phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
+# Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
   cp "$OG"/{build,quick,full,probe}.txt "$OUT/" 2>/dev/null
-  tar czf "$OUT/og.tgz" -C / --exclude='*.so' --exclude='efaemu-build' --exclude='pe_test' --exclude='patterns' --exclude='nvshmem-tests' \
-    tmp/og tmp/qs/wd/selftest 2>/dev/null
+  local tmp; tmp=$(mktemp -d)
+  (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
+      -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
+    while read -r f; do mkdir -p "$tmp/$(dirname "$f")"; tail -c "${LOG_TAIL_B:-60000}" "/$f" >"$tmp/$f"; done
+  tar czf "$OUT/og.tgz" -C "$tmp" . 2>/dev/null
+  rm -rf "$tmp"
   ls -la "$OUT" | tail -n +2
 }
 run_selftest() {  # run_selftest NAME ARGS...: the tool's selftest of /tmp/qs/wd, output in $OG/NAME.txt

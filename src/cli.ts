@@ -68,7 +68,21 @@ function addSourceOptions(c: Command): Command {
     .option('--verbose', 'print every step event and output line');
 }
 
+/**
+ * A reader that went away (`| head -1`), a full device (`> /dev/full`) or a closed descriptor: what is written there is
+ * lost, and the command goes on to its end and exits with its own code (the logs keep everything; docs/cli.md). Without
+ * a listener Node ends the process on the stream's 'error' with a stack trace and exit 1.
+ */
+let outputErrorsQuiet = false;
+function keepOutputErrorsQuiet(): void {
+  // Always ours, whatever listens already: a stream piped into stdout listens there and removes itself on the error.
+  if (outputErrorsQuiet) return;
+  outputErrorsQuiet = true;
+  for (const s of [process.stdout, process.stderr]) s.on('error', () => {});
+}
+
 export async function main(argv: readonly string[]): Promise<number> {
+  keepOutputErrorsQuiet();
   // Everything, the program's construction included (its version is read from NVSHMEM_EFA_HOME when set),
   // ends in a one-line error with the fix, never in an uncaught stack trace.
   try {

@@ -536,7 +536,21 @@ const envCases: Case[] = [
   { id: 'mirror-unreachable', cls: 'bad environment', what: 'NVSHMEM_EFA_NVSHMEM_URL names no repository', setup: (s) => ({ runs: [{ args: ['patch', '--nvshmem-ref', 'v3.4.5-0', '--work-dir', s.p('w'), ...D], env: { NVSHMEM_EFA_NVSHMEM_URL: s.p('no-repo') }, exit: 4, stderr: /cannot clone/ }] }) },
 ];
 
+// Issue 36, class 6: a reader that stops (`| head -1`), a full device or a closed descriptor for stdout or stderr
+// crashes nothing and ends nothing early: the command exits with its own code (docs/cli.md, exit codes).
+const streamCases: Case[] = [
+  { id: 'help-to-full', cls: 'output streams', what: '--help > /dev/full', setup: () => ({ runs: [{ args: ['--help'], exit: 0, streams: { out: 'full' } }] }) },
+  { id: 'patch-json-to-full', cls: 'output streams', what: 'patch --json > /dev/full: patched all the same', setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--json'), exit: 0, streams: { out: 'full' } }], check: () => (existsSync(s.p('w', MARKER)) ? undefined : 'no work dir was made') }) },
+  { id: 'patch-reader-stops', cls: 'output streams', what: 'patch --verbose | head -1: patched all the same', setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--verbose'), exit: 0, streams: { out: 'reader-stops' } }], check: () => (existsSync(s.p('w', MARKER)) ? undefined : 'no work dir was made') }) },
+  { id: 'dry-run-reader-stops', cls: 'output streams', what: 'build --dry-run | head -1', setup: (s) => ({ runs: [{ args: [...s.buildArgs(s.nvshmem(), s.p('w')), '--dry-run'], env: s.toolchain().env, exit: 0, streams: { out: 'reader-stops' } }] }) },
+  { id: 'usage-stderr-closed', cls: 'output streams', what: 'patch --bogus 2>&-', setup: () => ({ runs: [{ args: ['patch', '--bogus'], exit: 2, streams: { err: 'closed' } }] }) },
+  { id: 'usage-stderr-full', cls: 'output streams', what: 'patch --bogus 2>/dev/full', setup: () => ({ runs: [{ args: ['patch', '--bogus'], exit: 2, streams: { err: 'full' } }] }) },
+  { id: 'refused-stderr-full', cls: 'output streams', what: 'a refused patch (no source) 2>/dev/full keeps its exit code', setup: (s) => ({ runs: [{ args: patch(s.p('nope'), s.p('w')), exit: 2, streams: { err: 'full' } }] }) },
+  { id: 'patch-stderr-full', cls: 'output streams', what: 'patch 2>/dev/full (its progress lost): patched all the same', setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w')), exit: 0, streams: { err: 'full' } }], check: () => (existsSync(s.p('w', MARKER)) ? undefined : 'no work dir was made') }) },
+  { id: 'both-full', cls: 'output streams', what: 'patch >/dev/full 2>/dev/full', setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w')), exit: 0, streams: { out: 'full', err: 'full' } }] }) },
+];
+
 export const CASES: readonly Case[] = [
   ...pathsCases, ...symlinkCases, ...overlapCases, ...readOnlyCases, ...fullDiskCases, ...permissionCases, ...cleanCases, ...exportCases,
-  ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases,
+  ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases, ...streamCases,
 ];

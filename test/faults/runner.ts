@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN, ENV, IO_DEFS, LOCK } from '../helpers/cli.ts';
@@ -18,7 +18,8 @@ import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
 export type FaultClass =
   | 'paths' | 'symlinks' | 'overlap' | 'read-only' | 'full disk' | 'permissions' | 'ownership and clean' | 'export'
-  | 'concurrency and locks' | 'interruption' | 'corrupted state' | 'look-alike trees' | 'bad options' | 'bad environment';
+  | 'concurrency and locks' | 'interruption' | 'corrupted state' | 'look-alike trees' | 'bad options' | 'bad environment'
+  | 'output streams';
 
 export interface Run {
   args: string[];
@@ -35,6 +36,9 @@ export interface Run {
   /** Send this signal to the run's process group once `when` is true (or after `afterMs`). */
   kill?: { signal: NodeJS.Signals; when?: () => boolean; afterMs?: number };
   timeoutMs?: number;
+  /** Where the command's output goes instead of a pipe the campaign reads: a full device (/dev/full), a reader that
+   * stops after the first chunk (`| head -1`), or a closed descriptor (`2>&-`). What cannot be read is not judged. */
+  streams?: { out?: 'full' | 'reader-stops'; err?: 'full' | 'closed' };
 }
 
 export interface Plan {
@@ -194,6 +198,8 @@ interface Ran {
   stdout: string;
   stderr: string;
   hang: boolean;
+  /** stderr went elsewhere (Run.streams): its messages cannot be judged. */
+  stderrLost: boolean;
 }
 
 function runOnce(r: Run, s: Sandbox): Promise<Ran> {
@@ -210,13 +216,27 @@ function runOnce(r: Run, s: Sandbox): Promise<Ran> {
     args = ['--reuid=65534', '--regid=65534', '--clear-groups', cmd, ...args];
     cmd = 'setpriv';
   }
+  const st = r.streams ?? {};
+  if (st.err === 'closed') {
+    // The shell closes descriptor 2, then runs the command in its place.
+    args = ['-c', 'exec "$0" "$@" 2>&-', cmd, ...args];
+    cmd = 'sh';
+  }
+  const full = st.out === 'full' || st.err === 'full' ? openSync('/dev/full', 'w') : undefined;
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, cwd: s.dir });
+    const child = spawn(cmd, args, {
+      env, detached: true, cwd: s.dir,
+      stdio: ['ignore', st.out === 'full' ? full! : 'pipe', st.err === 'full' ? full! : st.err === 'closed' ? 'ignore' : 'pipe'],
+    });
+    if (full !== undefined) closeSync(full);
     let out = '';
     let err = '';
     let hang = false;
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (err += d));
+    child.stdout?.on('data', (d) => {
+      out += d;
+      if (st.out === 'reader-stops') child.stdout!.destroy();  // the reader goes away after its first chunk
+    });
+    child.stderr?.on('data', (d) => (err += d));
     const group = (sig: NodeJS.Signals) => {
       try {
         process.kill(-child.pid!, sig);
@@ -242,7 +262,7 @@ function runOnce(r: Run, s: Sandbox): Promise<Ran> {
     child.on('close', (code, sig) => {
       clearTimeout(timer);
       if (poll) clearInterval(poll);
-      resolve({ code: code ?? 128 + (sig ? os.constants.signals[sig] : 0), stdout: out, stderr: err, hang });
+      resolve({ code: code ?? 128 + (sig ? os.constants.signals[sig] : 0), stdout: out, stderr: err, hang, stderrLost: st.err !== undefined });
     });
   });
 }
@@ -279,7 +299,7 @@ export async function runCase(c: Case): Promise<Outcome> {
       if (got.code !== r.exit) problems.push(`${tag}exit ${got.code}, the table says ${r.exit} (${lastError(got.stderr)})`);
       // A run killed by a signal says nothing; a command whose failure is its report (doctor) says it on stdout.
       const signalled = got.code >= 128;
-      if (got.code !== 0 && !signalled && !r.reportOnly && !(/^error: .+/m.test(got.stderr) && /^fix: .+/m.test(got.stderr))) problems.push(`${tag}failure not said as error: + fix: (${got.stderr.trim().split('\n').slice(-2).join(' | ').slice(0, 160)})`);
+      if (got.code !== 0 && !signalled && !r.reportOnly && !got.stderrLost && !(/^error: .+/m.test(got.stderr) && /^fix: .+/m.test(got.stderr))) problems.push(`${tag}failure not said as error: + fix: (${got.stderr.trim().split('\n').slice(-2).join(' | ').slice(0, 160)})`);
       if (r.stderr && !r.stderr.test(got.stderr)) problems.push(`${tag}stderr lacks ${r.stderr} (${lastError(got.stderr)})`);
       if (r.stdout && !r.stdout.test(got.stdout)) problems.push(`${tag}stdout lacks ${r.stdout} (${got.stdout.trim().split('\n').slice(-1)[0]?.slice(0, 120)})`);
     }

@@ -5,6 +5,9 @@ import { parseCudaArch } from './core/environment.ts';
 import { UsageError } from './core/errors.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';
 
+/** The most parallel jobs --jobs takes. */
+export const MAX_JOBS = 4096;
+
 export type Command = 'build' | 'patch' | 'report' | 'clean' | 'probe' | 'doctor' | 'env';
 
 const Raw = z.object({
@@ -107,7 +110,8 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
   if (o.export !== undefined && command !== 'patch') throw new UsageError('--export belongs to the patch command', 'run: nvshmem-efa patch --export DIR');
   let jobs = Math.max(1, os.availableParallelism());
   if (o.jobs !== undefined) {
-    if (!/^[1-9]\d*$/.test(o.jobs)) throw new UsageError(`--jobs must be a positive integer, got '${o.jobs}'`, 'pass e.g. --jobs 8');
+    // Up to MAX_JOBS: a larger count is a typo, and handed to make and ninja as it is it would not be refused there.
+    if (!/^[1-9]\d*$/.test(o.jobs) || Number(o.jobs) > MAX_JOBS) throw new UsageError(`--jobs must be an integer from 1 to ${MAX_JOBS}, got '${o.jobs}'`, 'pass e.g. --jobs 8');
     jobs = Number(o.jobs);
   }
   const deepepGda = resolveDeepEpGda(command, o);

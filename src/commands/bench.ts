@@ -68,7 +68,7 @@ export interface BenchInvocation {
 /** The script, its arguments and environment for these options; refuses what cannot run with the fix to try. */
 export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInvocation {
   if (o.fabric !== 'efaemu' && o.fabric !== 'efa') throw new UsageError(`--fabric ${o.fabric}: expected efaemu or efa`, 'pass --fabric efaemu (the emulated NIC) or --fabric efa (a host with EFA NICs)');
-  if (o.sizes !== undefined && !/^\d+[KkMm]?(,\d+[KkMm]?)*$/.test(o.sizes)) throw new UsageError(`--sizes ${o.sizes}: expected a comma-separated list like 256,4K,1M`, 'pass e.g. --sizes 256,4K,64K,1M,64M');
+  if (o.sizes !== undefined && !/^[1-9]\d*[KkMm]?(,[1-9]\d*[KkMm]?)*$/.test(o.sizes)) throw new UsageError(`--sizes ${o.sizes}: expected a comma-separated list of sizes of at least 1 byte, like 256,4K,1M`, 'pass e.g. --sizes 256,4K,64K,1M,64M');
   if (o.bytesPerSize !== undefined && !/^[1-9]\d*$/.test(o.bytesPerSize)) throw new UsageError(`--bytes-per-size must be a positive integer, got '${o.bytesPerSize}'`, 'pass e.g. --bytes-per-size 67108864');
   const built = builtInWorkDir(o.workDir);
   const nvshmemHome = o.nvshmemHome ?? built.prefix;

@@ -7,6 +7,7 @@ import { buildProbe, runProbe } from '../core/probe-build.ts';
 import { renderChecks } from '../core/host-check.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import { withInterrupts } from './run-pipeline.ts';
+import { UsageError } from '../core/errors.ts';
 
 export interface ProbeOptions {
   workDir: string;
@@ -18,6 +19,9 @@ export interface ProbeOptions {
 
 /** `nvshmem-efa probe`: builds native/probe once per work dir (cmake reuses it), runs it, shows the result. */
 export async function probeCommand(opts: ProbeOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  // A --root that names nothing would read as a host with no devices at all: refused before anything is built.
+  if (opts.root !== undefined && !existsSync(opts.root))
+    throw new UsageError(`--root ${path.resolve(opts.root)} does not exist`, 'pass the prefix under which /sys, /proc and /dev are read, or leave --root out');
   // A libfabric the build built in this work dir is the one to probe with (unless another is named).
   const built = fabricPrefixes(opts.workDir).libfabric;
   const libfabricHome = opts.libfabricHome ?? (existsSync(path.join(built, 'include', 'rdma', 'fabric.h')) ? built : undefined);

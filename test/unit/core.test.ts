@@ -22,8 +22,9 @@ describe('options', () => {
   it.each([
     [{ nvshmemSrc: 'a', nvshmemRef: 'v3.4.5-0' }, /mutually exclusive/],
     [{ inPlace: true }, /--in-place needs --nvshmem-src/],
-    [{ jobs: '0' }, /--jobs must be a positive integer/],
-    [{ jobs: 'many' }, /--jobs must be a positive integer/],
+    [{ jobs: '0' }, /--jobs must be an integer from 1 to 4096/],
+    [{ jobs: 'many' }, /--jobs must be an integer from 1 to 4096/],
+    [{ jobs: '4097' }, /--jobs must be an integer from 1 to 4096, got '4097'/],
   ])('rejects %o', (raw, msg) => {
     expect(() => resolveOptions('build', raw)).toThrow(msg);
     try {

@@ -111,9 +111,6 @@ std::string nic_name(const struct fi_info *info, int index) {
     return "NIC " + std::to_string(index);
 }
 
-/* One QP on a rail's domain (the rail's own, or an owned queue's): its endpoint bound to the rail's AV, to tx
- * (FI_TRANSMIT) and to the rail's RX CQ, enabled, and its send and receive queues as query_qp_wqs gives them.
- * what names it in errors. */
 /* libfabric after 2.3.0 reports a work queue's capabilities in a 16-bit caps word it appended to struct
  * fi_efa_wq_attr, in what was the struct's tail padding (its size is unchanged): set by such a provider, left zero
  * by an older one (the struct is cleared before the query). Bit 0, FI_EFA_WQ_CAPS_64_BIT_REQ_ID, says the queue's
@@ -127,6 +124,9 @@ static uint16_t wq_caps(const struct fi_efa_wq_attr *a) {
     return caps;
 }
 
+/* One QP on a rail's domain (the rail's own, or an owned queue's): its endpoint bound to the rail's AV, to tx
+ * (FI_TRANSMIT) and to the rail's RX CQ, enabled, and its send and receive queues as query_qp_wqs gives them.
+ * what names it in errors. */
 static const char *open_qp(Rail &rl, GpuCq &tx, struct fid_ep **ep, struct fi_efa_wq_attr *sq, struct fi_efa_wq_attr *rq, const char *what,
                     char *why, size_t whylen) {
     int rc;

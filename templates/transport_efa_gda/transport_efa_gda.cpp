@@ -349,8 +349,8 @@ int nvshmemt_efa_gda_init_rails(const struct fi_info *const *rail_infos, int n_r
     }
     /* The immediate window of each common rail: a sender keeps up to imm_window immediates unconsumed at each PE, so
      * the window must fit the smallest receiver's RX CQ, not the sender's own (a PE with a smaller FI_EFA_RX_SIZE
-     * would be overrun: review 2 #11, review 3 #10). */
-    /* A PE whose provider takes immediates only into posted receives publishes 0 entries: no PE sends immediates. */
+     * would be overrun: review 2 #11, review 3 #10). A PE whose provider takes immediates only into posted receives
+     * publishes 0 entries: no PE sends immediates. */
     int no_unsolicited = -1;
     for (size_t k = 0; k < common; k++) {
         uint32_t least = all[0].rail[k].rx_entries;

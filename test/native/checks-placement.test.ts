@@ -192,9 +192,9 @@ echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active; NVSHMEM device API 
       standIn(path.join(dir, p), `
 echo "$* bound=\${NVSHMEM_EFA_GDA_TIMEOUT_MS:-default}" > "${tmp}/args.$RANK"
 echo "PE$RANK RESULT shim_build $([ ${p} = deepep_pattern ] && echo product || echo switched)"
-if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ "$EFAEMU_PLACE_DEFER_US" = "\${CAUGHT_AT:-none}" ]; then echo "PE$RANK FAIL ll_pattern: 12 bytes wrong"; exit 1; fi
+if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ "$EFAEMU_PLACE_DEFER_US" = "\${CAUGHT_AT:-none}" ]; then echo "PE$RANK FAIL ll_pattern: 10 rounds x 4 experts x 64 tokens of 7168 B: every token byte there when its count signal arrived: 12 bytes wrong when the signal arrived, first in round 0 (expert 2, token 60); 10 rounds done; wait ran out in round -1"; exit 1; fi
 # FAKE_OTHER: under the modes the run fails, but with no byte wrong (a peer gone, an error completion).
-if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ -n "\${FAKE_OTHER:-}" ]; then echo "nvshmem-efa: EFA GDA quiet on PE $RANK (before signalling PE 1) failed: NIC: error completion (0xd)"; echo "PE$RANK FAIL ll_pattern: 0 bytes wrong when the signal arrived"; exit 2; fi
+if [ -n "$EFAEMU_PLACE_DEFER_US" ] && [ -n "\${FAKE_OTHER:-}" ]; then echo "nvshmem-efa: EFA GDA quiet on PE $RANK (before signalling PE 1) failed: NIC: error completion (0xd)"; echo "PE$RANK FAIL ll_pattern: 10 rounds x 4 experts x 64 tokens of 7168 B: every token byte there when its count signal arrived: 0 bytes wrong when the signal arrived, first in round -1 (expert -1, token -1); 10 rounds done; wait ran out in round 3"; exit 2; fi
 echo "PE$RANK ok ll_pattern: low-latency signals over GDA"
 `);
     const env = { PATTERN_DIR: dir };

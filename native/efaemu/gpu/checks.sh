@@ -872,9 +872,11 @@ pattern_why() { grep -h ' FAIL \|nvshmem-efa: EFA GDA' "$RESULTS/$1.pe0.log" "$R
 # pattern_data_error NAME: the first line of run NAME where a PE found wrong bytes ("N bytes wrong", N > 0), which is
 # what catches a negative control. A run that failed otherwise is not a catch: 1x H200, neg_no_quiet's broken build
 # failed with error completions on PE 0 (0xd, its peer gone) as well as PE 1's data error, and only the latter counts.
+# The count comes after the check's description ("FAIL ll_pattern: 10 rounds x ... arrived: 1862756 bytes wrong"):
+# run 4 on 1x H200 had it caught in every try and judged "not caught" by a pattern that wanted the count first.
 pattern_data_error() {
   # shellcheck disable=SC2046 # pe_logs prints paths without spaces
-  grep -h -m1 -E ' FAIL [a-z_]+: [1-9][0-9]* bytes wrong' $(pe_logs "$1") 2>/dev/null | head -1 | cut -c1-220
+  grep -h -m1 -E ' FAIL [a-z_]+: (.*[^0-9])?[1-9][0-9]* bytes wrong' $(pe_logs "$1") 2>/dev/null | head -1 | cut -c1-220
 }
 signals_path() { grep -h -m1 -o 'low-latency signals [^;]*' "$RESULTS/$1.pe0.log" "$RESULTS/$1.pe1.log" 2>/dev/null | head -1 | cut -c1-120; }
 

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from './errors.ts';
 import { queryTool } from './exec.ts';
+import { readUserFile } from './small-file.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { GDRCOPY_SWITCH, gdrcopyTurnedOff, loadFabricLock } from './fabric-lock.ts';
 import { fabricPrefixes, planFabric, type FabricPlan } from './fabric-plan.ts';
@@ -108,8 +109,13 @@ export async function checkCudaArchOption(cudaArch: string, cuda: { nvcc: string
   );
 }
 
+/** A libfabric header of a home the user names: a FIFO or device there is refused (exit 6), not read forever. */
+async function readFabricHeader(file: string): Promise<string> {
+  return (await readUserFile(file, file, 'point LIBFABRIC_HOME (or --libfabric-home) at a libfabric install whose headers are regular files', 16 << 20)).toString('utf8');
+}
+
 export async function libfabricVersion(fabricH: string): Promise<string | undefined> {
-  const src = await readFile(fabricH, 'utf8');
+  const src = await readFabricHeader(fabricH);
   const get = (n: string) => new RegExp(`#define\\s+FI_${n}_VERSION\\s+(\\d+)`).exec(src)?.[1];
   const [ma, mi, re] = [get('MAJOR'), get('MINOR'), get('REVISION')];
   return ma && mi ? `${ma}.${mi}.${re ?? 0}` : undefined;
@@ -128,7 +134,7 @@ export function versionAtLeast(v: string, min: readonly number[]): boolean {
 export async function gdaSupport(home: string, version: string): Promise<{ available: boolean; reason: string }> {
   const ext = path.join(home, 'include', 'rdma', 'fi_ext_efa.h');
   if (!existsSync(ext)) return { available: false, reason: `libfabric ${version} at ${home} has no rdma/fi_ext_efa.h (GDA needs libfabric >= 2.3.0 built with EFA)` };
-  const declares = /#define\s+FI_EFA_GDA_OPS\b/.test(await readFile(ext, 'utf8'));
+  const declares = /#define\s+FI_EFA_GDA_OPS\b/.test(await readFabricHeader(ext));
   if (!declares) return { available: false, reason: `${ext} does not declare FI_EFA_GDA_OPS (libfabric ${version}; GDA needs >= 2.3.0)` };
   if (!versionAtLeast(version, MIN_GDA_LIBFABRIC)) return { available: false, reason: `libfabric ${version} is older than 2.3.0, whose fi_efa_ops_gda ABI the transport uses` };
   return { available: true, reason: `libfabric ${version} declares FI_EFA_GDA_OPS` };

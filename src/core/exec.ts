@@ -27,6 +27,20 @@ export interface RunOptions {
   onLine?: (line: string) => void;
   /** What to tell the user if the command fails. */
   fix: string;
+  /** A command that prints nothing for this long has stopped (a clone from a server that went quiet): it is
+   * stopped and fails with that reason. Off by default: one compile may be silent for many minutes. */
+  quietLimitMs?: number;
+}
+
+/** A line longer than this reaches the terminal (the failure's last lines, progress) cut, and the log whole: a
+ * 27 MB line of cmake output was printed whole (issue 36, class 6). checks.sh's result lines are under 2 KiB. */
+export const SHOWN_LINE_MAX = 4096;
+/** A line without an end is written to the log in pieces of this size, so that memory stays bounded too. */
+const PARTIAL_MAX = 1 << 20;
+
+/** `line` as the terminal gets it: at most SHOWN_LINE_MAX characters, and how much more there was. */
+export function shownLine(line: string, length = line.length): string {
+  return length <= SHOWN_LINE_MAX ? line : `${line.slice(0, SHOWN_LINE_MAX)}… (${length - SHOWN_LINE_MAX} more characters in the log)`;
 }
 
 const RELEVANT = /error|fatal|failed|undefined reference|not found|No such file|CMake Error/i;
@@ -64,6 +78,8 @@ export async function openLog(logPath: string): Promise<StepLog> {
 
 /** How long a command gets to die after an interrupt before the run stops waiting for its output. */
 const STOP_GRACE_MS = 2000;
+/** How long the output pipe may stay open after the command exited (its last lines are read meanwhile). */
+const STREAM_GRACE_MS = 2000;
 
 /**
  * Runs a command, streaming its output lines (split on \n and \r, so progress bars count) to the log and
@@ -89,19 +105,63 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
     detached: true,
   });
   if (sub.pid !== undefined) childStarted(sub.pid);
+  // The line being read: its start (for the terminal), and its length so far (the rest is in the log already).
   let partial = '';
-  const take = (line: string) => {
-    lines.push(line);
+  let partialHead: string | undefined;
+  let partialLength = 0;
+  let lastOutput = Date.now();
+  const take = (rest: string) => {
+    const length = partialLength + rest.length;
+    const shown = shownLine(partialHead !== undefined ? partialHead : rest, partialHead !== undefined ? length : rest.length);
+    partialHead = undefined;
+    partialLength = 0;
+    lines.push(shown);
     if (lines.length > 5000) lines.splice(0, 1000);
-    o.log?.write(line + '\n');
-    o.onLine?.(line);
+    o.log?.write(rest + '\n');
+    o.onLine?.(shown);
   };
   sub.all?.setEncoding('utf8');
   sub.all?.on('data', (chunk: string) => {
+    lastOutput = Date.now();
     const parts = (partial + chunk).split(/\r\n|\r|\n/);
     partial = parts.pop()!;
     for (const l of parts) take(l);
+    if (partial.length > PARTIAL_MAX) {
+      // A line with no end in sight: into the log now, its start kept for the terminal.
+      partialHead ??= partial.slice(0, SHOWN_LINE_MAX);
+      partialLength += partial.length;
+      o.log?.write(partial);
+      partial = '';
+    }
   });
+  // The command's exit, not its streams' end: a background child that keeps the output pipe open (a compiler
+  // cache server) must not keep the run waiting. Output still in the pipe gets STREAM_GRACE_MS.
+  const exited = new Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    sub.once('exit', (exitCode, signal) => resolve({ exitCode, signal }));
+  });
+  // Whichever comes first: execa's result (streams ended; also a command that could not start, which never
+  // exits), or the exit plus the grace, after which the pipe is let go.
+  const viaExeca = sub.then((r) => ({ failed: r.failed, why: r.exitCode !== undefined ? `exit code ${r.exitCode}` : (r.originalMessage ?? r.shortMessage) }));
+  const viaExit = exited.then(
+    (x) =>
+      new Promise<{ failed: boolean; why: string }>((resolve) => {
+        setTimeout(() => {
+          sub.all?.destroy();
+          resolve({ failed: x.exitCode !== 0, why: x.exitCode !== null ? `exit code ${x.exitCode}` : `killed by ${x.signal}` });
+        }, STREAM_GRACE_MS).unref();
+      }),
+  );
+  const settled = Promise.race([viaExeca, viaExit]);
+  // A command that went quiet for longer than its limit is stopped like an interrupted one, and fails.
+  let quiet = false;
+  const quietTimer = o.quietLimitMs
+    ? setInterval(() => {
+        if (Date.now() - lastOutput < o.quietLimitMs!) return;
+        quiet = true;
+        clearInterval(quietTimer);
+        if (sub.pid !== undefined) void killTree(sub.pid, STOP_GRACE_MS);
+      }, Math.min(1000, o.quietLimitMs)).unref()
+    : undefined;
   // On abort: stop the tree, then give the output pipe a moment to close; a process that escaped the tree
   // (a daemon holding the pipe) must not keep the run waiting.
   let onAbort = () => {};
@@ -113,7 +173,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
     else o.signal?.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    const r = await Promise.race([sub, aborted]);
+    const r = await Promise.race([settled, aborted]);
     if (r === 'aborted' || o.signal?.aborted) {
       sub.all?.destroy();
       o.log?.write(`[interrupted: ${path.basename(cmd)} and its children were stopped]\n`);
@@ -121,14 +181,17 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
       const fix = o.signal?.reason instanceof InterruptedError ? o.signal.reason.fix : RERUN_RESUMES;
       throw new InterruptedError(`interrupted while running ${path.basename(cmd)}`, fix, o.logPath);
     }
-    if (partial) take(partial);
+    if (partial || partialHead !== undefined) take(partial);
     o.log?.check();
-    if (r.failed) {
-      const why = r.exitCode !== undefined ? `exit code ${r.exitCode}` : (r.originalMessage ?? r.shortMessage);
-      throw new CommandFailedError(`${path.basename(cmd)} failed (${why})`, o.fix, o.logPath, relevantTail(lines));
+    if (quiet) {
+      const s = Math.round(o.quietLimitMs! / 1000);
+      o.log?.write(`[stopped: ${path.basename(cmd)} printed nothing for ${s} s]\n`);
+      throw new CommandFailedError(`${path.basename(cmd)} printed nothing for ${s} s and was stopped`, o.fix, o.logPath, relevantTail(lines));
     }
+    if (r.failed) throw new CommandFailedError(`${path.basename(cmd)} failed (${r.why})`, o.fix, o.logPath, relevantTail(lines));
     return lines;
   } finally {
+    if (quietTimer) clearInterval(quietTimer);
     o.signal?.removeEventListener('abort', onAbort);
     if (sub.pid !== undefined) childEnded(sub.pid);
   }

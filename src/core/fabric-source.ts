@@ -3,6 +3,7 @@ import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { cp, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { boundedBody } from './bounded-body.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
 import { cloneRepo, readHeadCommit, resetCloneTo } from './git.ts';
@@ -77,6 +78,9 @@ export async function sha256File(file: string): Promise<string> {
   return h.digest('hex');
 }
 
+/** The pinned archives are a few MiB (libfabric's is the largest, 3 MiB); a stalled server is given a minute. */
+const DOWNLOAD_BOUNDS = { maxBytes: 256 << 20, stallMs: 60_000 };
+
 const MiB = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
 
 /** Copies or downloads `url` to `dest`, returning its sha256; a path or file:// URL is read locally. */
@@ -104,7 +108,7 @@ async function transfer(url: string, dest: string, signal: AbortSignal, progress
     } else {
       const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(15 * 60_000)]), redirect: 'follow' });
       if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) await take(chunk);
+      for await (const chunk of boundedBody(res.body, DOWNLOAD_BOUNDS)) await take(chunk);
     }
   } finally {
     out.end();

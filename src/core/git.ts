@@ -20,6 +20,9 @@ export async function readHeadCommit(dir: string): Promise<string | undefined> {
   }
 }
 
+/** git --progress reports every percent; five minutes without a line is a server that stopped sending. */
+export const CLONE_QUIET_MS = 5 * 60_000;
+
 /**
  * Runs `git clone ...` into `tmp` with its whole output in `logPath`; a failure keeps git's own reason (the
  * `fatal:` line) in the message. Interrupts stop git and its helpers like any command.
@@ -34,6 +37,10 @@ export async function cloneRepo(url: string, cloneArgs: readonly string[], tmp: 
       logPath,
       signal,
       fix,
+      // Nothing waits forever (issue 36, class 7): git never asks for a password (it would wait on the terminal of a
+      // run that may have none), and a clone that printed no progress for CLONE_QUIET_MS has stopped.
+      env: { GIT_TERMINAL_PROMPT: '0', GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? 'ssh -o BatchMode=yes' },
+      quietLimitMs: CLONE_QUIET_MS,
       onLine(line) {
         const m = /^(Receiving objects|Resolving deltas|Updating files):\s+(\d+%)/.exec(line);
         if (m) onProgress(`git: ${m[1]} ${m[2]}`);

@@ -28,10 +28,15 @@ export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: st
   return path.join(buildDir, 'nvshmem-efa-probe');
 }
 
+const PROBE_TIMEOUT_MS = 60_000;
+
 /** Runs the probe and validates what it printed; a failing check is not an error here (exit status 1). */
 export async function runProbe(bin: string, root?: string): Promise<ProbeReport> {
   if (!existsSync(bin)) throw new Error(`probe binary ${bin} missing`);
-  const r = await execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore' });
+  // The probe reads sysfs and libraries' answers; a minute is ample, and a probe stuck in a driver call must not hold
+  // the command forever (issue 36, class 7).
+  const r = await execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+  if (r.timedOut) throw new CommandFailedError(`nvshmem-efa-probe did not finish within ${PROBE_TIMEOUT_MS / 1000} s and was stopped`, 'a device or driver call hangs: check dmesg and the EFA driver (modinfo efa), then rerun', undefined, String(r.stderr).split('\n').slice(-10));
   if (r.exitCode !== 0 && r.exitCode !== 1) {
     throw new CommandFailedError(`nvshmem-efa-probe exited with ${r.exitCode ?? r.signal}`, 'rerun with --verbose and report the output', undefined, String(r.stderr).split('\n').slice(-10));
   }

@@ -8,6 +8,7 @@ import { readLockFile, readUserFile } from '../core/small-file.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
 import { makeDirs } from '../core/make-dirs.ts';
+import { boundedBody } from '../core/bounded-body.ts';
 
 const Lock = z.object({
   file: z.string(),
@@ -53,8 +54,11 @@ export async function readEfaIoDefs(file: string, lock: EfaIoDefsLock): Promise<
 
 async function download(url: string, signal: AbortSignal): Promise<Buffer> {
   const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]) });
-  if (!res.ok) throw new Error(`HTTP ${res.status} ${res.statusText}`);
-  return Buffer.from(await res.arrayBuffer());
+  if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
+  // The header is 8 KiB: a body past 1 MiB is not it, and 30 s bounds the whole download (above).
+  const chunks: Uint8Array[] = [];
+  for await (const c of boundedBody(res.body, { maxBytes: 1 << 20, stallMs: 30_000 })) chunks.push(c);
+  return Buffer.concat(chunks);
 }
 
 /**

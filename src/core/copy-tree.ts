@@ -5,7 +5,8 @@ import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { makeDirs } from './make-dirs.ts';
 import { entryKind } from './untrusted.ts';
-import { skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed, walkTree, type LinkProblem } from './walk-tree.ts';
+import { refuseMountsInside } from './overlap.ts';
+import { identityOf, skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed, walkTree, type LinkProblem } from './walk-tree.ts';
 
 /**
  * Copies a source tree, leaving out VCS folders (and a `.git` file), in-tree build directories and any path in
@@ -19,6 +20,12 @@ import { skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed, walkTree, 
 export async function copyTree(src: string, dst: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
   const inside = await realpath(src);
   await makeDirs(dst);
+  // Whatever the overlap check concluded, a copy never walks into its own destination or the work dir: a
+  // directory of the source with their device and inode (a bind mount of either inside the source) is refused.
+  const fenced = new Map<string, string>();
+  for (const d of [dst, ...skip]) if (existsSync(d)) fenced.set(await identityOf(d), d);
+  const src0 = await identityOf(src);
+  if (fenced.has(src0)) throw copyIntoItself(src, src, fenced.get(src0)!);
   await walkTree(
     src,
     async (e) => {
@@ -38,7 +45,16 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
       skip: [skipNamed('.git'), skipAt(skip), skipBuildDirs, skipDirsAt(skip)],
       signal,
       links: { follow: true, inside, refuse: (p) => copyRefusal(src, p) },
+      fence: { ids: new Set(fenced.keys()), refuse: (e, id) => copyIntoItself(src, path.join(src, e.rel), fenced.get(id)!) },
     },
+  );
+}
+
+/** A copy that would walk into where it writes (or the work dir): nothing more is copied. */
+function copyIntoItself(src: string, at: string, into: string): UsageError {
+  return new UsageError(
+    `${at} is the same directory as ${into} (a bind mount or a link), which the copy of ${src} writes into; copying would copy the copy`,
+    `unmount it (umount ${at}) or pass a --work-dir that cannot be reached from inside ${src}, then rerun`,
   );
 }
 
@@ -61,6 +77,7 @@ function copyRefusal(src: string, p: LinkProblem): UsageError {
 /** Replaces `dest` with a fresh copy of `src`, through `dest.partial`, so a killed copy never looks finished. */
 export async function replaceWithCopy(src: string, dest: string, skip: readonly string[], signal?: AbortSignal): Promise<void> {
   const tmp = `${dest}.partial`;
+  refuseMountsInside([dest, tmp], 'this step deletes and copies anew');
   await rm(tmp, { recursive: true, force: true });
   try {
     await copyTree(src, tmp, skip, signal);

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { boundedBody } from './bounded-body.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
+import { refuseMountsInside } from './overlap.ts';
 import { cloneRepo, readHeadCommit, resetCloneTo } from './git.ts';
 import { archiveName, fabricEnvKey, GDRCOPY_SWITCH, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
@@ -248,6 +249,8 @@ async function installIntoStage(prefix: string, stage: string, install: (destdir
  * anywhere; it is returned, to be reported.
  */
 export async function stagedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ outside: string[] }> {
+  // The prefix is replaced whole: never across a mount (someone's install bind-mounted in its place).
+  refuseMountsInside([prefix, stage], 'the install replaces whole');
   const staged = await installIntoStage(prefix, stage, install);
   const outside = await filesOutside(stage, prefix);
   await rm(prefix, { recursive: true, force: true });
@@ -264,6 +267,7 @@ export async function stagedInstall(prefix: string, stage: string, install: (des
  * what the install put outside the prefix is installed nowhere and returned, as stagedInstall does.
  */
 export async function mergedInstall(prefix: string, stage: string, install: (destdir: string) => Promise<void>): Promise<{ clashes: string[]; outside: string[] }> {
+  refuseMountsInside([stage], 'the install replaces whole');
   const staged = await installIntoStage(prefix, stage, install);
   const outside = await filesOutside(stage, prefix);
   const clashes: string[] = [];

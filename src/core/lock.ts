@@ -7,7 +7,7 @@ import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
 import { processCmdline, processStartTime } from './proc.ts';
 import { writeDurable, writeFileAtomicSync } from './fs-atomic.ts';
-import { readSmallFile } from './untrusted.ts';
+import { readSmallFile, refuseOddOwnFiles } from './untrusted.ts';
 import { beginClaim, settleClaim } from './work-dir.ts';
 import { LOCK_FILE } from './work-dir-names.ts';
 import { shellQuote } from './shell-quote.ts';
@@ -225,6 +225,8 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
+    // A directory, FIFO, socket or link where the lock goes is not a lock of a run that is gone: someone's.
+    refuseOddOwnFiles(dir, [LOCK_FILE], `take over the lock of ${dir}`);
     const held = readLock(file);
     if (!held) continue;
     let unreadable: string | undefined;

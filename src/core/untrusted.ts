@@ -1,5 +1,6 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
+import { FilesystemError } from './errors.ts';
 
 /**
  * Files nvshmem-efa reads back (markers, state.json, the lock, report.json) live in folders anyone with write
@@ -90,6 +91,34 @@ function specialKind(st: { isFIFO(): boolean; isCharacterDevice(): boolean; isBl
   if (st.isBlockDevice()) return 'a block device';
   if (st.isSocket()) return 'a socket';
   return 'a special file';
+}
+
+/**
+ * The files nvshmem-efa keeps in a folder of its own (the work dir's marker, state.json, the lock) are regular
+ * files it wrote. A directory, FIFO, socket, device or symbolic link in the place of one is someone else's: it
+ * is never read, taken over, replaced or deleted. Refused (exit 6: a path of the wrong kind), naming it; `doing`
+ * says what was refused ("write into /w").
+ */
+export function refuseOddOwnFiles(dir: string, names: readonly string[], doing: string): void {
+  for (const n of names) {
+    const p = path.join(dir, n);
+    let st: Stats;
+    try {
+      st = lstatSync(p);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
+      throw e;
+    }
+    if (st.isFile()) continue;
+    const kind = st.isSymbolicLink() ? `a symbolic link (to ${readlinkSync(p)})` : st.isDirectory() ? 'a directory' : specialKind(st);
+    throw new FilesystemError(
+      `${p} is ${kind}, not the file nvshmem-efa keeps there; refusing to ${doing} (nothing was changed, ${n} was not touched)`,
+      `move ${p} away (it is not nvshmem-efa's: keep what you need of it), then rerun`,
+      p,
+      st.isDirectory() ? 'EISDIR' : 'EINVAL',
+    );
+  }
 }
 
 /**

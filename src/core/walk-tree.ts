@@ -89,6 +89,17 @@ export interface WalkOptions {
   /** Checked before each entry: an abort ends the walk with the signal's reason. */
   signal?: AbortSignal;
   links?: LinkPolicy;
+  /**
+   * Directories the walk must never enter, by identity (device:inode, see identityOf): a walk of a tree that
+   * reaches one of them (its own destination, through a bind mount a path check cannot see) throws `refuse`.
+   */
+  fence?: { ids: ReadonlySet<string>; refuse: (e: TreeEntry, id: string) => Error };
+}
+
+/** A directory's identity, device and inode, as a fence holds it. */
+export async function identityOf(p: string): Promise<string> {
+  const st = await stat(p, { bigint: true });
+  return `${st.dev}:${st.ino}`;
 }
 
 const byName = (a: Dirent, b: Dirent) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
@@ -147,6 +158,10 @@ export async function walkTree(root: string, visit: (e: TreeEntry) => Verdict | 
       if (e.type !== 'dir') {
         if ((await visit(e)) === 'stop') return true;
         continue;
+      }
+      if (opts.fence) {
+        const id = await identityOf(e.real);
+        if (opts.fence.ids.has(id)) throw opts.fence.refuse(e, id);
       }
       let within = ancestors;
       if (follow) {

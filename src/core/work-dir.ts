@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, readlinkSync, unlinkSync } from 'node:fs';
+import { lstatSync, readdirSync, readlinkSync, realpathSync, unlinkSync } from 'node:fs';
 import { readdir, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -7,7 +7,8 @@ import { writeFileAtomicSync } from './fs-atomic.ts';
 import { makeDirs } from './make-dirs.ts';
 import { REPORT_JSON, REPORT_MD } from './report.ts';
 import { isStateFile, STATE_FILE } from './state.ts';
-import { entryKind, isPlainName, readSmallFile } from './untrusted.ts';
+import { mountsAtOrBelow, readMounts } from './mounts.ts';
+import { entryKind, isPlainName, readSmallFile, refuseOddOwnFiles } from './untrusted.ts';
 import { LOCK_FILE, MARKER_FILE } from './work-dir-names.ts';
 
 /**
@@ -24,7 +25,11 @@ import { LOCK_FILE, MARKER_FILE } from './work-dir-names.ts';
  *   install prefix).
  * - `pending`: what did not exist yet when the running (or last, killed) run claimed the directory; whatever
  *   of it exists when the run ends was made by that run and moves to `created`/`shared`.
- * The files every run rewrites (state.json, report.*, the lock) are ours by name.
+ * - `legacy`: top-level directories of an earlier version's work dir (its state.json, no marker) that existed
+ *   when this version adopted it. That version recorded nothing of what it made in them, so `clean` removes
+ *   there only the names nvshmem-efa makes, each only if it is of the kind nvshmem-efa makes (LEGACY_OURS), and
+ *   keeps and names everything else.
+ * The files every run rewrites (state.json, report.*, the lock) are ours by name, when they are regular files.
  */
 export { MARKER_FILE };
 
@@ -38,6 +43,25 @@ const INSTALL_PREFIXES = ['nvshmem', 'libfabric', 'rdma-core', 'gdrcopy'];
 const RUN_FILES = [STATE_FILE, REPORT_JSON, REPORT_MD, LOCK_FILE];
 /** Directories whose own entries are only ever nvshmem-efa's directories (never links: it makes none). */
 const NO_LINKS_BELOW = ['sources', 'build', 'install', 'stubs', 'vendor'];
+
+/** The files nvshmem-efa reads back from a work dir: one of another kind there is refused (refuseOddOwnFiles). */
+const OWN_FILES = [MARKER_FILE, STATE_FILE, LOCK_FILE];
+
+/**
+ * What nvshmem-efa makes in each of its directories (step by step: logs/<step>.log, sources/<tree>[-<ref>],
+ * build/<package>[-stage], stubs/libcuda.so and its sources, vendor/efa_gda), with the kind it makes: in an
+ * earlier version's directory, which recorded nothing, only these are taken for ours.
+ */
+const LEGACY_OURS: Record<(typeof TOOL_DIRS)[number], { name: RegExp; kind: 'dir' | 'file' }[]> = {
+  logs: [{ name: /^[\w.-]+\.log$/, kind: 'file' }],
+  sources: [
+    { name: /^(nvshmem|deepep)(-[\w.+-]+)?(\.partial|\.keep)?$/, kind: 'dir' },
+    { name: /^(libfabric|rdma-core|gdrcopy|fabtests)-[\w.+-]+(\.partial)?$/, kind: 'dir' },
+  ],
+  build: [{ name: /^(nvshmem|nvshmem-tests|probe|deepep|libfabric|rdma-core|gdrcopy|fabtests)(-stage)?$/, kind: 'dir' }],
+  stubs: [{ name: /^(libcuda\.so(\.tmp)?|libcuda_stub\.c|include_cuda_h\.c)$/, kind: 'file' }],
+  vendor: [{ name: /^efa_gda$/, kind: 'dir' }],
+};
 
 /** Top-level names of the work-dir layout (what `workPaths` and the report write), besides the marker. */
 export const LAYOUT_NAMES = [...TOOL_DIRS, ...SHARED, ...RUN_FILES] as const;
@@ -65,6 +89,8 @@ const Marker = z.object({
     })
     .optional(),
   pending: z.array(z.string()).optional(),
+  /** An earlier version's directories, adopted without a record of what is in them (see LEGACY_OURS). */
+  legacy: z.array(z.string()).optional(),
 });
 type Marker = z.infer<typeof Marker>;
 type Shared = Omit<NonNullable<Marker['shared']>, 'dirs'> & { dirs: (typeof SHARED)[number][] };
@@ -104,6 +130,7 @@ function sanitize(m: Marker): Read {
       ? { shared: { ...m.shared, dirs: keep(m.shared.dirs, (d) => (SHARED as readonly string[]).includes(d), String), entries: keep(m.shared.entries, (e) => isSharedChild(e.path), (e) => e.path) } }
       : {}),
     ...(m.pending ? { pending: keep(m.pending, isPendingPath, String) } : {}),
+    ...(m.legacy ? { legacy: keep(m.legacy, (d) => (TOOL_DIRS as readonly string[]).includes(d), String) } : {}),
   };
   return { kind: 'ok', marker, ignored };
 }
@@ -120,9 +147,10 @@ function badMarker(dir: string, why: string): UsageError {
 }
 
 /**
- * An earlier version's marker (or its state.json alone) claimed every layout name at once, whether it made
- * it or not: its claim stands for the directories only nvshmem-efa writes into, install/ keeps only the
- * prefixes the builds install, and no archive in downloads/ is taken for one it downloaded.
+ * An earlier version's marker claimed every layout name at once, whether it made it or not: its claim stands
+ * for the directories only nvshmem-efa writes into, install/ keeps only the prefixes the builds install, and no
+ * archive in downloads/ is taken for one it downloaded. Its state.json alone (no marker) recorded nothing of
+ * what it made: its directories are `legacy`, where only what nvshmem-efa makes is taken for ours.
  */
 function upgrade(dir: string, m: Marker | undefined): Current {
   if (m?.shared) return m as Current;
@@ -132,7 +160,8 @@ function upgrade(dir: string, m: Marker | undefined): Current {
   return {
     schema: 'nvshmem-efa-workdir/1',
     createdDir: m?.createdDir ?? false,
-    created: TOOL_DIRS.filter((n) => claimed.includes(n)),
+    created: m ? TOOL_DIRS.filter((n) => claimed.includes(n)) : [],
+    ...(m ? {} : { legacy: TOOL_DIRS.filter((n) => entryKind(dir, n) === 'dir') }),
     shared: { dirs, entries, ...(dirs.includes('downloads') ? { unrecordedDownloads: true } : {}) },
     ...(m?.pending ? { pending: m.pending } : {}),
   };
@@ -264,6 +293,7 @@ export async function claimWorkDir(dir: string, note: (s: string) => void = stde
     return writeMarker(dir, fresh(true));
   }
   if (!st.isDirectory()) throw notADirectory(dir);
+  refuseOddOwnFiles(dir, OWN_FILES, `write into ${dir}`);
   const got = readMarker(dir);
   if (got.kind === 'bad') throw badMarker(dir, got.why);
   refuseLinkedFolders(dir);
@@ -326,6 +356,7 @@ export async function planClean(dir: string): Promise<CleanPlan | undefined> {
   const st = await statOrUndefined(dir);
   if (!st) return undefined;
   if (!st.isDirectory()) throw notADirectory(dir);
+  refuseOddOwnFiles(dir, OWN_FILES, `delete anything in ${dir}`);
   const names = await readdir(dir);
   const got = readMarker(dir);
   if (got.kind === 'bad') throw badMarker(dir, got.why);
@@ -349,11 +380,54 @@ export async function planClean(dir: string): Promise<CleanPlan | undefined> {
     else if ((TOOL_DIRS as readonly string[]).includes(n) && m.created.includes(n)) {
       if (kind === 'dir') plan.remove.push(at(n));
       else plan.notes.push({ path: at(n), why: `a ${kind === 'symlink' ? 'symbolic link' : 'file'} where nvshmem-efa made a directory` });
-    } else if ((SHARED as readonly string[]).includes(n) && kind === 'dir') planShared(dir, n as (typeof SHARED)[number], m.shared, plan);
+    } else if ((TOOL_DIRS as readonly string[]).includes(n) && m.legacy?.includes(n) && kind === 'dir') planLegacy(dir, n as (typeof TOOL_DIRS)[number], plan);
+    else if ((SHARED as readonly string[]).includes(n) && kind === 'dir') planShared(dir, n as (typeof SHARED)[number], m.shared, plan);
     else plan.keep.push(at(n));
   }
+  keepMounted(dir, plan);
   plan.removeDir = m.createdDir && plan.keep.length === 0 && plan.notes.length === 0;
   return plan;
+}
+
+/**
+ * A recursive delete crosses mount points: what is mounted at or below an entry to remove (a bind mount of
+ * someone's tree inside build/) would go with it. Such an entry is kept, and said.
+ */
+function keepMounted(dir: string, plan: CleanPlan): void {
+  const mounts = readMounts();
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return;
+  }
+  plan.remove = plan.remove.filter((p) => {
+    const at = mountsAtOrBelow(path.join(real, path.relative(dir, p)), mounts);
+    if (!at.length) return true;
+    plan.notes.push({ path: p, why: `${at.join(', ')} ${at.length === 1 ? 'is a mount point' : 'are mount points'} (a bind mount or a file system), and clean does not delete across a mount; unmount it (umount ${at[0]}), then clean again` });
+    return false;
+  });
+}
+
+/**
+ * A directory of an earlier version that recorded nothing: the names nvshmem-efa makes there, of the kind it
+ * makes them, go; everything else is kept and named. The directory goes too when nothing is kept.
+ */
+function planLegacy(dir: string, n: (typeof TOOL_DIRS)[number], plan: CleanPlan): void {
+  const ours: string[] = [];
+  let kept = 0;
+  for (const c of readdirSync(path.join(dir, n))) {
+    const rel = `${n}/${c}`;
+    const kind = entryKind(dir, rel);
+    if ((kind === 'file' && isOurTemp(c)) || LEGACY_OURS[n].some((o) => o.kind === kind && o.name.test(c))) {
+      ours.push(path.join(dir, rel));
+      continue;
+    }
+    kept++;
+    plan.notes.push({ path: path.join(dir, rel), why: `an earlier nvshmem-efa made ${n}/ without recording what it put there, and it makes no ${kind === 'dir' ? 'directory' : kind === 'symlink' ? 'link' : kind === 'file' ? 'file' : 'special file'} of this name there; delete it yourself if you do not need it` });
+  }
+  if (kept === 0) plan.remove.push(path.join(dir, n));
+  else plan.remove.push(...ours);
 }
 
 /**

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, ENV, IO_DEFS, LOCK } from '../helpers/cli.ts';
+import { BIN, ENV, IO_DEFS, LOCK, ROOT } from '../helpers/cli.ts';
 import { fakeToolchain, type FakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 
@@ -19,7 +19,9 @@ import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 export type FaultClass =
   | 'paths' | 'symlinks' | 'overlap' | 'read-only' | 'full disk' | 'permissions' | 'ownership and clean' | 'export'
   | 'concurrency and locks' | 'interruption' | 'corrupted state' | 'look-alike trees' | 'bad options' | 'bad environment'
-  | 'output streams';
+  | 'output streams'
+  | 'overlap by identity'
+  | 'old and odd work dirs';
 
 export interface Run {
   args: string[];
@@ -131,6 +133,15 @@ export class Sandbox {
     return at;
   }
 
+  /** `from` also visible at `to` (made if missing), by a bind mount (root only); unmounted when the case ends. */
+  bind(from: string, to: string): string {
+    mkdirSync(to, { recursive: true });
+    const r = spawnSync('mount', ['--bind', from, to], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`cannot bind-mount ${from} at ${to}: ${r.stderr.trim()} (the identity cases need root)`);
+    this.cleanups.push(() => void spawnSync('umount', ['-l', to]));
+    return to;
+  }
+
   /** `dir` made read-only by a bind mount of itself (root ignores mode bits). */
   readOnly(dir: string): void {
     const a = spawnSync('mount', ['--bind', dir, dir], { encoding: 'utf8' });
@@ -202,18 +213,43 @@ interface Ran {
   stderrLost: boolean;
 }
 
+let nobodyCli: { bin: string; ioDefs: string } | undefined;
+
+/**
+ * The CLI as nobody runs it: a self-contained bundle of the current sources (scripts/bundle.mjs --standalone:
+ * no node_modules needed, templates and the test header beside it) in a world-readable folder of the temp dir,
+ * made once per campaign and removed when it ends.
+ */
+function cliForNobody(): { bin: string; ioDefs: string } {
+  if (nobodyCli) return nobodyCli;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-nobody-cli-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const out = path.join(dir, 'cli');
+  const b = spawnSync(process.execPath, [path.join(ROOT, 'scripts/bundle.mjs'), '--standalone', out], { encoding: 'utf8' });
+  if (b.status !== 0) throw new Error(`cannot bundle the CLI for the runs as nobody: ${b.stderr.trim()}`);
+  spawnSync('chmod', ['-R', 'a+rX', dir]);
+  nobodyCli = { bin: path.join(out, 'nvshmem-efa.mjs'), ioDefs: path.join(out, 'test/efa_abi', path.basename(IO_DEFS)) };
+  return nobodyCli;
+}
+
 function runOnce(r: Run, s: Sandbox): Promise<Ran> {
   const env: NodeJS.ProcessEnv = { ...ENV, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK, ...(r.env ?? {}) };
   for (const [k, v] of Object.entries(r.env ?? {})) if (v === undefined) delete env[k];
   let cmd = process.execPath;
   let args = [BIN, ...r.args];
   if (r.asNobody) {
-    // Nobody cannot read root's private temp dirs: give it a copy of the test lock.
+    // Nobody cannot read root's private temp dirs, nor a checkout whose parent folders it cannot enter (a clone
+    // inside a `mktemp -d` folder, mode 0700): it runs a copy of the CLI, its test header and the test lock that
+    // it can reach, never anything under the checkout (issue 36, class 10).
+    const cli = cliForNobody();
     const lock = s.p('.nobody-lock.json');
     if (!existsSync(lock)) writeFileSync(lock, readFileSync(LOCK));
     env.NVSHMEM_EFA_EFA_IO_DEFS_LOCK = lock;
     env.HOME = s.dir;
-    args = ['--reuid=65534', '--regid=65534', '--clear-groups', cmd, ...args];
+    const asNobody = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+    const unreachable = [cmd, s.dir].filter((p) => spawnSync('setpriv', [...asNobody, 'test', '-r', p, '-a', '-x', p]).status !== 0);
+    if (unreachable.length) throw new Error(`nobody cannot reach ${unreachable.join(' or ')} (a parent folder it cannot enter): run the campaign with node, and TMPDIR, in folders every user can enter`);
+    args = [...asNobody, cmd, cli.bin, ...r.args.map((a) => (a === IO_DEFS ? cli.ioDefs : a))];
     cmd = 'setpriv';
   }
   const st = r.streams ?? {};
@@ -284,8 +320,16 @@ export async function runCase(c: Case): Promise<Outcome> {
     }
     const before = new Map((plan.protect ?? []).map((p) => [p, digest(p)]));
     for (const [i, r] of plan.runs.entries()) {
-      const got = await runOnce(r, s);
       const tag = plan.runs.length > 1 ? `run ${i + 1}: ` : '';
+      let got: Ran;
+      try {
+        got = await runOnce(r, s);
+      } catch (e) {
+        // The run could not be started as the case asks (nobody cannot reach the CLI): said, never skipped.
+        exits.push('-');
+        problems.push(`${tag}cannot run: ${(e as Error).message}`);
+        continue;
+      }
       exits.push(got.hang ? 'hang' : String(got.code));
       if (got.hang) {
         hang = true;

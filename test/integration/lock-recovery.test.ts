@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -149,14 +149,25 @@ describe('an unreadable lock whose run is gone is taken over (issue 20 item 3)',
     expect(readdirSync(work).sort()).toEqual(['.nvshmem-efa-workdir.json', LOCK_FILE]);
   });
 
-  it('a lock that is a symbolic link (to /dev/zero) is not read through: no hang, no crash', () => {
+  it('a lock that is a symbolic link (to /dev/zero) is not read through, nor taken over: refused, exit 6 (issue 36)', () => {
     const work = claimed();
     const lock = path.join(work, LOCK_FILE);
     spawnSync('ln', ['-s', '/dev/zero', lock]);
     spawnSync('touch', ['-h', '-d', '1 minute ago', lock]);
     const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
     expect(r.stderr).not.toMatch(/internal error/);
-    expect(r.code).toBe(0);
-    expect(r.stderr).toContain(`note: took over ${lock}: it was unreadable (a symbolic link)`);
+    expect(r.code).toBe(6);
+    expect(r.stderr).toContain(`error: ${lock} is a symbolic link (to /dev/zero), not the file nvshmem-efa keeps there`);
+    expect(r.stderr).toMatch(/^fix: move .* away/m);
+    expect(lstatSync(lock).isSymbolicLink()).toBe(true);
+  });
+
+  it('acquireLock refuses a lock that is a directory, and leaves it and what it holds (issue 36)', async () => {
+    const work = claimed();
+    const lock = path.join(work, LOCK_FILE);
+    mkdirSync(lock);
+    writeFileSync(path.join(lock, 'mine.txt'), 'mine\n');
+    await expect(acquireLock(work, process.argv, { note: () => {} })).rejects.toThrow(/is a directory, not the file nvshmem-efa keeps there/);
+    expect(readdirSync(lock)).toEqual(['mine.txt']);
   });
 });

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
+import { tracked } from './kill-tree.ts';
 import type { DetectedEnv } from './environment.ts';
 import { CommandFailedError } from './errors.ts';
 import { openLog, run } from './exec.ts';
@@ -31,7 +32,7 @@ export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: st
 /** Runs the probe and validates what it printed; a failing check is not an error here (exit status 1). */
 export async function runProbe(bin: string, root?: string): Promise<ProbeReport> {
   if (!existsSync(bin)) throw new Error(`probe binary ${bin} missing`);
-  const r = await execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore' });
+  const r = await tracked(execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore' }));
   if (r.exitCode !== 0 && r.exitCode !== 1) {
     throw new CommandFailedError(`nvshmem-efa-probe exited with ${r.exitCode ?? r.signal}`, 'rerun with --verbose and report the output', undefined, String(r.stderr).split('\n').slice(-10));
   }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { BIN, ENV, IO_DEFS, LOCK } from '../helpers/cli.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+import { killSignalCases } from './cases-kill-signals.ts';
 import { digest, type Case, type Plan, type Sandbox } from './runner.ts';
 
 /**
@@ -557,4 +558,5 @@ const streamCases: Case[] = [
 export const CASES: readonly Case[] = [
   ...pathsCases, ...symlinkCases, ...overlapCases, ...readOnlyCases, ...fullDiskCases, ...permissionCases, ...cleanCases, ...exportCases,
   ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases, ...streamCases,
+  ...killSignalCases,
 ];

@@ -295,7 +295,7 @@ const ownershipCases: Case[] = [
  */
 function interrupted(id: string, what: string, setup: (s: Sandbox) => { run: Run; work: string; t?: FakeToolchain; rerun?: Run; protect?: string[]; check?: () => string | undefined }): Case {
   return {
-    id, cls: 'signals', what, setup: (s): Plan => {
+    id, cls: 'signals', what, alone: true, setup: (s): Plan => {
       const c = setup(s);
       let afterFirst: string | undefined;
       const judge = () => (afterFirst ??= stoppedClean(s, c.work, c.t) ?? '');

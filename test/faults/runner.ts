@@ -55,6 +55,8 @@ export interface Case {
   id: string;
   cls: FaultClass;
   what: string;
+  /** Runs with no other case beside it: its signal is timed by polling, which another case's synchronous setup would hold up. */
+  alone?: boolean;
   setup(s: Sandbox): Plan | Promise<Plan>;
 }
 

@@ -8,6 +8,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceStat } from './source-stat.js';
 
+// Loading the CLI takes a second or more (tsx compiles the sources): a signal meanwhile has nothing to stop yet, and
+// still ends the way every interrupt does (exit 130, said), not with Node's default (143, 129, 131, no word). The
+// CLI's main replaces these with its own first thing (src/core/signals.ts).
+const starting = (sig) => {
+  process.stderr.write(`\nerror: interrupted by ${sig} while nvshmem-efa was starting (nothing had been started)\nfix: rerun the same command\n`);
+  process.exit(130);
+};
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT']) process.on(sig, starting);
+
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bundle = path.join(root, 'dist', 'cli.mjs');
 const stamp = path.join(root, 'dist', 'source-hash.txt');

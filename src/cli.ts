@@ -7,6 +7,7 @@ import { SELFTEST_CHECKS } from './commands/selftest-checks.ts';
 import { EFAEMU_MODES } from './commands/selftest-modes.ts';
 import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
 import { GDRCOPY_PREFIXES } from './core/gdrcopy-prefixes.ts';
+import { installSignalHandlers, RERUN_RESUMES, setResume } from './core/signals.ts';
 import { toolVersion } from './core/paths.ts';
 import { checkDirectory } from './core/small-file.ts';
 import type { Command as Cmd, Options } from './options.ts';
@@ -27,7 +28,7 @@ Exit codes:
        directory, FIFO or device where a file is expected, read-only or full disk, no permission; the
        message names the path and the option or variable
   7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
-  130  interrupted (rerun to resume)`;
+  130  interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT, at any moment (the fix: line says how to resume)`;
 
 /** Options that name a directory: a file there is exit 6, in every command (checked before any action). */
 const DIR_OPTIONS = new Set(['--nvshmem-src', '--deepep-src', '--cuda-home', '--libfabric-home', '--gdrcopy-home', '--work-dir', '--export', '--root', '--nvshmem-home', '--deepep-dir', '--efaemu-build', '--results', '--output-dir']);
@@ -81,7 +82,23 @@ function keepOutputErrorsQuiet(): void {
   for (const s of [process.stdout, process.stderr]) s.on('error', () => {});
 }
 
+/** What rerunning a command interrupted outside its steps does (the fix line of its exit 130; core/signals.ts). */
+function resumeOf(cmd: Command): string {
+  switch (cmd.name()) {
+    case 'build':
+      return RERUN_RESUMES;
+    case 'patch':
+      return cmd.getOptionValue('export') && !cmd.getOptionValue('dryRun') ? 'rerun the same command: it replaces the export whole' : RERUN_RESUMES;
+    case 'clean':
+      return 'rerun the same command: clean goes on with what is left (its record of what is ours goes last)';
+    default:
+      return 'rerun the same command';
+  }
+}
+
 export async function main(argv: readonly string[]): Promise<number> {
+  // First: a signal at any moment from here on stops what was started, releases the lock and exits 130.
+  installSignalHandlers();
   keepOutputErrorsQuiet();
   // Everything, the program's construction included (its version is read from NVSHMEM_EFA_HOME when set),
   // ends in a one-line error with the fix, never in an uncaught stack trace.
@@ -107,7 +124,10 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .showHelpAfterError("fix: run 'nvshmem-efa --help' for the commands")
     .exitOverride()
     .addHelpText('after', EXIT_CODES)
-    .hook('preAction', (_program, actionCommand) => checkPathOptions(actionCommand));
+    .hook('preAction', (_program, actionCommand) => {
+      setResume(resumeOf(actionCommand));
+      checkPathOptions(actionCommand);
+    });
 
   const action = (cmd: Cmd, fn: (o: Options) => Promise<number>) => async (raw: Record<string, unknown>) => {
     const { resolveOptions } = await import('./options.ts');

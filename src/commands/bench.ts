@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { childEnded, childStarted } from '../core/kill-tree.ts';
 import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -280,6 +281,9 @@ export async function benchCommand(o: BenchOptions, out: (s: string) => void): P
   const code = await new Promise<number>((resolve, reject) => {
     // With --json, stdout is the JSON document alone: the script's report lines go to stderr.
     const child = spawn('bash', [inv.script, ...inv.args], { stdio: ['inherit', o.json ? process.stderr : 'inherit', 'inherit'], env: { ...process.env, ...inv.env } });
+    // Registered: a signal to our pid alone (core/signals.ts) kills the script's tree too, not only us.
+    if (child.pid !== undefined) childStarted(child.pid);
+    child.on('close', () => child.pid !== undefined && childEnded(child.pid));
     child.on('error', reject);
     // The script's exit codes are the CLI's: 0 passed, 1 a part failed, 2 usage, 4 an input is missing.
     child.on('close', (code, sig) => resolve(sig ? 130 : [0, 1, 2, 4].includes(code ?? 1) ? (code ?? 1) : 1));

@@ -3,7 +3,7 @@ import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { childEnded, childStarted, killTree, killTreeNow } from '../core/kill-tree.ts';
+import { childEnded, childStarted, killTree } from '../core/kill-tree.ts';
 import { shellQuote } from '../core/shell-quote.ts';
 import { startPmiServer, type PmiEnd } from '../core/simple-pmi.ts';
 
@@ -131,18 +131,12 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
           stopRunning();
         }, o.timeoutSec * 1000)
       : undefined;
-  const onSignal = () => {
-    for (const p of pids) if (p) killTreeNow(p);
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  // A terminating signal (core/signals.ts) kills every rank's tree at once (they are registered children) and
+  // exits 130, saying so.
   try {
     await allDone;
   } finally {
     if (timer) clearTimeout(timer);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
     await Promise.all(logs.map((l) => new Promise((r) => l.end(r))));
     await pmi.close();
   }

@@ -1,7 +1,8 @@
 import picocolors from 'picocolors';
 import { formatDuration } from '../core/progress.ts';
 import path from 'node:path';
-import { amendError, asTypedError, exitCodeOf, faultContextOf, formatError, InterruptedError, NvshmemEfaError, PatchRefusedError } from '../core/errors.ts';
+import { amendError, asTypedError, exitCodeOf, faultContextOf, formatError, NvshmemEfaError, PatchRefusedError } from '../core/errors.ts';
+import { interruptScope, type Rerun } from '../core/signals.ts';
 import { acquireLock, describeHolder } from '../core/lock.ts';
 import { RERUN_RESUMES } from '../core/exec.ts';
 import { exportLines, writeReport } from '../core/report.ts';
@@ -24,26 +25,14 @@ const pc = picocolors.createColors(!!process.stdout.isTTY && !process.env.NO_COL
 const RESUMES = { stopping: 'the next run resumes from the unfinished step', fix: RERUN_RESUMES };
 
 /**
- * Turns SIGINT/SIGTERM into a clean stop for the duration of `fn`: the running step sees the abort signal,
- * its commands' process trees are stopped, the unfinished step keeps no stamp, and the exit code is 130.
- * A second signal exits at once (the lock is still released by its exit handler). `rerun` says what running the
- * command again does (default: the build's, which resumes); the interrupted command's error carries it as its fix.
+ * Turns a terminating signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT; core/signals.ts) into a clean stop for the duration
+ * of `fn`: the running step sees the abort signal, its commands' process trees are stopped, the unfinished step keeps
+ * no stamp, and the exit code is 130. A second signal exits at once (the lock is still released by its exit handler).
+ * `rerun` says what running the command again does (default: the build's, which resumes); the interrupted command's
+ * error carries it as its fix.
  */
-export async function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>, rerun: { stopping: string; fix: string } = RESUMES): Promise<T> {
-  const abort = new AbortController();
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (abort.signal.aborted) process.exit(130);
-    process.stderr.write(`\n${sig}: stopping (${rerun.stopping})\n`);
-    abort.abort(new InterruptedError(`interrupted by ${sig}`, rerun.fix));
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  try {
-    return await fn(abort.signal);
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
+export function withInterrupts<T>(fn: (signal: AbortSignal) => Promise<T>, rerun: Rerun = RESUMES): Promise<T> {
+  return interruptScope(fn, rerun);
 }
 
 const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);

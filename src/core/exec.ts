@@ -2,7 +2,9 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { CommandFailedError, filesystemFault, InterruptedError } from './errors.ts';
-import { childEnded, childStarted, killTree } from './kill-tree.ts';
+import { childEnded, childStarted, killTree, tracked } from './kill-tree.ts';
+import { RERUN_RESUMES } from './signals.ts';
+import { runToken, TOKEN_VAR } from './run-token.ts';
 import { makeDirs } from './make-dirs.ts';
 
 /**
@@ -87,7 +89,7 @@ const STREAM_GRACE_MS = 2000;
  * within seconds, whatever the command's children do with the output pipe.
  */
 /** What rerunning an interrupted build does: its pipeline resumes (a command without steps says its own). */
-export const RERUN_RESUMES = 'rerun the same command: it resumes from the first unfinished step';
+export { RERUN_RESUMES } from './signals.ts';
 
 export async function run(cmd: string, args: readonly string[], o: RunOptions): Promise<string[]> {
   o.signal?.throwIfAborted();
@@ -95,7 +97,9 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
   o.log?.write(`$ ${[cmd, ...args].join(' ')}\n`);
   const sub = execa(cmd, args, {
     cwd: o.cwd,
-    env: o.env,
+    // The run's secret (run-token.ts): what lets the take-over of this run's lock, should it be killed outright,
+    // prove that a process it names is one this run started. Last, so that no inherited value replaces it.
+    env: { ...o.env, [TOKEN_VAR]: runToken() },
     all: true,
     buffer: false,
     reject: false,
@@ -203,7 +207,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
  */
 export async function queryTool(cmd: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<string | undefined> {
   try {
-    const r = await execa(cmd, args, { reject: false, stdin: 'ignore', timeout: 20_000, env });
+    const r = await tracked(execa(cmd, args, { reject: false, stdin: 'ignore', timeout: 20_000, env }));
     return r.exitCode === 0 ? String(r.stdout) : undefined;
   } catch {
     return undefined;

@@ -14,10 +14,26 @@ function killForTest(): void {
   if (n && Number(n) === ++writes) process.kill(process.pid, 'SIGKILL');
 }
 
+/**
+ * Temporary siblings being written: removed should the process exit meanwhile (a signal stops a command at once
+ * outside its steps, core/signals.ts), so that no stray file is left beside the one it was to replace.
+ */
+const inFlight = new Set<string>();
+process.on('exit', () => {
+  for (const t of inFlight) {
+    try {
+      unlinkSync(t);
+    } catch {
+      /* not there */
+    }
+  }
+});
+
 /** Write through a temporary sibling and rename, so a crash leaves the old file or the new one, never half. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
   await makeDirs(path.dirname(file));
   const tmp = `${file}.nvshmem-efa-tmp-${process.pid}`;
+  inFlight.add(tmp);
   let mode: number | undefined;
   try {
     mode = (await stat(file)).mode;
@@ -31,6 +47,8 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
   } catch (e) {
     await rm(tmp, { force: true });
     throw e;
+  } finally {
+    inFlight.delete(tmp);
   }
   killForTest();
 }

@@ -141,3 +141,19 @@ export function childEnded(pid: number): void {
 function stopChildrenOnExit(): void {
   for (const pid of live) killTreeNow(pid);
 }
+
+/** Registers `child` while it runs: a quick query too is stopped with us, not left behind by a signal to our pid. */
+export async function tracked<T>(child: PromiseLike<T> & { pid?: number }): Promise<T> {
+  const pid = child.pid;
+  if (pid !== undefined) childStarted(pid);
+  try {
+    return await child;
+  } finally {
+    if (pid !== undefined) childEnded(pid);
+  }
+}
+
+/** Kills every command this process is running, at once (signals.ts, before it exits). */
+export function stopChildrenNow(): void {
+  stopChildrenOnExit();
+}

@@ -1,4 +1,4 @@
-import { lstatSync, unlinkSync } from 'node:fs';
+import { lstatSync, statSync, unlinkSync } from 'node:fs';
 import { link, open, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
 import { processCmdline, processStartTime } from './proc.ts';
+import { carriesProof, proofOf, runToken, type ProofScope } from './run-token.ts';
 import { writeDurable, writeFileAtomicSync } from './fs-atomic.ts';
 import { readSmallFile, refuseOddOwnFiles } from './untrusted.ts';
 import { beginClaim, settleClaim } from './work-dir.ts';
@@ -15,7 +16,8 @@ import { shellQuote } from './shell-quote.ts';
 /**
  * One run per work dir: two runs copying, patching or building into the same tree corrupt it and then stamp
  * the damage as done. The lock holds the holder's pid, the start time of that pid (so a recycled pid is not
- * mistaken for the holder) and its command line (for the message). It is written whole into a file of its
+ * mistaken for the holder), its command line (for the message), the commands it runs, and the proof that lets a
+ * later run stop those commands should this one be killed outright (run-token.ts). It is written whole into a file of its
  * own and then linked into place (link() fails with EEXIST while another run holds it), so a full disk or a
  * crash leaves no lock or a whole one, never an empty or half-written one that blocks every later run.
  */
@@ -24,7 +26,7 @@ export { LOCK_FILE };
 /** An unreadable lock this old is a dead run's (this version writes whole locks; an older one took microseconds). */
 const UNREADABLE_STALE_MS = 5000;
 
-/** A command the holder runs: stopped on take-over only if pid, start time and command line all still match. */
+/** A command the holder runs: stopped on take-over only if it proves it is that run's (run-token.ts). */
 const Proc = z.object({ pid: z.number().int().positive(), procStart: z.string().nullable(), cmdline: z.array(z.string()).optional() });
 type Proc = z.infer<typeof Proc>;
 const LockInfo = z.object({
@@ -36,21 +38,32 @@ const LockInfo = z.object({
   startedAt: z.string(),
   /** The commands the holder is running (cmake, git, setup.py): stopped by whoever takes over a stale lock. */
   children: z.array(Proc).default([]),
+  /**
+   * A hash of the run's secret, bound to this work dir and holder (run-token.ts): a command named above is stopped
+   * only if its environment carries the secret. Absent (an earlier version's lock, or a forged one): none is.
+   */
+  proof: z.string().optional(),
 });
 type LockInfo = z.infer<typeof LockInfo>;
 
 
 
 /**
- * Whether a command recorded in a dead run's lock is still that command: the same pid, start time and command
- * line. A pid alone may by now be anyone's process; a record without start time or command line (an earlier
- * version's, or an edited lock) proves nothing, so it is never stopped.
+ * Why a command recorded in a dead run's lock is not provably that run's, or undefined when it is: its environment
+ * carries the run's secret (run-token.ts). Pid, start time and command line prove nothing: anyone who can write the
+ * work dir can copy them from /proc into a lock. What fails the proof is left running.
  */
-function stillTheCommand(c: Proc): boolean {
-  if (c.pid <= 1 || c.pid === process.pid || c.procStart === null || !c.cmdline?.length) return false;
-  if (!isRunning(c.pid) || processStartTime(c.pid) !== c.procStart) return false;
-  const now = processCmdline(c.pid);
-  return !!now && now.length === c.cmdline.length && now.every((a, i) => a === c.cmdline![i]);
+function notProvedOurs(c: Proc, holder: LockInfo, workDir: string): string | undefined {
+  if (c.pid <= 1 || c.pid === process.pid) return 'it is not a command a run starts';
+  if (!holder.proof) return 'the lock carries no proof of which processes that run started (an earlier version wrote it, or it was edited)';
+  if (!carriesProof(c.pid, holder.proof, { workDir, pid: holder.pid, procStart: holder.procStart })) return "its environment does not carry that run's secret";
+  return undefined;
+}
+
+/** The work dir as the proof names it: device and inode, which a lock copied to another work dir does not share. */
+function dirIdentity(dir: string): string {
+  const st = statSync(dir);
+  return `${st.dev}:${st.ino}`;
 }
 
 function alive(info: { pid: number; procStart: string | null }): boolean {
@@ -163,13 +176,16 @@ export interface LockOptions {
 export async function acquireLock(dir: string, argv: readonly string[] = process.argv, o: LockOptions = {}): Promise<HeldLock> {
   const note = o.note ?? ((s: string) => process.stderr.write(`note: ${s}\n`));
   const file = path.join(dir, LOCK_FILE);
+  const workDirId = dirIdentity(dir);
+  const holder: ProofScope = { workDir: workDirId, pid: process.pid, procStart: processStartTime(process.pid) };
   const me: LockInfo = {
-    pid: process.pid,
+    pid: holder.pid,
     host: os.hostname(),
-    procStart: processStartTime(process.pid),
+    procStart: holder.procStart,
     command: ['nvshmem-efa', ...argv.slice(2)].map(shellQuote).join(' '),
     startedAt: new Date().toISOString(),
     children: [],
+    proof: proofOf(runToken(), holder),
   };
   let mine = JSON.stringify(me) + '\n';
   let tookOverFrom: LockInfo | undefined;
@@ -272,8 +288,9 @@ export async function acquireLock(dir: string, argv: readonly string[] = process
       // alongside us. Stop those still running that are provably those commands.
       for (const c of held.info!.children) {
         if (!isRunning(c.pid)) continue;
-        if (!stillTheCommand(c)) {
-          note(`left pid ${c.pid} running: the lock of the run that is gone names it, but its start time or command line is not that run's command's`);
+        const why = notProvedOurs(c, held.info!, workDirId);
+        if (why) {
+          note(`left pid ${c.pid} running (${(processCmdline(c.pid) ?? c.cmdline ?? []).join(' ').slice(0, 80)}): the lock of the run that is gone names it, but nothing proves that run started it: ${why}`);
           continue;
         }
         await killTree(c.pid);

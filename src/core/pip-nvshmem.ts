@@ -1,4 +1,5 @@
 import { execa } from 'execa';
+import { tracked } from './kill-tree.ts';
 import { EnvironmentError } from './errors.ts';
 import { queryTool } from './exec.ts';
 
@@ -65,7 +66,7 @@ export function pipNvshmemFix(p: PipNvshmem, nvshmemLib: string): string {
  * torch, the generic advice, is not the fix. Returns what it printed (`printed`, Python expressions).
  */
 export async function requireTorch(py: string, orElse = '', printed = 'torch.__version__'): Promise<string> {
-  const r = await execa(py, ['-c', `import torch; print(${printed})`], { reject: false, stdin: 'ignore', timeout: 60_000 }).catch(() => undefined);
+  const r = await tracked(execa(py, ['-c', `import torch; print(${printed})`], { reject: false, stdin: 'ignore', timeout: 60_000 })).catch(() => undefined);
   if (r && r.exitCode === 0) return String(r.stdout).trim();
   const err = String(r?.stderr ?? '');
   const lib = /(libnvshmem_host\.so[.\d]*)/.exec(err)?.[1];

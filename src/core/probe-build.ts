@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
+import { tracked } from './kill-tree.ts';
 import type { DetectedEnv } from './environment.ts';
 import { CommandFailedError } from './errors.ts';
 import { openLog, run } from './exec.ts';
@@ -35,7 +36,7 @@ export async function runProbe(bin: string, root?: string): Promise<ProbeReport>
   if (!existsSync(bin)) throw new Error(`probe binary ${bin} missing`);
   // The probe reads sysfs and libraries' answers; a minute is ample, and a probe stuck in a driver call must not hold
   // the command forever (issue 36, class 7).
-  const r = await execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+  const r = await tracked(execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' }));
   if (r.timedOut) throw new CommandFailedError(`nvshmem-efa-probe did not finish within ${PROBE_TIMEOUT_MS / 1000} s and was stopped`, 'a device or driver call hangs: check dmesg and the EFA driver (modinfo efa), then rerun', undefined, String(r.stderr).split('\n').slice(-10));
   if (r.exitCode !== 0 && r.exitCode !== 1) {
     throw new CommandFailedError(`nvshmem-efa-probe exited with ${r.exitCode ?? r.signal}`, 'rerun with --verbose and report the output', undefined, String(r.stderr).split('\n').slice(-10));

@@ -14,15 +14,20 @@ import { countLine, runCase, table, type Case, type Outcome } from './runner.ts'
 export async function campaign(only?: readonly string[], jobs = Math.max(1, Math.min(4, os.availableParallelism())), onDone?: (o: Outcome) => void): Promise<Outcome[]> {
   const chosen: Case[] = only?.length ? CASES.filter((c) => only.includes(c.id) || only.includes(c.cls)) : [...CASES];
   const outcomes: Outcome[] = new Array(chosen.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < chosen.length) {
-      const i = next++;
-      outcomes[i] = await runCase(chosen[i]!);
-      onDone?.(outcomes[i]!);
-    }
+  const byIndex = chosen.map((c, i) => [c, i] as const);
+  const pool = async (cases: (readonly [Case, number])[], n: number) => {
+    let next = 0;
+    const worker = async () => {
+      while (next < cases.length) {
+        const [c, i] = cases[next++]!;
+        outcomes[i] = await runCase(c);
+        onDone?.(outcomes[i]!);
+      }
+    };
+    await Promise.all(Array.from({ length: n }, worker));
   };
-  await Promise.all(Array.from({ length: jobs }, worker));
+  await pool(byIndex.filter(([c]) => !c.alone), jobs);
+  await pool(byIndex.filter(([c]) => c.alone), 1);
   return outcomes;
 }
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { BIN, ENV, IO_DEFS, LOCK } from '../helpers/cli.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+import { killSignalCases } from './cases-kill-signals.ts';
 import { digest, type Case, type Plan, type Sandbox } from './runner.ts';
 import { identityWorkDirCases } from './cases-identity-workdirs.ts';
 
@@ -559,4 +560,5 @@ export const CASES: readonly Case[] = [
   ...pathsCases, ...symlinkCases, ...overlapCases, ...readOnlyCases, ...fullDiskCases, ...permissionCases, ...cleanCases, ...exportCases,
   ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases, ...streamCases,
   ...identityWorkDirCases,
+  ...killSignalCases,
 ];

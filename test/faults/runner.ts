@@ -21,7 +21,9 @@ export type FaultClass =
   | 'concurrency and locks' | 'interruption' | 'corrupted state' | 'look-alike trees' | 'bad options' | 'bad environment'
   | 'output streams'
   | 'overlap by identity'
-  | 'old and odd work dirs';
+  | 'old and odd work dirs'
+  | 'process ownership'
+  | 'signals';
 
 export interface Run {
   args: string[];
@@ -55,6 +57,8 @@ export interface Case {
   id: string;
   cls: FaultClass;
   what: string;
+  /** Runs with no other case beside it: its signal is timed by polling, which another case's synchronous setup would hold up. */
+  alone?: boolean;
   setup(s: Sandbox): Plan | Promise<Plan>;
 }
 

@@ -17,6 +17,15 @@ const starting = (sig) => {
 };
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT']) process.on(sig, starting);
 
+// A current directory removed under the shell: Node's loaders (tsx's among them) ask for it and crashed with a stack
+// trace (issue 36, class 9). Relative paths cannot mean anything then, so nothing runs: exit 6, the file system's.
+try {
+  process.cwd();
+} catch (e) {
+  process.stderr.write(`error: the current directory no longer exists (${e.code}), so relative paths mean nothing\nfix: cd to a directory that exists and rerun\n`);
+  process.exit(6);
+}
+
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bundle = path.join(root, 'dist', 'cli.mjs');
 const stamp = path.join(root, 'dist', 'source-hash.txt');

@@ -5,7 +5,7 @@ import { Command, CommanderError, Option } from 'commander';
 // tree-sitter with it, is imported inside its action. test/unit/cli-light.test.ts fails when a heavy one comes back.
 import { SELFTEST_CHECKS } from './commands/selftest-checks.ts';
 import { EFAEMU_MODES } from './commands/selftest-modes.ts';
-import { exitCodeOf, formatError, UsageError } from './core/errors.ts';
+import { exitCodeOf, FilesystemError, formatError, UsageError } from './core/errors.ts';
 import { GDRCOPY_PREFIXES } from './core/gdrcopy-prefixes.ts';
 import { installSignalHandlers, RERUN_RESUMES, setResume } from './core/signals.ts';
 import { toolVersion } from './core/paths.ts';
@@ -111,6 +111,12 @@ export async function main(argv: readonly string[]): Promise<number> {
 }
 
 async function runCli(argv: readonly string[]): Promise<number> {
+  // A current directory removed under the shell (bin/nvshmem-efa.js says so too, before its loaders need it).
+  try {
+    process.cwd();
+  } catch (e) {
+    throw new FilesystemError(`the current directory no longer exists (${(e as NodeJS.ErrnoException).code}), so relative paths mean nothing`, 'cd to a directory that exists and rerun', '.', 'ENOENT');
+  }
   const out = (s: string) => process.stdout.write(s + '\n');
   let code = 0;
   const runPipeline = async (o: Options, which: 'build' | 'patch') => {

@@ -67,7 +67,13 @@ async function vendoredPlan(opts: Options, destination: string): Promise<{ vendo
   return { vendored: [], omitted: [{ file, why }] };
 }
 
-
+/** One part of an export as `--json` gives it: the files written (or to be written) and the command that applies them. */
+function exportedPart(dir: string, part: ExportPart): { name: string; tree: string; files: string[]; apply: string | null; note?: string } {
+  const sub = path.join(dir, part.name);
+  const files = part.changes.length ? [...seriesNames(part.changes), 'series'].map((n) => path.join(sub, n)) : [];
+  const apply = part.changes.length ? `git -C ${shellQuote(part.tree)} apply ${shellQuote(sub)}/*.patch` : null;
+  return { name: part.name, tree: part.tree, files, apply, ...(part.note ? { note: part.note } : {}) };
+}
 
 /** `patch --export DIR --dry-run`: every file the export would write, and nothing written. */
 function exportListing(dir: string, parts: readonly ExportPart[]): string[] {
@@ -177,7 +183,13 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   const notes = [...omitted.map((o) => `not in this ${opts.exportDir ? 'export' : 'diff'}: ${o.file}, ${o.why}`), ...(dp.missing ? [dp.missing] : [])];
   if (opts.exportDir) {
     // --dry-run changes nothing, the export included: it lists what the export would write.
-    for (const line of opts.dryRun ? exportListing(opts.exportDir, parts) : await exportPatches(opts.exportDir, parts)) out(line);
+    const lines = opts.dryRun ? exportListing(opts.exportDir, parts) : await exportPatches(opts.exportDir, parts);
+    if (opts.json) {
+      // --json is one document here too (it printed the lines above as plain text: issue 36, class 9).
+      out(JSON.stringify({ export: opts.exportDir, dryRun: Boolean(opts.dryRun), parts: parts.map((p) => exportedPart(opts.exportDir!, p)), ...(plan.layout ? { layout: { id: plan.layout.id, summary: plan.layout.summary } } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
+      return 0;
+    }
+    for (const line of lines) out(line);
     if (plan.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
     for (const n of notes) out(`note: ${n}`);
     return 0;

@@ -20,8 +20,14 @@ export async function readHeadCommit(dir: string): Promise<string | undefined> {
   }
 }
 
-/** git --progress reports every percent; five minutes without a line is a server that stopped sending. */
-export const CLONE_QUIET_MS = 5 * 60_000;
+/**
+ * git --progress reports every percent; five minutes without a line is a server that stopped sending.
+ * NVSHMEM_EFA_CLONE_QUIET_S changes it (a slow link, or a test).
+ */
+export function cloneQuietMs(): number {
+  const s = Number(process.env.NVSHMEM_EFA_CLONE_QUIET_S);
+  return Number.isFinite(s) && s > 0 ? s * 1000 : 5 * 60_000;
+}
 
 /**
  * Runs `git clone ...` into `tmp` with its whole output in `logPath`; a failure keeps git's own reason (the
@@ -40,7 +46,7 @@ export async function cloneRepo(url: string, cloneArgs: readonly string[], tmp: 
       // Nothing waits forever (issue 36, class 7): git never asks for a password (it would wait on the terminal of a
       // run that may have none), and a clone that printed no progress for CLONE_QUIET_MS has stopped.
       env: { GIT_TERMINAL_PROMPT: '0', GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? 'ssh -o BatchMode=yes' },
-      quietLimitMs: CLONE_QUIET_MS,
+      quietLimitMs: cloneQuietMs(),
       onLine(line) {
         const m = /^(Receiving objects|Resolving deltas|Updating files):\s+(\d+%)/.exec(line);
         if (m) onProgress(`git: ${m[1]} ${m[2]}`);
@@ -49,7 +55,8 @@ export async function cloneRepo(url: string, cloneArgs: readonly string[], tmp: 
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
     if (e instanceof InterruptedError || !(e instanceof CommandFailedError)) throw e;
-    const reason = e.tail.find((l) => /fatal:|error:/i.test(l)) ?? e.tail[e.tail.length - 1] ?? e.message;
+    // git's own reason, else what stopped it (a clone gone quiet), else its last line.
+    const reason = e.tail.find((l) => /fatal:|error:/i.test(l)) ?? (/printed nothing/.test(e.message) ? e.message : undefined) ?? e.tail[e.tail.length - 1] ?? e.message;
     throw new EnvironmentError(`cannot clone ${what} from ${url}: ${reason.trim()}`, fix, logPath);
   } finally {
     await log.end();

@@ -105,3 +105,27 @@ export async function readLockFile<T>(envVar: string, rel: readonly string[], sc
     throw e;
   }
 }
+
+/**
+ * A file of the package itself (a template, a manifest): read as untrusted like any other, and when it cannot be, the
+ * error names what to fix. Under NVSHMEM_EFA_HOME the variable is named (exit 2: it points at a copy that lacks the
+ * file; it exited 6 naming only the path, issue 36 class 9); otherwise the install is damaged (exit 4).
+ */
+export async function readPackageFile(file: string): Promise<string> {
+  const home = process.env.NVSHMEM_EFA_HOME;
+  const underHome = home !== undefined && home !== '' && !path.relative(path.resolve(home), file).startsWith('..');
+  try {
+    return (await readUserFile(file, file, 'reinstall nvshmem-efa', 16 << 20)).toString('utf8');
+  } catch (e) {
+    if (!(e instanceof NvshmemEfaError)) throw e;
+    const why = e.message.startsWith(file) ? e.message.slice(file.length).trim() : e.message;
+    if (underHome) {
+      throw new UsageError(
+        `NVSHMEM_EFA_HOME=${home}: ${path.relative(home, file)} ${why}`,
+        `unset NVSHMEM_EFA_HOME, or point it at an intact nvshmem-efa package (every file of templates/ and third_party/)`,
+      );
+    }
+    throw new EnvironmentError(`${file} ${why}`, 'this copy of nvshmem-efa is damaged: reinstall it (npm ci), or set NVSHMEM_EFA_HOME to an intact copy');
+  }
+}
+

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, type Dirent } from 'node:fs';
 import { readdir, readlink, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { PatchRefusedError } from './errors.ts';
 import { relation } from './overlap.ts';
 
 /*
@@ -102,6 +103,26 @@ export async function identityOf(p: string): Promise<string> {
   return `${st.dev}:${st.ino}`;
 }
 
+/**
+ * A name the file system holds as bytes that are not UTF-8 (Latin-1 `\xe9`): Node reads it with U+FFFD in their
+ * place, a name no call can open, so every caller failed later with "does not exist" (issue 36, class 9). The walk
+ * refuses the tree at once, naming the bytes; the fix renames them.
+ */
+export class NonUtf8NameError extends PatchRefusedError {}
+
+function checkNames(dir: string, dirents: readonly Dirent[], raw: () => Buffer[]): void {
+  if (!dirents.some((d) => d.name.includes('\uFFFD'))) return;
+  for (const b of raw()) {
+    if (Buffer.from(b.toString('utf8')).equals(b)) continue;
+    const shown = [...b].map((c) => (c >= 0x20 && c < 0x7f && c !== 0x5c ? String.fromCharCode(c) : `\\x${c.toString(16).padStart(2, '0')}`)).join('');
+    throw new NonUtf8NameError(
+      `${path.join(dir, shown)}: a file name that is not UTF-8, which nvshmem-efa cannot copy, hash or patch`,
+      `rename it to UTF-8 (convmv -f latin1 -t utf8 --notest -r ${dir}) or remove it, then rerun`,
+      [],
+    );
+  }
+}
+
 const byName = (a: Dirent, b: Dirent) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 function entryOf(d: Dirent, dir: string, rel: string): TreeEntry {
@@ -145,6 +166,7 @@ export async function walkTree(root: string, visit: (e: TreeEntry) => Verdict | 
       opts.onUnreadable(rel, err);
       return false;
     }
+    checkNames(dir, dirents, () => readdirSync(dir, { encoding: 'buffer' }));
     if (opts.sorted) dirents.sort(byName);
     for (const d of dirents) {
       opts.signal?.throwIfAborted();
@@ -192,6 +214,7 @@ export function walkTreeSync(root: string, visit: (e: TreeEntry) => Verdict, opt
       opts.onUnreadable(rel, err);
       return false;
     }
+    checkNames(dir, dirents, () => readdirSync(dir, { encoding: 'buffer' }));
     if (opts.sorted) dirents.sort(byName);
     for (const d of dirents) {
       const e = entryOf(d, dir, rel);

@@ -7,6 +7,7 @@ import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 import { killSignalCases } from './cases-kill-signals.ts';
 import { digest, type Case, type Plan, type Sandbox } from './runner.ts';
 import { identityWorkDirCases } from './cases-identity-workdirs.ts';
+import { waitStreamRestCases } from './cases-waits-streams.ts';
 
 /**
  * The fault campaign's cases, by class (issue 20): each is what a user, or an attacker on a shared node,
@@ -561,4 +562,5 @@ export const CASES: readonly Case[] = [
   ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases, ...streamCases,
   ...identityWorkDirCases,
   ...killSignalCases,
+  ...waitStreamRestCases,
 ];

@@ -23,7 +23,9 @@ export type FaultClass =
   | 'overlap by identity'
   | 'old and odd work dirs'
   | 'process ownership'
-  | 'signals';
+  | 'signals'
+  | 'nothing waits forever'
+  | 'the rest';
 
 export interface Run {
   args: string[];
@@ -43,6 +45,8 @@ export interface Run {
   /** Where the command's output goes instead of a pipe the campaign reads: a full device (/dev/full), a reader that
    * stops after the first chunk (`| head -1`), or a closed descriptor (`2>&-`). What cannot be read is not judged. */
   streams?: { out?: 'full' | 'reader-stops'; err?: 'full' | 'closed' };
+  /** Run from a current directory that was removed before the command started (a shell left in a deleted folder). */
+  cwdGone?: boolean;
 }
 
 export interface Plan {
@@ -257,6 +261,11 @@ function runOnce(r: Run, s: Sandbox): Promise<Ran> {
     cmd = 'setpriv';
   }
   const st = r.streams ?? {};
+  if (r.cwdGone) {
+    // The shell enters a folder of its own, removes it, then runs the command in its place.
+    args = ['-c', 'd=$1; shift; mkdir -p "$d" && cd "$d" && rmdir "$d" && exec "$0" "$@"', cmd, s.p('.gone-cwd'), ...args];
+    cmd = 'sh';
+  }
   if (st.err === 'closed') {
     // The shell closes descriptor 2, then runs the command in its place.
     args = ['-c', 'exec "$0" "$@" 2>&-', cmd, ...args];

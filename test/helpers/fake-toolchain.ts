@@ -95,6 +95,14 @@ case "$src" in
         i=0; while [ $i -lt "\${FAKE_WAIT_LIMIT:-1200}" ] && ! { [ -s "$FAKE_PIDS/tool" ] && [ -s "$FAKE_PIDS/child" ] && [ -s "$FAKE_PIDS/grandchild" ]; }; do sleep 0.1; i=$((i+1)); done
         echo "error: fake compile failure"; exit 1
       fi
+      # FAKE_BG_HOLD: leaves a child in a session of its own holding the output pipe, as a compiler cache server does.
+      if [ -n "$FAKE_BG_HOLD" ]; then setsid sh -c 'echo $$ > "$FAKE_PIDS/bg"; exec sleep 300' & fi
+      # FAKE_LONG_LINE=N: one line of N bytes (cmake's flags echoed whole); FAKE_LONG_LINE_FAIL: then fails, saying
+      # nothing more (so the line is among the last lines a failure shows).
+      if [ -n "$FAKE_LONG_LINE" ]; then
+        head -c "$FAKE_LONG_LINE" /dev/zero | tr '\\0' x; echo
+        [ -n "$FAKE_LONG_LINE_FAIL" ] && exit 1
+      fi
     fi
     if [ "$mode" = install ]; then
       prefix=$(cat "$dir/fake-prefix")

@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { packageRoot } from '../../core/paths.ts';
+import { readPackageFile } from '../../core/small-file.ts';
 import type { OwnedFileSpec } from '../engine/plan.ts';
 
 const Manifest = z.object({
@@ -29,10 +29,10 @@ export interface Template {
 export const OWNER_MARK = 'nvshmem-efa template';
 
 export async function loadTemplate(dir = path.join(packageRoot(), 'templates', 'transport_efa_gda')): Promise<Template> {
-  const manifest = Manifest.parse(JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')));
+  const manifest = Manifest.parse(JSON.parse(await readPackageFile(path.join(dir, 'manifest.json'))));
   const names = [...manifest.headers, ...manifest.sources];
   const files = await Promise.all(
-    names.map(async (name) => ({ name, content: await readFile(path.join(dir, name), 'utf8') })),
+    names.map(async (name) => ({ name, content: await readPackageFile(path.join(dir, name)) })),
   );
   for (const f of files) {
     if (!f.content.includes(OWNER_MARK)) throw new Error(`template file ${f.name} lacks "${OWNER_MARK}"`);

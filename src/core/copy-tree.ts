@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
+import { chmod, copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { makeDirs } from './make-dirs.ts';
@@ -9,8 +9,8 @@ import { skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed, walkTree, 
 
 /**
  * Copies a source tree, leaving out VCS folders (and a `.git` file), in-tree build directories and any path in
- * `skip` (absolute). Files keep their modification times, so that after a fresh copy the incremental build
- * recompiles only what the patch step rewrote.
+ * `skip` (absolute). Files keep their bytes, permission bits and modification times (so that after a fresh copy
+ * the incremental build recompiles only what the patch step rewrote); the copy belongs to whoever runs the tool.
  *
  * Symbolic links are copied as what they point to, never as links: the patch step and NVSHMEM's own build
  * write into the copy, and a link would carry those writes into the user's tree (or anywhere else). A link
@@ -25,9 +25,13 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
       const to = path.join(dst, e.rel);
       if (e.type === 'dir') {
         await makeDirs(to);
+        // A private directory stays private in the copy; its owner (the runner) can always write in it (the patch, the build).
+        await chmod(to, ((await stat(e.real)).mode & 0o777) | 0o700);
       } else if (e.type === 'file') {
         await copyFile(e.real, to);
         const st = await stat(e.real);
+        // The permission bits, never set-user-ID or set-group-ID: run as root, the copy is root's.
+        await chmod(to, st.mode & 0o777);
         await utimes(to, st.atime, st.mtime);
       }
       // Sockets, FIFOs and devices are not source; a link to one (/dev/zero) would never finish copying.

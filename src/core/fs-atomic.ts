@@ -2,6 +2,7 @@ import { open, rename, writeFile, stat, chmod, rm } from 'node:fs/promises';
 import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
+import { chownHandle, type Owner } from './owner.ts';
 
 /**
  * Test hook, set only by the fault campaign (test/faults): NVSHMEM_EFA_TEST_KILL_AFTER_WRITES=N makes the process
@@ -35,11 +36,16 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
   killForTest();
 }
 
-/** Writes `data` and flushes it to the disk before returning: what the journal promises across a power loss. */
-export async function writeDurable(file: string, data: Uint8Array | string): Promise<void> {
+/**
+ * Writes `data` and flushes it to the disk before returning: what the journal promises across a power loss.
+ * `owner` and `mode` are set on the open file before the flush (owner first: a chown clears set-id bits).
+ */
+export async function writeDurable(file: string, data: Uint8Array | string, o: { owner?: Owner; mode?: number } = {}): Promise<void> {
   const fh = await open(file, 'w');
   try {
     await fh.writeFile(data);
+    if (o.owner) await chownHandle(fh, o.owner);
+    if (o.mode !== undefined) await fh.chmod(o.mode & 0o7777);
     await fh.sync();
   } finally {
     await fh.close();

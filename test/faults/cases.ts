@@ -5,6 +5,7 @@ import os from 'node:os';
 import { BIN, ENV, IO_DEFS, LOCK } from '../helpers/cli.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 import { digest, type Case, type Plan, type Sandbox } from './runner.ts';
+import { bytesLinksCases } from './cases-bytes-links.ts';
 
 /**
  * The fault campaign's cases, by class (issue 20): each is what a user, or an attacker on a shared node,
@@ -557,4 +558,5 @@ const streamCases: Case[] = [
 export const CASES: readonly Case[] = [
   ...pathsCases, ...symlinkCases, ...overlapCases, ...readOnlyCases, ...fullDiskCases, ...permissionCases, ...cleanCases, ...exportCases,
   ...lockCases, ...interruptCases, ...stateCases, ...treeCases, ...optionCases, ...envCases, ...streamCases,
+  ...bytesLinksCases,
 ];

@@ -19,7 +19,8 @@ import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
 export type FaultClass =
   | 'paths' | 'symlinks' | 'overlap' | 'read-only' | 'full disk' | 'permissions' | 'ownership and clean' | 'export'
   | 'concurrency and locks' | 'interruption' | 'corrupted state' | 'look-alike trees' | 'bad options' | 'bad environment'
-  | 'output streams';
+  | 'output streams'
+  | 'bytes and owners' | 'links in the work dir';
 
 export interface Run {
   args: string[];

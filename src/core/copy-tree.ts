@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { chmod, copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
@@ -28,7 +28,8 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
         // A private directory stays private in the copy; its owner (the runner) can always write in it (the patch, the build).
         await chmod(to, ((await stat(e.real)).mode & 0o777) | 0o700);
       } else if (e.type === 'file') {
-        await copyFile(e.real, to);
+        // COPYFILE_EXCL: created fresh (O_EXCL), never written through a link put into the copy meanwhile.
+        await copyFile(e.real, to, constants.COPYFILE_EXCL);
         const st = await stat(e.real);
         // The permission bits, never set-user-ID or set-group-ID: run as root, the copy is root's.
         await chmod(to, st.mode & 0o777);

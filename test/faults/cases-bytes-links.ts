@@ -583,6 +583,29 @@ const linkCases: Case[] = [
     },
   },
   {
+    id: 'rollback-tmp-symlink', cls: 'links in the work dir', what: "a killed --in-place rolled back with each file's restore name a symbolic link to a user's file",
+    setup: (s) => {
+      const src = s.nvshmem();
+      const victim = victimOf(s);
+      const was = readFileSync(victim);
+      return {
+        runs: [{ args: patch(src, s.p('w'), '--in-place'), env: { NVSHMEM_EFA_TEST_KILL_AFTER_RENAMES: '3' }, exit: 137 }],
+        check: () => {
+          const staged = files(src).filter((f) => f.endsWith('.nvshmem-efa-new'));
+          if (!staged.length) return 'no staged file left to remove (the kill came too late)';
+          unlinkSync(path.join(src, staged[0]!));
+          // The rollback puts each replaced file's old bytes at <file>.nvshmem-efa-old, then renames it back.
+          for (const rel of EDITED) plant('sym', victim, path.join(src, `${rel}.nvshmem-efa-old`));
+          const r = spawnSync(process.execPath, [BIN, ...patch(src, s.p('w'), '--in-place')], { encoding: 'utf8', env: { ...ENV, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK } });
+          if (!readFileSync(victim).equals(was)) return 'the rollback wrote into the user\'s file through a link';
+          if (!/rolled it back/.test(r.stderr)) return `the rerun did not roll back (exit ${r.status})`;
+          const left = EDITED.filter((rel) => existsSync(path.join(src, `${rel}.nvshmem-efa-old`)) || lstatSync(path.join(src, rel)).isSymbolicLink());
+          return left.length ? `left behind or linked: ${left.join(', ')}` : undefined;
+        },
+      };
+    },
+  },
+  {
     id: 'clean-hardlinked-log', cls: 'links in the work dir', what: "clean with a log hard-linked to a user's file: the link removed, the file kept",
     setup: (s) => {
       const w = s.p('w');

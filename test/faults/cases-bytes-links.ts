@@ -325,6 +325,20 @@ const bytesCases: Case[] = [
     },
   },
   {
+    id: 'in-place-as-owner', cls: 'bytes and owners', what: '--in-place run by the tree\'s owner (nobody, not root): patched, every file still its own, modes kept',
+    setup: (s) => {
+      const src = s.nvshmem();
+      chmodSync(path.join(src, LIBFABRIC_CPP), 0o640);
+      execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, src]);
+      mkdirSync(s.p('w'));
+      chownSync(s.p('w'), NOBODY, NOBODY);
+      return {
+        runs: [{ args: patch(src, s.p('w'), '--in-place'), asNobody: true, exit: 0 }],
+        check: () => allOwnedBy(src, NOBODY, NOBODY) ?? expectOwner(path.join(src, LIBFABRIC_CPP), `${NOBODY}:${NOBODY} 640`, LIBFABRIC_CPP),
+      };
+    },
+  },
+  {
     id: 'owners-mixed-kept', cls: 'bytes and owners', what: '--in-place as root: each patched file keeps its own owner and group (1234:2345, nobody:users)',
     setup: (s) => {
       const src = s.nvshmem();

@@ -8,7 +8,7 @@ import { makeDirs } from '../../core/make-dirs.ts';
 import { writeDurable } from '../../core/fs-atomic.ts';
 import { dirsUpTo, removeJournal, restoreBytes, sha256, STAGED, syncDirs, writeJournal } from './journal.ts';
 import { byteString, toBytes, utf8Bytes } from './bytes.ts';
-import { PatchRefusedError } from '../../core/errors.ts';
+import { FilesystemError, PatchRefusedError } from '../../core/errors.ts';
 import { chownLike, ownerOf, type Owner } from '../../core/owner.ts';
 
 /**
@@ -151,7 +151,9 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
       const bytes = after.get(i.file)!;
       await writeDurable(i.tmp, bytes, { owner: owners.get(i.file)!, ...(b ? { mode: b.mode } : {}) });
       // Read back: what is staged is exactly the planned bytes, or nothing is renamed.
-      if (sha256(await readFile(i.tmp)) !== sha256(bytes)) throw new Error(`${i.tmp}: the staged file reads back different from what was written`);
+      if (sha256(await readFile(i.tmp)) !== sha256(bytes)) {
+        throw new FilesystemError(`${i.tmp}, staged for ${i.change.file}, reads back different from what was written; nothing was changed`, `check the disk holding ${root} (dmesg, fsck), then rerun`, i.tmp, 'EIO');
+      }
     }
     signal?.throwIfAborted();
     await syncDirs(items.flatMap((i) => dirsUpTo(root, i.dir)));

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { childEnded, childStarted } from '../core/kill-tree.ts';
-import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { openForAppendSync, writeFileAtomicSync } from '../core/fs-atomic.ts';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentError, UsageError } from '../core/errors.ts';
@@ -228,7 +229,13 @@ export function writePutPlot(results: string, put: boolean, out: (s: string) => 
   const say = (line: string) => {
     out(line);
     try {
-      appendFileSync(reportPath, `${line}\n`);
+      // Only to the report as a plain file of ours: a link in its place is replaced, never written through.
+      const fd = openForAppendSync(reportPath);
+      try {
+        writeSync(fd, `${line}\n`);
+      } finally {
+        closeSync(fd);
+      }
     } catch {
       /* no report to add to */
     }
@@ -245,7 +252,7 @@ export function writePutPlot(results: string, put: boolean, out: (s: string) => 
   if (!t) return drop(put && report ? 'the report has no put table' : undefined);
   if (!t.rows.some((r) => r.gda !== undefined || r.api !== undefined || r.proxy !== undefined)) return drop('the put table has no rows');
   try {
-    writeFileSync(svg, putChartSvg(t));
+    writeFileAtomicSync(svg, putChartSvg(t));
   } catch (e) {
     return drop(`${svg}: ${(e as Error).message}`);
   }

@@ -4,6 +4,7 @@ import { EnvironmentError } from '../core/errors.ts';
 import { readHeadCommit } from '../core/git.ts';
 import type { Options } from '../options.ts';
 import { renderDiff, seriesNames } from '../patchers/engine/apply.ts';
+import { display } from '../patchers/engine/bytes.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
@@ -200,10 +201,10 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
   const build = opts.command === 'build' && found.env ? buildPlan(opts, { ...found, env: found.env }, tree.dir, plan.fixes, dp.dir) : undefined;
   if (opts.json) {
-    out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: renderDiff(changes), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
+    out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: display(renderDiff(changes)), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
     return 0;
   }
-  out(renderDiff(changes).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
+  out(display(renderDiff(changes)).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
   // After the diff (stdout stays a patch from its first line): what is not in it, then what it was planned for
   // (the last line of `patch --dry-run`).
   for (const n of notes) out(`# ${n}`);

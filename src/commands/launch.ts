@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { openFreshSync } from '../core/fs-atomic.ts';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -96,7 +97,8 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
       childStarted(child.pid);
     }
     if (o.outputDir) {
-      const log = createWriteStream(path.join(o.outputDir, `rank${r}.log`));
+      // A fresh file: a link left at the name (to a user's file) is replaced, never written through.
+      const log = createWriteStream('', { fd: openFreshSync(path.join(o.outputDir, `rank${r}.log`)) });
       logs.push(log);
       child.stdout!.pipe(log, { end: false });
       child.stderr!.pipe(log, { end: false });

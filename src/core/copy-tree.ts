@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
+import { constants, existsSync } from 'node:fs';
+import { chmod, copyFile, readFile, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from './errors.ts';
 import { makeDirs } from './make-dirs.ts';
@@ -10,8 +10,8 @@ import { identityOf, skipAt, skipBuildDirs, skipDirsAt, skipDirsNamed, skipNamed
 
 /**
  * Copies a source tree, leaving out VCS folders (and a `.git` file), in-tree build directories and any path in
- * `skip` (absolute). Files keep their modification times, so that after a fresh copy the incremental build
- * recompiles only what the patch step rewrote.
+ * `skip` (absolute). Files keep their bytes, permission bits and modification times (so that after a fresh copy
+ * the incremental build recompiles only what the patch step rewrote); the copy belongs to whoever runs the tool.
  *
  * Symbolic links are copied as what they point to, never as links: the patch step and NVSHMEM's own build
  * write into the copy, and a link would carry those writes into the user's tree (or anywhere else). A link
@@ -32,9 +32,14 @@ export async function copyTree(src: string, dst: string, skip: readonly string[]
       const to = path.join(dst, e.rel);
       if (e.type === 'dir') {
         await makeDirs(to);
+        // A private directory stays private in the copy; its owner (the runner) can always write in it (the patch, the build).
+        await chmod(to, ((await stat(e.real)).mode & 0o777) | 0o700);
       } else if (e.type === 'file') {
-        await copyFile(e.real, to);
+        // COPYFILE_EXCL: created fresh (O_EXCL), never written through a link put into the copy meanwhile.
+        await copyFile(e.real, to, constants.COPYFILE_EXCL);
         const st = await stat(e.real);
+        // The permission bits, never set-user-ID or set-group-ID: run as root, the copy is root's.
+        await chmod(to, st.mode & 0o777);
         await utimes(to, st.atime, st.mtime);
       }
       // Sockets, FIFOs and devices are not source; a link to one (/dev/zero) would never finish copying.

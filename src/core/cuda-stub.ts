@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from './exec.ts';
 import { writeFileAtomic } from './fs-atomic.ts';
@@ -20,7 +20,7 @@ export async function buildCudaLinkStub(cudaHome: string, outDir: string, logPat
   await makeDirs(outDir);
   // Preprocessed, a file that only includes cuda.h is cuda.h with its macros applied: the names to define.
   const includeC = path.join(outDir, 'include_cuda_h.c');
-  await writeFile(includeC, '#include <cuda.h>\n');
+  await writeFileAtomic(includeC, '#include <cuda.h>\n');
   const lines = await run('cc', ['-E', '-P', `-I${path.join(cudaHome, 'include')}`, includeC], {
     fix: `check that ${cudaHome}/include/cuda.h exists and a C compiler (cc) is installed`,
     logPath,
@@ -31,6 +31,8 @@ export async function buildCudaLinkStub(cudaHome: string, outDir: string, logPat
   await writeFileAtomic(stubC, symbols.map((s) => `int ${s}(void) { return 999; }\n`).join(''));
   const so = path.join(outDir, 'libcuda.so');
   const tmp = `${so}.tmp`;
+  // The linker writes its output in place: nothing may stand at the name for it to write through.
+  await rm(tmp, { force: true });
   await run('cc', ['-shared', '-fPIC', '-Wl,-soname,libcuda.so.1', '-o', tmp, stubC], { fix: 'check that a C compiler (cc) works', logPath });
   await run('mv', ['-f', tmp, so], { fix: 'check the work directory is writable', logPath });
   return { path: so, symbols: symbols.length };

@@ -1,4 +1,4 @@
-import { createWriteStream, type WriteStream } from 'node:fs';
+import type { WriteStream } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { CommandFailedError, filesystemFault, InterruptedError } from './errors.ts';
@@ -6,6 +6,7 @@ import { childEnded, childStarted, killTree, tracked } from './kill-tree.ts';
 import { RERUN_RESUMES } from './signals.ts';
 import { runToken, TOKEN_VAR } from './run-token.ts';
 import { makeDirs } from './make-dirs.ts';
+import { openForAppend } from './fs-atomic.ts';
 
 /**
  * A step's log. A write error (full disk, a log path that is a device) is kept and raised by `check()`
@@ -53,9 +54,20 @@ export function relevantTail(lines: readonly string[], max = 15): string[] {
   return (hits.length ? hits : lines).slice(-max);
 }
 
+/**
+ * A step's log, appended to while its commands run. Opened by openForAppend: a link, a hard link to a user's
+ * file or a FIFO put in its place is replaced by a fresh file, never written through (or waited on).
+ */
 export async function openLog(logPath: string): Promise<StepLog> {
   await makeDirs(path.dirname(logPath));
-  const stream: WriteStream = createWriteStream(logPath, { flags: 'a' });
+  let fh;
+  try {
+    fh = await openForAppend(logPath);
+  } catch (e) {
+    (e as NodeJS.ErrnoException).path ??= logPath;
+    throw filesystemFault(e) ?? e;
+  }
+  const stream: WriteStream = fh.createWriteStream();
   let failure: unknown;
   stream.on('error', (e: NodeJS.ErrnoException) => {
     e.path ??= logPath;

@@ -7,6 +7,7 @@ import { boundedBody } from './bounded-body.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
 import { refuseMountsInside } from './overlap.ts';
+import { openFreshSync } from './fs-atomic.ts';
 import { cloneRepo, readHeadCommit, resetCloneTo } from './git.ts';
 import { archiveName, fabricEnvKey, GDRCOPY_SWITCH, isLocalOrigin, type FabricOrigin, type FabricPackage, type FabricPin } from './fabric-lock.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
@@ -87,7 +88,8 @@ const MiB = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
 /** Copies or downloads `url` to `dest`, returning its sha256; a path or file:// URL is read locally. */
 async function transfer(url: string, dest: string, signal: AbortSignal, progress: (s: string) => void): Promise<string> {
   const h = createHash('sha256');
-  const out = createWriteStream(dest);
+  // downloads/ is shared with the user: a link at the partial name is replaced, never written through.
+  const out = createWriteStream('', { fd: openFreshSync(dest) });
   const done = new Promise<void>((resolve, reject) => {
     out.on('finish', resolve);
     out.on('error', reject);

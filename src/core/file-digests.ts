@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { copyFile, readFile, stat, utimes } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { copyFile, readFile, rename, rm, stat, unlink, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 import { skipDirsNamed, walkTree } from './walk-tree.ts';
@@ -43,7 +44,16 @@ export function digestDifferences(expected: Record<string, string>, actual: Reco
  */
 export async function copyKeepingTimes(from: string, to: string): Promise<void> {
   await makeDirs(path.dirname(to));
-  await copyFile(from, to);
-  const s = await stat(from);
-  await utimes(to, s.atime, s.mtime);
+  // Through a fresh temporary sibling (O_EXCL) renamed into place: a link at `to` is replaced, never written through.
+  const tmp = `${to}.nvshmem-efa-tmp-${process.pid}`;
+  await unlink(tmp).catch(() => undefined);
+  try {
+    await copyFile(from, tmp, constants.COPYFILE_EXCL);
+    const s = await stat(from);
+    await utimes(tmp, s.atime, s.mtime);
+    await rename(tmp, to);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
 }

@@ -3,6 +3,7 @@ import { hashJson, hashTree } from '../core/hash.ts';
 import { NVSHMEM_BUILD_OUTPUTS, TESTED_VERSIONS } from '../core/nvshmem-tree.ts';
 import { toolVersion } from '../core/paths.ts';
 import { renderDiff, writeChanges } from '../patchers/engine/apply.ts';
+import { display } from '../patchers/engine/bytes.ts';
 import { reuseTimes } from '../core/copy-tree.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import { JOURNAL, recoverJournal } from '../patchers/engine/journal.ts';
@@ -93,7 +94,7 @@ export const patchNvshmemStep: Step = {
       ctx.refusals = plan.refusals;
       throw refusalError(plan, dir);
     }
-    ctx.diff = renderDiff(plan.changes);
+    ctx.diff = display(renderDiff(plan.changes));
     // One transaction, checked against the abort signal: an interrupted --in-place run leaves the user's
     // tree either untouched or fully patched.
     await writeChanges(dir, plan.changes, ctx.signal);

@@ -8,6 +8,7 @@ import { killSignalCases } from './cases-kill-signals.ts';
 import { digest, type Case, type Plan, type Sandbox } from './runner.ts';
 import { identityWorkDirCases } from './cases-identity-workdirs.ts';
 import { waitStreamRestCases } from './cases-waits-streams.ts';
+import { bytesLinksCases } from './cases-bytes-links.ts';
 
 /**
  * The fault campaign's cases, by class (issue 20): each is what a user, or an attacker on a shared node,
@@ -563,4 +564,5 @@ export const CASES: readonly Case[] = [
   ...identityWorkDirCases,
   ...killSignalCases,
   ...waitStreamRestCases,
+  ...bytesLinksCases,
 ];

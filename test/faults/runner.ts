@@ -25,7 +25,9 @@ export type FaultClass =
   | 'process ownership'
   | 'signals'
   | 'nothing waits forever'
-  | 'the rest';
+  | 'the rest'
+  | 'bytes and owners'
+  | 'links in the work dir';
 
 export interface Run {
   args: string[];

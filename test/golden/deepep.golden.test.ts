@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
+import { display } from '../../src/patchers/engine/bytes.ts';
 import { planDeepEp } from '../../src/patchers/deepep/index.ts';
 import { GOLDEN_DEEPEP, golden, goldenCases, materialize, refusalText } from '../helpers/golden.ts';
 
@@ -17,7 +18,7 @@ describe.each(goldenCases(GOLDEN_DEEPEP))('golden deepep $name', (c) => {
       return;
     }
     expect(refusalText(plan)).toBe('');
-    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes));
+    golden(path.join(c.dir, 'expected.patch'), display(renderDiff(plan.changes)));
   });
 
   if (c.expect !== 'patch') return;
@@ -38,7 +39,7 @@ describe.each(goldenCases(GOLDEN_DEEPEP))('golden deepep $name', (c) => {
     const names = await exportPatches(out, plan.changes);
     execFileSync('git', ['init', '-q'], { cwd: tree });
     for (const n of names) execFileSync('git', ['apply', path.join(out, n)], { cwd: tree });
-    for (const ch of plan.changes) expect(readFileSync(path.join(tree, ch.file), 'utf8')).toBe(ch.after);
+    for (const ch of plan.changes) expect(readFileSync(path.join(tree, ch.file), 'latin1')).toBe(ch.after);
   });
 });
 

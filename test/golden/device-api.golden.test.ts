@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
+import { display } from '../../src/patchers/engine/bytes.ts';
 import { planPatches } from '../../src/patchers/engine/plan.ts';
 import { deviceApiSpecs, HEADERS_DIR, HOOKS, hookShapeProblem } from '../../src/patchers/nvshmem/device-api.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
@@ -25,8 +26,8 @@ describe.each(goldenCases(ROOT))('device API golden $name', (c) => {
     // The headers copied into src/include/nvshmem_efa/ are the templates themselves: checked here, not in the golden.
     const headers = plan.changes.filter((ch) => ch.file.startsWith(`${HEADERS_DIR}/`));
     expect(headers.map((h) => path.basename(h.file)).sort()).toEqual(template.manifest.installHeaders.filter((n) => n !== 'efa_io_defs.h').sort());
-    for (const h of headers) expect(h.after).toBe(template.files.find((f) => f.name === path.basename(h.file))!.content);
-    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes.filter((ch) => !headers.includes(ch))));
+    for (const h of headers) expect(display(h.after)).toBe(template.files.find((f) => f.name === path.basename(h.file))!.content);
+    golden(path.join(c.dir, 'expected.patch'), display(renderDiff(plan.changes.filter((ch) => !headers.includes(ch)))));
   });
 
   if (c.expect !== 'patch') return;

@@ -3,6 +3,7 @@ import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exportPatches, renderDiff, writeChanges } from '../../src/patchers/engine/apply.ts';
+import { display } from '../../src/patchers/engine/bytes.ts';
 import { planNvshmem } from '../../src/patchers/nvshmem/index.ts';
 import { loadTemplate } from '../../src/patchers/nvshmem/template.ts';
 import { GOLDEN, golden, goldenCases, materialize, refusalText } from '../helpers/golden.ts';
@@ -22,7 +23,7 @@ describe.each(goldenCases())('golden $name', (c) => {
       return;
     }
     expect(refusalText(plan)).toBe('');
-    golden(path.join(c.dir, 'expected.patch'), renderDiff(plan.changes));
+    golden(path.join(c.dir, 'expected.patch'), display(renderDiff(plan.changes)));
   });
 
   if (c.expect !== 'patch') return;
@@ -43,7 +44,7 @@ describe.each(goldenCases())('golden $name', (c) => {
     const names = await exportPatches(out, plan.changes);
     execFileSync('git', ['init', '-q'], { cwd: tree });
     for (const n of names) execFileSync('git', ['apply', path.join(out, n)], { cwd: tree });
-    for (const ch of plan.changes) expect(readFileSync(path.join(tree, ch.file), 'utf8')).toBe(ch.after);
+    for (const ch of plan.changes) expect(readFileSync(path.join(tree, ch.file), 'latin1')).toBe(ch.after);
   });
 });
 
@@ -61,7 +62,7 @@ describe('golden cases against each other', () => {
     const full = materialize('v3.4-like');
     const plan = await planNvshmem(full, template);
     const patched = materialize('already-patched');
-    for (const ch of plan.changes) expect(readFileSync(path.join(patched, ch.file), 'utf8')).toBe(ch.after);
+    for (const ch of plan.changes) expect(readFileSync(path.join(patched, ch.file), 'latin1')).toBe(ch.after);
   });
 
   it('template sources are part of the patch', async () => {
@@ -96,7 +97,7 @@ describe('multi-rail layout', () => {
   it('the multi-rail already-patched fixture is exactly what patching multi-rail produces', async () => {
     const plan = await planNvshmem(materialize('multi-rail'), template);
     const patched = materialize('multi-rail-already-patched');
-    for (const ch of plan.changes) expect(readFileSync(path.join(patched, ch.file), 'utf8')).toBe(ch.after);
+    for (const ch of plan.changes) expect(readFileSync(path.join(patched, ch.file), 'latin1')).toBe(ch.after);
   });
 });
 
@@ -109,7 +110,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('multi-rail hooks at run time (g+
     const tree = materialize('multi-rail');
     const plan = await planNvshmem(tree, template);
     const cpp = 'src/modules/transport/libfabric/libfabric.cpp';
-    writeFileSync(path.join(tree, cpp), plan.changes.find((c) => c.file === cpp)!.after);
+    writeFileSync(path.join(tree, cpp), plan.changes.find((c) => c.file === cpp)!.after, 'latin1');
     const dir = path.join(tree, 'src/modules/transport/libfabric');
     mkdirSync(path.join(dir, 'efa_gda'), { recursive: true });
     const harness = path.join(path.dirname(GOLDEN), 'harness');

@@ -51,4 +51,23 @@ describe('writeChanges', () => {
     expect(readFileSync(path.join(d, 'x/y/z.txt'), 'utf8')).toBe('z\n');
     expect(all(d).some((f) => f.endsWith('.nvshmem-efa-new'))).toBe(false);
   });
+
+  // Issue 36, class 1: bytes are bytes (bytes.ts), whatever the file holds.
+  it('writes byte strings byte for byte: Latin-1 and invalid UTF-8 kept, CRLF and no final newline too', async () => {
+    const d = tree();
+    const raw = Buffer.from([0x2f, 0x2f, 0x20, 0xa9, 0xe9, 0xff, 0x0d, 0x0a, 0x78]);
+    writeFileSync(path.join(d, 'l.c'), raw);
+    const before = raw.toString('latin1');
+    await writeChanges(d, [{ file: 'l.c', before, after: `${before}\r\n/* added */` }]);
+    expect(readFileSync(path.join(d, 'l.c'))).toEqual(Buffer.concat([raw, Buffer.from('\r\n/* added */')]));
+  });
+
+  it('refuses, writing nothing, a change whose text is not bytes (tool text not encoded) or whose file changed since it was planned', async () => {
+    const d = tree();
+    const entries = all(d);
+    await expect(writeChanges(d, [{ file: 'a.txt', before: 'A\n', after: 'A \u2014 dash\n' }])).rejects.toThrow(/U\+2014 .* is not a byte/);
+    await expect(writeChanges(d, [{ file: 'a.txt', before: 'B\n', after: 'C\n' }])).rejects.toThrow(/changed while nvshmem-efa was patching it/);
+    expect(all(d)).toEqual(entries);
+    expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A\n');
+  });
 });

@@ -56,7 +56,7 @@ describe.each(cases)('footprints: $name', (c) => {
     for (const ch of plan.changes) {
       const stripped = ch.after.replace(/^[ \t]*(\/\* nvshmem-efa:(begin|end) \S+ \*\/|# nvshmem-efa:(begin|end) \S+)\n/gm, '');
       mkdirSync(path.dirname(path.join(tree, ch.file)), { recursive: true });
-      writeFileSync(path.join(tree, ch.file), stripped);
+      writeFileSync(path.join(tree, ch.file), stripped, 'latin1');
     }
     const again = await c.plan(tree);
     expect(again.fixes.filter((f) => f.status === 'applied')).toEqual([]);

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { chmod, readFile, rename, rm, stat } from 'node:fs/promises';
+import { readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { writeFileAtomic } from '../../core/fs-atomic.ts';
@@ -7,13 +7,20 @@ import type { FileChange } from './plan.ts';
 import { makeDirs } from '../../core/make-dirs.ts';
 import { writeDurable } from '../../core/fs-atomic.ts';
 import { dirsUpTo, removeJournal, restoreBytes, sha256, STAGED, syncDirs, writeJournal } from './journal.ts';
+import { byteString, toBytes, utf8Bytes } from './bytes.ts';
+import { FilesystemError, PatchRefusedError } from '../../core/errors.ts';
+import { chownLike, ownerOf, type Owner } from '../../core/owner.ts';
 
-/** A `git diff`-style patch for one change: `git apply` accepts it, new files included. */
+/**
+ * A `git diff`-style patch for one change: `git apply` accepts it, new files included. A byte string (bytes.ts):
+ * the context and removed lines carry the file's exact bytes, so the patch applies to a file that is no UTF-8.
+ */
 export function renderFileDiff(c: FileChange): string {
   const isNew = c.before === null;
+  const name = utf8Bytes(c.file);
   const body = createTwoFilesPatch(
-    isNew ? '/dev/null' : `a/${c.file}`,
-    `b/${c.file}`,
+    isNew ? '/dev/null' : `a/${name}`,
+    `b/${name}`,
     c.before ?? '',
     c.after,
     undefined,
@@ -22,10 +29,11 @@ export function renderFileDiff(c: FileChange): string {
   );
   // Drop diff's "Index:"/"====" preamble; keep from the --- line on.
   const hunks = body.slice(body.indexOf('--- '));
-  const header = [`diff --git a/${c.file} b/${c.file}`, ...(isNew ? ['new file mode 100644'] : [])];
+  const header = [`diff --git a/${name} b/${name}`, ...(isNew ? ['new file mode 100644'] : [])];
   return `${header.join('\n')}\n${hunks}`;
 }
 
+/** Every change's patch, one byte string (bytes.ts `display` decodes it for a terminal). */
 export function renderDiff(changes: readonly FileChange[]): string {
   return changes.map(renderFileDiff).join('');
 }
@@ -35,6 +43,27 @@ function firstMissingDir(dir: string): string | undefined {
   let missing: string | undefined;
   for (let d = dir; !existsSync(d); d = path.dirname(d)) missing = d;
   return missing;
+}
+
+/**
+ * `mkdir -p dir`, each directory it creates given `owner`: as root in a user's tree, what the patch creates
+ * belongs to the user who owns the directory it is created in, not to root.
+ */
+async function makeOwnedDirs(dir: string, owner: Owner): Promise<void> {
+  const top = firstMissingDir(dir);
+  await makeDirs(dir);
+  if (top === undefined) return;
+  for (let d = dir; ; d = path.dirname(d)) {
+    await chownLike(d, owner);
+    if (d === top || path.dirname(d) === d) break;
+  }
+}
+
+/** The owner of the nearest directory of `dir` that exists: who a file created there belongs to. */
+async function ownerAbove(dir: string): Promise<Owner> {
+  let d = dir;
+  while (!existsSync(d) && path.dirname(d) !== d) d = path.dirname(d);
+  return ownerOf(d);
 }
 
 /**
@@ -68,10 +97,30 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
   // Created directories: the top-most missing one of each file; nested ones are inside it.
   const tops = [...new Set(items.map((i) => firstMissingDir(i.dir)).filter((d): d is string => d !== undefined))];
   const createdDirs = tops.filter((d) => !tops.some((o) => o !== d && d.startsWith(o + path.sep)));
-  const before = new Map<string, { bytes: Buffer; mode: number }>();
+  // The bytes to write, checked before anything is: a byte string that is not all bytes is a bug, not a file.
+  const after = new Map(items.map((i) => [i.file, toBytes(i.change.after, i.change.file)]));
+  const before = new Map<string, { bytes: Buffer; mode: number; owner: Owner }>();
+  // Who each file belongs to once written: a replaced file keeps its owner, group and mode; a new one gets the
+  // owner and group of the directory it is created in (its mode is the default one).
+  const owners = new Map<string, Owner>();
   for (const i of items) {
-    if (i.change.before === null) continue;
-    before.set(i.file, { bytes: await readFile(i.file), mode: (await stat(i.file)).mode & 0o7777 });
+    if (i.change.before === null) {
+      owners.set(i.file, await ownerAbove(i.dir));
+      continue;
+    }
+    const bytes = await readFile(i.file);
+    const st = await stat(i.file);
+    // The round trip, checked: the file is still, byte for byte, what the patch was planned against.
+    if (byteString(bytes) !== i.change.before) {
+      throw new PatchRefusedError(
+        `${i.file} changed while nvshmem-efa was patching it (it is no longer the file the patch was planned against); nothing was changed`,
+        'rerun once nothing else is writing to the tree',
+        [],
+      );
+    }
+    const owner = { uid: st.uid, gid: st.gid };
+    before.set(i.file, { bytes, mode: st.mode & 0o7777, owner });
+    owners.set(i.file, owner);
   }
   const rel = (abs: string) => path.relative(root, abs).split(path.sep).join('/');
   await writeJournal(root, {
@@ -80,8 +129,8 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
       return {
         file: i.change.file,
         staged: i.change.file + STAGED,
-        before: b ? { sha256: sha256(b.bytes), mode: b.mode, base64: b.bytes.toString('base64') } : null,
-        after: sha256(i.change.after),
+        before: b ? { sha256: sha256(b.bytes), mode: b.mode, uid: b.owner.uid, gid: b.owner.gid, base64: b.bytes.toString('base64') } : null,
+        after: sha256(after.get(i.file)!),
       };
     }),
     createdDirs: createdDirs.map(rel),
@@ -96,11 +145,15 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
   try {
     for (const i of items) {
       signal?.throwIfAborted();
-      await makeDirs(i.dir);
+      await makeOwnedDirs(i.dir, owners.get(i.file)!);
       staged.push(i);
-      await writeDurable(i.tmp, i.change.after);
       const b = before.get(i.file);
-      if (b) await chmod(i.tmp, b.mode);
+      const bytes = after.get(i.file)!;
+      await writeDurable(i.tmp, bytes, { owner: owners.get(i.file)!, ...(b ? { mode: b.mode } : {}) });
+      // Read back: what is staged is exactly the planned bytes, or nothing is renamed.
+      if (sha256(await readFile(i.tmp)) !== sha256(bytes)) {
+        throw new FilesystemError(`${i.tmp}, staged for ${i.change.file}, reads back different from what was written; nothing was changed`, `check the disk holding ${root} (dmesg, fsck), then rerun`, i.tmp, 'EIO');
+      }
     }
     signal?.throwIfAborted();
     await syncDirs(items.flatMap((i) => dirsUpTo(root, i.dir)));
@@ -121,7 +174,7 @@ export async function writeChanges(root: string, changes: readonly FileChange[],
     for (const s of done.reverse()) {
       const b = before.get(s.file);
       if (!b) await rm(s.file, { force: true });
-      else await restoreBytes(s.file, b.bytes, b.mode);
+      else await restoreBytes(s.file, b.bytes, b.mode, b.owner);
     }
     await syncDirs(items.map((i) => i.dir));
     await unstage();
@@ -139,7 +192,8 @@ export function seriesNames(changes: readonly FileChange[]): string[] {
 /** One numbered `.patch` per changed file, in plan order, plus a `series` file listing them. */
 export async function exportPatches(dir: string, changes: readonly FileChange[]): Promise<string[]> {
   const names = seriesNames(changes);
-  for (const [i, c] of changes.entries()) await writeFileAtomic(path.join(dir, names[i]!), renderFileDiff(c));
+  // Written as bytes: the patch of a file that is no UTF-8 carries its bytes.
+  for (const [i, c] of changes.entries()) await writeFileAtomic(path.join(dir, names[i]!), toBytes(renderFileDiff(c), names[i]!));
   await writeFileAtomic(path.join(dir, 'series'), names.join('\n') + '\n');
   return names;
 }

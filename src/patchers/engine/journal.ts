@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { chmod, lstat, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { lstat, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { PatchRefusedError, WorkDirBusyError } from '../../core/errors.ts';
 import { writeDurable } from '../../core/fs-atomic.ts';
 import { processStartTime } from '../../core/proc.ts';
+import type { Owner } from '../../core/owner.ts';
 
 /**
  * The journal of a commit (apply.ts): SIGKILL, a crash or a power loss between the renames of a patch cannot be
@@ -28,7 +29,16 @@ const Entry = z.object({
   file: z.string(),
   staged: z.string(),
   /** The file as it was (null: the commit creates it). Its bytes are here so a rollback needs nothing else. */
-  before: z.object({ sha256: Sha, mode: z.number().int().nonnegative(), base64: z.string() }).nullable(),
+  before: z
+    .object({
+      sha256: Sha,
+      mode: z.number().int().nonnegative(),
+      /** Owner and group it had (absent in journals of earlier versions): a rollback gives them back. */
+      uid: z.number().int().nonnegative().optional(),
+      gid: z.number().int().nonnegative().optional(),
+      base64: z.string(),
+    })
+    .nullable(),
   after: Sha,
 });
 const JournalSchema = z.object({
@@ -197,13 +207,12 @@ export async function journalState(root: string, journal: Journal): Promise<Jour
 }
 
 /**
- * Puts `bytes` back as `file` (mode included), durable before it replaces the file: a crash during a rollback
- * leaves the journal, and the next run does it again.
+ * Puts `bytes` back as `file` (mode, owner and group included), durable before it replaces the file: a crash
+ * during a rollback leaves the journal, and the next run does it again.
  */
-export async function restoreBytes(file: string, bytes: Uint8Array, mode: number): Promise<void> {
+export async function restoreBytes(file: string, bytes: Uint8Array, mode: number, owner?: Owner): Promise<void> {
   const tmp = file + RESTORING;
-  await writeDurable(tmp, bytes);
-  await chmod(tmp, mode & 0o7777);
+  await writeDurable(tmp, bytes, { mode, ...(owner ? { owner } : {}) });
   await rename(tmp, file);
 }
 
@@ -288,7 +297,8 @@ export async function recoverJournal(root: string): Promise<Recovery | undefined
       if (before === null) await rm(file, { force: true });
       else {
         // The original bytes, durable before they replace the file: a crash here leaves the journal to redo it.
-        await restoreBytes(file, Buffer.from(before.base64, 'base64'), before.mode);
+        const owner = before.uid !== undefined && before.gid !== undefined ? { uid: before.uid, gid: before.gid } : undefined;
+        await restoreBytes(file, Buffer.from(before.base64, 'base64'), before.mode, owner);
       }
     }
     const missing = s.entries.filter((e) => !e.done && !e.staged).length;

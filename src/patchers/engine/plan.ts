@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import MagicString from 'magic-string';
 import { scanCMake, CMakeScanError, type CMakeCommand } from './cmake-scan.ts';
@@ -6,6 +5,7 @@ import { indexCpp, type CppIndex } from './cpp.ts';
 import type { FixRecord } from './fix.ts';
 import { blockDifference, findBlock, maskMarkedBlocks, renderBlock, type CommentStyle } from './markers.ts';
 import { lineOf, lineStart } from './text.ts';
+import { lineEndOf, parseView, readByteString, utf8Bytes, withLineEnds } from './bytes.ts';
 
 /**
  * Plan, then apply (changesets' split): specs are located against the untouched files, the result is a list
@@ -14,6 +14,7 @@ import { lineOf, lineStart } from './text.ts';
  */
 export interface Doc {
   file: string;
+  /** The file's bytes, one character per byte (bytes.ts): offsets are byte offsets. */
   src: string;
   cpp?: CppIndex;
   cmake?: CMakeCommand[];
@@ -79,6 +80,7 @@ export interface OwnedFileSpec extends SpecBase {
 
 export type PatchSpec = InsertSpec | ReplaceSpec | CheckSpec | OwnedFileSpec;
 
+/** A whole-file change; `before` and `after` are byte strings (bytes.ts), written back byte for byte. */
 export interface FileChange {
   file: string;
   before: string | null;
@@ -108,13 +110,13 @@ export interface PlanOptions {
 async function loadDoc(root: string, file: string, parse: Set<string>): Promise<Doc | undefined> {
   let src: string;
   try {
-    src = await readFile(path.join(root, file), 'utf8');
+    src = await readByteString(path.join(root, file));
   } catch {
     return undefined;
   }
   const doc: Doc = { file, src };
-  if (parse.has('cpp')) doc.cpp = await indexCpp(src);
-  if (parse.has('cmake')) doc.cmake = scanCMake(src);
+  if (parse.has('cpp')) doc.cpp = await indexCpp(parseView(src));
+  if (parse.has('cmake')) doc.cmake = scanCMake(parseView(src));
   return doc;
 }
 
@@ -146,15 +148,16 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
     for (const s of owned) {
       let before: string | null = null;
       try {
-        before = await readFile(path.join(root, file), 'utf8');
+        before = await readByteString(path.join(root, file));
       } catch {
         /* absent: created */
       }
-      if (before === s.content) record(s, 'already-present');
-      else if (before !== null && !before.includes(s.ownerMark)) {
+      const content = utf8Bytes(s.content);
+      if (before === content) record(s, 'already-present');
+      else if (before !== null && !before.includes(utf8Bytes(s.ownerMark))) {
         record(s, 'refused', `${file} exists and was not written by nvshmem-efa (no "${s.ownerMark}" in it)`);
       } else {
-        plan.changes.push({ file, before, after: s.content });
+        plan.changes.push({ file, before, after: content });
         record(s, 'applied', before === null ? undefined : 'replaced an older copy');
       }
     }
@@ -176,6 +179,9 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
     }
     const ms = new MagicString(doc.src);
     const unmarkedText = maskMarkedBlocks(doc.src);
+    // A block is the tool's UTF-8 text, with the file's own line ends (CRLF in a CRLF file).
+    const eol = lineEndOf(doc.src);
+    const block = (s: InsertSpec | ReplaceSpec, indent: string) => withLineEnds(utf8Bytes(renderBlock(s.style, s.id, s.lines, indent)), eol);
     for (const s of edits) {
       if (s.kind === 'check') {
         const problem = s.verify(doc);
@@ -203,8 +209,9 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       }
       if (state.kind === 'present') {
         const indent = /^[ \t]*/.exec(state.text)![0];
-        const expected = renderBlock(s.style, s.id, s.lines, indent);
-        if (state.text === expected) record(s, 'already-present');
+        const expected = block(s, indent);
+        // In a CRLF file, a block an earlier version inserted with LF line ends is the same block.
+        if (state.text === expected || state.text === utf8Bytes(renderBlock(s.style, s.id, s.lines, indent))) record(s, 'already-present');
         else {
           const diff = blockDifference(state.text, expected, lineOf(doc.src, state.start));
           record(s, 'refused', `${file}: the '${s.id}' block differs from what this version of nvshmem-efa inserts (${diff}; edited by hand, or written by another version)`);
@@ -216,9 +223,12 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
         record(s, 'refused', `${file}: ${at.refuse}`);
         continue;
       }
-      const block = renderBlock(s.style, s.id, s.lines, at.indent);
-      if ('offset' in at) ms.appendLeft(at.offset, block);
-      else ms.overwrite(at.start, at.end, block);
+      const text = block(s, at.indent);
+      if ('offset' in at) {
+        // After a last line without a newline, the block starts a line of its own instead of being glued onto it.
+        const glued = at.offset === doc.src.length && doc.src.length > 0 && !doc.src.endsWith('\n');
+        ms.appendLeft(at.offset, glued ? eol + text : text);
+      } else ms.overwrite(at.start, at.end, text);
       record(s, 'applied');
     }
     if (ms.hasChanged()) plan.changes.push({ file, before: doc.src, after: ms.toString() });

@@ -4,7 +4,7 @@
 // checks the fences and the order the design needs (test/native/ptx/ptx-order.ts says which). Each rule is shown
 // able to fail on every run: a mutant copy of the templates, made here by a text replacement, must be caught.
 import { describe, expect, it } from 'vitest';
-import { compileFixture, type Edit, layTemplates, NO_NVCC } from './ptx/compile-fixture.ts';
+import { type Edit, fixturePtx, NO_NVCC } from './ptx/compile-fixture.ts';
 import { callsFunction, checkBeforeDoorbells, checkDoorbellOrder, type Insn, parsePtx, type PtxFunction } from './ptx/ptx-order.ts';
 
 // .ci/run sets it: there the check may not be skipped, and a missing nvcc fails it.
@@ -66,7 +66,7 @@ const MUTANTS: [string, Edit[], string, RegExp][] = [
 const group = `store order in the compiled GDA post path (nvcc -ptx, sm_90)${NO_NVCC && !REQUIRED ? ` [skipped: ${NO_NVCC}]` : ''}`;
 describe.skipIf(!!NO_NVCC && !REQUIRED)(group, () => {
   it(`every doorbell store of ${KERNELS.length} kernels is volatile and fenced (system scope) from the stores before and after it; the shim's signal rings after its wait, its put after the async-proxy fence`, async () => {
-    const fns = parsePtx(await compileFixture(layTemplates()));
+    const fns = parsePtx(await fixturePtx());
     expect(judge(fns, KERNELS)).toEqual([]);
     // The owned queue rings itself (not through efa_gda_ring): a doorbell of its own besides the general way's.
     const doorbells = (k: string) => checkDoorbellOrder(fns.find((f) => f.name === k)!).doorbells.length;
@@ -74,7 +74,7 @@ describe.skipIf(!!NO_NVCC && !REQUIRED)(group, () => {
   }, 180_000);
 
   it.each(MUTANTS)('catches a copy of the templates with %s', async (_name, edits, kernel, caught) => {
-    const found = judge(parsePtx(await compileFixture(layTemplates(edits), ['GDA_PTX_ONLY', `GDA_PTX_ONLY_${kernel}`])), [kernel]);
+    const found = judge(parsePtx(await fixturePtx(edits, ['GDA_PTX_ONLY', `GDA_PTX_ONLY_${kernel}`])), [kernel]);
     expect(found).not.toEqual([]);
     // Every finding is the rule this mutant breaks: the check says what is wrong, not merely that something is.
     expect(found.filter((f) => !caught.test(f))).toEqual([]);

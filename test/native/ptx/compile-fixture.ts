@@ -4,7 +4,7 @@
  * edits applied to that copy: the mutants the store-order test must catch.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,4 +55,14 @@ export async function compileFixture(dir: string, defines: string[] = []): Promi
   await promisify(execFile)(NVCC, ['-std=c++17', '-arch=sm_90', '-rdc=true', '-ptx', ...defines.map((d) => `-D${d}`), '-I', dir,
     '-I', path.join(ROOT, 'test/deepep/include'), path.join(ROOT, 'test/native/ptx/gda_post_path.cu'), '-o', out], { maxBuffer: 16 << 20 });
   return readFileSync(out, 'utf8');
+}
+
+/** The fixture's PTX against the templates with edits applied (-D defines); the copy is removed afterwards. */
+export async function fixturePtx(edits: Edit[] = [], defines: string[] = []): Promise<string> {
+  const dir = layTemplates(edits);
+  try {
+    return await compileFixture(dir, defines);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -65,7 +65,7 @@ const MUTANTS: [string, Edit[], string, RegExp][] = [
 
 const group = `store order in the compiled GDA post path (nvcc -ptx, sm_90)${NO_NVCC && !REQUIRED ? ` [skipped: ${NO_NVCC}]` : ''}`;
 describe.skipIf(!!NO_NVCC && !REQUIRED)(group, () => {
-  it(`every doorbell store of ${KERNELS.length} kernels is volatile and fenced (system scope) from the stores before and after it; the shim's signal rings after its wait, its put after the async-proxy fence`, async () => {
+  it(`every doorbell store of ${KERNELS.length} kernels is volatile and fenced (system scope) from the stores before and after it; the shim's signal rings after its wait, its put after the bulk-store wait and the async-proxy fence`, async () => {
     const fns = parsePtx(await fixturePtx());
     expect(judge(fns, KERNELS)).toEqual([]);
     // The owned queue rings itself (not through efa_gda_ring): a doorbell of its own besides the general way's.

@@ -6,7 +6,7 @@
 // broken client was not caught must be a FAIL: the last test shows a checks.sh with each such judgement weakened
 // turning those FAILs into PASSes, which the "not caught" test rejects.
 import { afterAll, describe, expect, it } from 'vitest';
-import { checksWorld, dropWorld, mutant, runChecks, type Scenario, type Verdict } from '../helpers/checks-sh.js';
+import { checksWorld, dropWorld, mutant, runChecks, type Scenario, type Verdict } from '../helpers/checks-sh.ts';
 
 const st = (o: object) => `stats '${JSON.stringify(o)}'`;
 const gdaStatus = 'EFA GDA active on 1 rail (efaemu0): efa-direct, QP 3, SQ 1024 x 64 B (max_batch 64), TX CQ 1024 x 32 B, RX CQ 1024 x 32 B';

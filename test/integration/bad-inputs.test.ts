@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { BIN, ENV, IO_DEFS, LOCK, tmp } from '../helpers/cli.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 /**
  * Issue 20, items 8, 9 and 10: bad files, variables and options are one-line errors naming the option or the
@@ -207,7 +208,7 @@ describe('the exit-code table holds for paths and options (item 10)', () => {
     oneLine(old.stderr);
   });
 
-  it.skipIf(!existsSync('/usr/local/cuda/bin/nvcc'))('--cuda-arch 35 against the real nvcc: exit 2 listing what it supports', () => {
+  it.skipIf(!existsSync('/usr/local/cuda/bin/nvcc'))(skipTitle('--cuda-arch 35 against the real nvcc: exit 2 listing what it supports', !existsSync('/usr/local/cuda/bin/nvcc') && 'no /usr/local/cuda/bin/nvcc'), () => {
     const list = execFileSync('/usr/local/cuda/bin/nvcc', ['--list-gpu-arch'], { encoding: 'utf8' }).match(/compute_(\d+)/g)!.map((s) => s.slice(8));
     const r = dryBuild(['--cuda-home', '/usr/local/cuda', '--libfabric-home', t.libfabricHome, '--cuda-arch', '35']);
     expect(r.code, r.stderr).toBe(2);

@@ -12,6 +12,7 @@ import { spawnCli } from '../helpers/cli.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { HOST_LIBFABRIC_ENV, needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'bin', 'nvshmem-efa.js');
@@ -91,7 +92,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('nvshmem-efa build on the miniatu
     expect(readFileSync(path.join(src, 'src/modules/transport/libfabric/libfabric.cpp'), 'utf8')).not.toContain('nvshmem-efa:begin');
   });
 
-  it.skipIf(!NVCC)('a kernel compiles against the installed GDA device header (nvcc, sm_90)', () => {
+  it.skipIf(!NVCC)(skipTitle('a kernel compiles against the installed GDA device header (nvcc, sm_90)', !NVCC && 'no nvcc in /usr/local/cuda/bin or /usr/local/bin'), () => {
     const inc = path.join(work, 'install/nvshmem/include/nvshmem_efa');
     const cu = path.join(work, 'user_kernel.cu');
     writeFileSync(

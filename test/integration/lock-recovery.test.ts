@@ -8,6 +8,7 @@ import { acquireLock, LOCK_FILE } from '../../src/core/lock.ts';
 import { processStartTime } from '../../src/core/proc.ts';
 import { cli, tmp } from '../helpers/cli.ts';
 import { materialize } from '../helpers/golden.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 /**
  * Issue 20 item 3: a lock is written whole or not at all, and a lock nobody can read whose run is gone does
@@ -55,9 +56,10 @@ const CAN_MOUNT = (() => {
   if (m) umount(m);
   return !!m;
 })();
+const NO_MOUNT = !CAN_MOUNT && 'cannot mount a tmpfs here (needs root)';
 
 describe('a full disk leaves no lock behind (issue 20 item 3)', () => {
-  it.skipIf(!CAN_MOUNT)('acquireLock on a full file system fails with ENOSPC and leaves no lock file (tmpfs)', async () => {
+  it.skipIf(!CAN_MOUNT)(skipTitle('acquireLock on a full file system fails with ENOSPC and leaves no lock file (tmpfs)', NO_MOUNT), async () => {
     const mnt = mountTmpfs('1m')!;
     try {
       const work = path.join(mnt, 'wd');
@@ -70,7 +72,7 @@ describe('a full disk leaves no lock behind (issue 20 item 3)', () => {
     }
   });
 
-  it.skipIf(!CAN_MOUNT)('a run that hits a full disk exits 6; once space is freed the next run works (no exit 7)', () => {
+  it.skipIf(!CAN_MOUNT)(skipTitle('a run that hits a full disk exits 6; once space is freed the next run works (no exit 7)', NO_MOUNT), () => {
     const mnt = mountTmpfs('32m')!;
     try {
       const work = path.join(mnt, 'wd');

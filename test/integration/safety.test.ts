@@ -6,6 +6,7 @@ import { hashTree } from '../../src/core/hash.ts';
 import { BIN, cli, ENV, report, stepStatus, tmp } from '../helpers/cli.ts';
 import { fakeToolchain } from '../helpers/fake-toolchain.ts';
 import { GOLDEN_DEEPEP, materialize } from '../helpers/golden.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 /**
  * Issue 9: nothing of the user's is ever lost. Each test drives the real CLI against our miniature trees
@@ -235,7 +236,7 @@ describe('environment faults are errors, not bugs (item 8)', () => {
     noStack(r.stderr);
   });
 
-  it.skipIf(!existsSync('/sys/kernel'))('a directory the file system will not let us create (/sys): exit 6 naming it', () => {
+  it.skipIf(!existsSync('/sys/kernel'))(skipTitle('a directory the file system will not let us create (/sys): exit 6 naming it', !existsSync('/sys/kernel') && 'no sysfs mounted at /sys'), () => {
     const work = `/sys/nvshmem-efa-test-${process.pid}`;
     const r = cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']);
     expect(r.code).toBe(6);

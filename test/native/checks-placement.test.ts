@@ -9,12 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CHECKS = path.join(ROOT, 'native/efaemu/gpu/checks.sh');
 const canUnshare = spawnSync('unshare', ['--mount', 'true']).status === 0;
 const pci = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices')[0] : undefined;
-const skip = !canUnshare || !pci;
+const skip = !canUnshare ? 'unshare --mount is not permitted here (needs root)' : !pci ? 'no PCI device under /sys/bus/pci/devices' : undefined;
 
 /** A scratch dir with what every check needs to exist (an "efaemu build", a libfabric with headers). */
 function scratch() {
@@ -41,7 +42,7 @@ function checks(tmp: string, names: string[], extra: Record<string, string | und
 
 const seen = (tmp: string, name: string) => readFileSync(path.join(tmp, name), 'utf8').trim();
 
-describe.skipIf(skip)('gpu/checks.sh: PEs on the GPUs there are (CPU, stand-ins)', () => {
+describe.skipIf(!!skip)(skipTitle('gpu/checks.sh: PEs on the GPUs there are (CPU, stand-ins)', skip), () => {
   // A pe_test stand-in: what the PE saw, and NVSHMEM's init status (FAKE_STATUS, default initialized).
   const peTest = (tmp: string) => standIn(path.join(tmp, 'pe_test'), `
 echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES mps=$CUDA_MPS_PIPE_DIRECTORY world=$WORLD_SIZE" > "${tmp}/seen.$RANK"

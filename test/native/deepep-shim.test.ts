@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
@@ -20,7 +21,7 @@ function gdaInclude(): string {
   return dir;
 }
 
-describe.skipIf(!NVCC)('DeepEP EFA shim (nvcc -rdc=true, sm_90, NVSHMEM-shaped test headers)', () => {
+describe.skipIf(!NVCC)(skipTitle('DeepEP EFA shim (nvcc -rdc=true, sm_90, NVSHMEM-shaped test headers)', !NVCC && 'no nvcc in /usr/local/cuda/bin or /usr/local/bin'), () => {
   const variants: [string, string[]][] = [
     ['V1, the translation unit that defines the state', ['-DDEFINE_STATE']],
     ['V1, a kernel translation unit (extern state)', []],

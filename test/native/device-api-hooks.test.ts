@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
@@ -25,7 +26,7 @@ function ptx(defines: string[]): string {
 const called = (p: string, prefix: string) => new Set([...p.matchAll(new RegExp(`_Z\\d+${prefix}_(\\w+?)I\\w*`, 'g'))].map((m) => m[0].replace(/_param_\d+$/, '')));
 const base = (names: Set<string>, prefix: string) => new Set([...names].map((n) => new RegExp(`^_Z\\d+${prefix}_(\\w+?)I`).exec(n)![1]));
 
-describe.skipIf(!NVCC)("the device API's caller hooks (nvcc, no GPU)", () => {
+describe.skipIf(!NVCC)(skipTitle("the device API's caller hooks (nvcc, no GPU)", !NVCC && 'no nvcc in /usr/local/cuda/bin or /usr/local/bin'), () => {
   it("NVSHMEM 3.4.5's calls: each of the nine transfer functions behind a branch on the slot, its GDA entry on the other side", () => {
     const p = ptx([]);
     expect(p).toMatch(/ld\.const\.u32\s+%r\d+, \[nvshmemi_efa_gda_api_d\+4\]/);

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SRC = path.join(ROOT, 'native/efaemu');
@@ -54,6 +55,10 @@ function passed(r: Run, checks: string[]) {
 const canUnshare = spawnSync('unshare', ['--mount', 'true']).status === 0;
 const pciDevice = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices')[0] : undefined;
 const hasFiInfo = spawnSync('fi_info', ['--version']).status === 0;
+// Why a test below is skipped, for its title (false: it runs).
+const NO_UNSHARE = !canUnshare && 'unshare --mount is not permitted here (needs root)';
+const NO_PCI = !pciDevice && 'no PCI device under /sys/bus/pci/devices';
+const NO_FI_INFO = !hasFiInfo && 'no fi_info (apt-get install libfabric-bin, or run .ci/run)';
 
 describe('efaemu provider against the system libfabric (CPU, two processes)', () => {
   const dir = build(path.join(ROOT, '.cache/efaemu-build'));
@@ -66,7 +71,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(syms.trim().split('\n').map((l) => l.split(' ').pop()).sort()).toEqual(['efaemu_stats_snapshot', 'fi_prov_ini']);
   });
 
-  it.skipIf(!hasFiInfo)('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', () => {
+  it.skipIf(!hasFiInfo)(skipTitle('fi_info -p efa lists efa-direct first, then efa, on the same domain (needs libfabric-bin)', NO_FI_INFO), () => {
     const r = spawnSync('fi_info', ['-p', 'efa'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov'), EFAEMU_NICS: '2' }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const fabrics = [...r.stdout.matchAll(/fabric: (\S+)\n\s+domain: (\S+)/g)].map((m) => `${m[1]} ${m[2]}`);
@@ -74,7 +79,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.stdout).toContain('FI_EP_RDM');
   });
 
-  it.skipIf(!hasFiInfo)('the efa-direct info is the real one\'s shape: FI_CONTEXT2, FI_MR_LOCAL, auto progress, no ordering, 32-byte inject', () => {
+  it.skipIf(!hasFiInfo)(skipTitle('the efa-direct info is the real one\'s shape: FI_CONTEXT2, FI_MR_LOCAL, auto progress, no ordering, 32-byte inject', NO_FI_INFO), () => {
     const r = spawnSync('fi_info', ['-p', 'efa', '-f', 'efa-direct', '-v'], { env: { ...process.env, FI_PROVIDER_PATH: path.join(dir, 'prov') }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const v = r.stdout;
@@ -532,6 +537,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   });
 
   const hostTest = path.join(dir, 'efaemu_gda_host_test');
+  const NO_HOST_TEST = !existsSync(hostTest) && 'efaemu_gda_host_test was not built: no cuda.h in $CUDA_HOME/include or /usr/local/cuda/include';
   const hostRun = (mode: string, stats: string) =>
     runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', [mode], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
@@ -564,7 +570,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     'fini closes everything (endpoints before CQs, MRs and AVs before the domains)',
   ];
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work: one rail through nvshmemt_efa_gda_init (needs cuda.h)', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code itself (transport_efa_gda.cpp) starts on 2 PEs over efaemu and its mapped SQ and GPU CQs work: one rail through nvshmemt_efa_gda_init (needs cuda.h)', NO_HOST_TEST), () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host1-'));
     const r = hostRun('1', stats);
     passed(r, hostChecks(1));
@@ -579,7 +585,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     }
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code on a 128-byte-WQE device (EFAEMU_WQE_SIZE=128): the state takes the stride query_qp_wqs reports and its WQE completes', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code on a 128-byte-WQE device (EFAEMU_WQE_SIZE=128): the state takes the stride query_qp_wqs reports and its WQE completes', NO_HOST_TEST), () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host128-'));
     const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
@@ -591,7 +597,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, SQ 1024 x 128 B \(max_batch 16\)/);
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code on 2 NICs per process (EFAEMU_NICS=2): nvshmemt_efa_gda_init_rails opens both, every rail carries its own write with immediate, efaemu counts each NIC\'s bytes', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code on 2 NICs per process (EFAEMU_NICS=2): nvshmemt_efa_gda_init_rails opens both, every rail carries its own write with immediate, efaemu counts each NIC\'s bytes', NO_HOST_TEST), () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host2-'));
     const r = hostRun('2', stats);
     passed(r, hostChecks(2));
@@ -600,7 +606,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(perNic(stats)).toEqual({ write: [100000, 101000], placed: [100000, 101000] });
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code with NVSHMEM_EFA_GDA_OWNED_QUEUES=3: three owned queues, each with its own endpoint, SQ and GPU TX CQ, carries a write that efaemu accepts at the target', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code with NVSHMEM_EFA_GDA_OWNED_QUEUES=3: three owned queues, each with its own endpoint, SQ and GPU TX CQ, carries a write that efaemu accepts at the target', NO_HOST_TEST), () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host-owned-'));
     const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['owned'], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
@@ -619,7 +625,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/status: EFA GDA active on 1 rail \(efaemu0\): efa-direct, QP \d+, .*, 3 owned queues per rail\n/);
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code on a GPU that does not order GPUDirect RDMA writes (stand-in driver, FAKECUDA_GDR_ORDERING=0): GDA runs, its signals are off on every PE with the reason', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code on a GPU that does not order GPUDirect RDMA writes (stand-in driver, FAKECUDA_GDR_ORDERING=0): GDA runs, its signals are off on every PE with the reason', NO_HOST_TEST), () => {
     const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
       FAKECUDA_GDR_ORDERING: '0',
@@ -629,7 +635,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/A: status: EFA GDA active on 1 rail .*, GDA signals off: PE 0's GPU reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING = 0, below OWNER = 100, .*: send signals through NVSHMEM, 2 PEs\n/);
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code on a NIC that may place a write twice (EFAEMU_DUPLICATE: FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused): GDA runs, its signals are off on every PE with the reason', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code on a NIC that may place a write twice (EFAEMU_DUPLICATE: FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused): GDA runs, its signals are off on every PE with the reason', NO_HOST_TEST), () => {
     const r = runner(dir, path.join(dir, 'fakecuda'))('efaemu_gda_host_test', ['1'], {
       NVSHMEM_EFA_GDA_ENABLE: '1',
       EFAEMU_DUPLICATE: '0.01',
@@ -640,7 +646,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.out).toMatch(/EFA GDA on PE 0, rail 0 \(efaemu0\): FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES refused \(Operation not supported\); GDA signals are off/);
   });
 
-  it.skipIf(!existsSync(hostTest))('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', () => {
+  it.skipIf(!existsSync(hostTest))(skipTitle('the GDA host code with a NIC that cannot be opened: left out with the reason, GDA active on the other rail', NO_HOST_TEST), () => {
     const stats = mkdtempSync(path.join(os.tmpdir(), 'efaemu-gda-host-missing-'));
     const r = hostRun('missing', stats);
     passed(r, hostChecks(1));
@@ -686,7 +692,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(off.stderr).not.toContain('fatal signal');
   });
 
-  it.skipIf(process.arch !== 'x64')('softgdr (test-only libgdrapi.so.2): NVSHMEM\'s symbols and offsets, raw-pointer loads/stores coherent with GPU memory', () => {
+  it.skipIf(process.arch !== 'x64')(skipTitle('softgdr (test-only libgdrapi.so.2): NVSHMEM\'s symbols and offsets, raw-pointer loads/stores coherent with GPU memory', process.arch !== 'x64' && `softgdr is x86-64 only (this is ${process.arch})`), () => {
     const r = spawnSync(path.join(dir, 'efaemu_softgdr_test'), [], {
       env: { ...process.env, LD_LIBRARY_PATH: `${path.join(dir, 'softgdr')}:${path.join(dir, 'fakecuda')}` },
       encoding: 'utf8',
@@ -707,7 +713,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     expect(r.status).toBe(0);
   });
 
-  it.skipIf(!canUnshare || !hasFiInfo)('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu; a GPU check asked of a work dir without a build is refused (exit 2)', () => {
+  it.skipIf(!canUnshare || !hasFiInfo)(skipTitle('nvshmem-efa selftest runs gpu/checks.sh for real: fi_info passes through efaemu; a GPU check asked of a work dir without a build is refused (exit 2)', NO_UNSHARE || NO_FI_INFO), () => {
     const wd = mkdtempSync(path.join(os.tmpdir(), 'efaemu-selftest-'));
     const selftest = (checks: string) => spawnSync(process.execPath, [path.join(ROOT, 'bin/nvshmem-efa.js'), 'selftest', '--work-dir', wd, '--libfabric-home', '/usr',
       '--efaemu-build', dir, '--checks', checks], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: `/nonexistent:${process.env.PATH}` } });
@@ -723,7 +729,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   // The processes of the GPU checks load their kernels eagerly: the emulator's and softgdr's GPU copies are CUDA calls in
   // the application's context, and a lazy first launch of a kernel while another kernel spins on the network would
   // stall them (DeepEP's combine hung so on 2x H200). A stand-in pe_test records the environment each PE got.
-  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh starts every PE with CUDA_MODULE_LOADING=EAGER (a lazy first launch would stall the emulator\'s CUDA copies)', () => {
+  it.skipIf(!canUnshare || !pciDevice)(skipTitle('gpu/checks.sh starts every PE with CUDA_MODULE_LOADING=EAGER (a lazy first launch would stall the emulator\'s CUDA copies)', NO_UNSHARE || NO_PCI), () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-env-'));
     const fake = path.join(tmp, 'pe_test');
     writeFileSync(fake, '#!/bin/sh\nenv > "$(dirname "$0")/env.$RANK"\necho "PE$RANK FAIL stand-in"\nexit 1\n', { mode: 0o755 });
@@ -745,7 +751,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   // DeepEP at its default sizes with every unkind mode on outlasts the check's bound (0.69 s per dispatch + combine on
   // 2x H200 with the signals through the proxy: bench/results/quickstart-gpu.md, call 5), so with a mode on the DeepEP
   // checks take small sizes unless DEEPEP_ARGS is set, and say which. A stand-in interpreter records its arguments.
-  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh deepep_ll: small DeepEP sizes when an efaemu mode is on, DeepEP\'s own without, DEEPEP_ARGS (even empty) wins; the evidence names them', () => {
+  it.skipIf(!canUnshare || !pciDevice)(skipTitle('gpu/checks.sh deepep_ll: small DeepEP sizes when an efaemu mode is on, DeepEP\'s own without, DEEPEP_ARGS (even empty) wins; the evidence names them', NO_UNSHARE || NO_PCI), () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-deepep-'));
     const py = path.join(tmp, 'python');
     // The check also reads efaemu's statistics with $PYTHON: only DeepEP's test is stood in.
@@ -778,7 +784,7 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
   // `nvshmem-efa launch` through checks.sh --pe-exec, write the efaemu statistics and finalize lines a PE would. The
   // check must pass only when the RMA programs moved bytes on GDA with no GPU-sourced RDM write (switch on) and none
   // on GDA (switch off), and an example that prints a data error must fail it.
-  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh device_api: 2 ranks through nvshmem-efa launch, switch on and off; fails on GPU-sourced RDM writes with GDA on, and on an example\'s data error', () => {
+  it.skipIf(!canUnshare || !pciDevice)(skipTitle('gpu/checks.sh device_api: 2 ranks through nvshmem-efa launch, switch on and off; fails on GPU-sourced RDM writes with GDA on, and on an example\'s data error', NO_UNSHARE || NO_PCI), () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-devapi-'));
     const tests = path.join(tmp, 'nvshmem-tests');
     mkdirSync(path.join(tests, 'perftest/device/pt-to-pt'), { recursive: true });
@@ -842,7 +848,7 @@ exit 0
   // controls, started by the real `nvshmem-efa launch`. A control must report a data error in its test under the
   // placement modes and pass without them; one that passes under the modes (FAKE_MISS names it) fails the check, as
   // does an unbroken program that fails; device_api fails on the program's data error.
-  it.skipIf(!canUnshare || !pciDevice)('gpu/checks.sh neg_device_api: each control caught by its test under the modes and passing without; a control the modes miss fails it; device_api_order\'s data error fails device_api', () => {
+  it.skipIf(!canUnshare || !pciDevice)(skipTitle('gpu/checks.sh neg_device_api: each control caught by its test under the modes and passing without; a control the modes miss fails it; device_api_order\'s data error fails device_api', NO_UNSHARE || NO_PCI), () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-negapi-'));
     const tests = path.join(tmp, 'nvshmem-tests');
     mkdirSync(path.join(tests, 'ours'), { recursive: true });
@@ -896,7 +902,7 @@ echo "PE$PMI_RANK ok $2: 100 rounds\${FAKE_ROUND_S:+ of 32768 B checked, $(awk -
   // arguments) and reports what a PE of a multi-rail NVSHMEM would, with efaemu statistics whose per-NIC bytes the test
   // chooses. The check must pass only when both NICs carried GDA bytes, and say SKIP for an NVSHMEM that gave GDA one NIC.
   const twoPci = existsSync('/sys/bus/pci/devices') ? readdirSync('/sys/bus/pci/devices').slice(0, 2) : [];
-  it.skipIf(!canUnshare || twoPci.length < 2)('gpu/checks.sh gda_rails: each PE in its own namespace (efaemu0 and efaemu1 at its GPU, its own host name), EFAEMU_NICS=2, --rails 2; PASS only with GDA bytes on both NICs', () => {
+  it.skipIf(!canUnshare || twoPci.length < 2)(skipTitle('gpu/checks.sh gda_rails: each PE in its own namespace (efaemu0 and efaemu1 at its GPU, its own host name), EFAEMU_NICS=2, --rails 2; PASS only with GDA bytes on both NICs', NO_UNSHARE || (twoPci.length < 2 && 'fewer than 2 PCI devices under /sys/bus/pci/devices')), () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'efaemu-checks-rails-'));
     const fake = path.join(tmp, 'pe_test');
     writeFileSync(fake, `#!/bin/bash
@@ -937,7 +943,7 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"ops": 3, "bytes": 8192}}}, "
     expect(single.stdout, single.stderr).toMatch(/RESULT\tgda_rails\tskip\tNVSHMEM handed GDA one NIC per PE \(rails 1\/1\): a single-rail libfabric transport/);
   });
 
-  it.skipIf(!canUnshare || !pciDevice)('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', () => {
+  it.skipIf(!canUnshare || !pciDevice)(skipTitle('sysfs-ns.sh: NVSHMEM\'s NIC path resolves inside a private mount namespace only (needs unshare -m and a PCI device)', NO_UNSHARE || NO_PCI), () => {
     const ns = path.join(SRC, 'scripts/sysfs-ns.sh');
     const dev = `/sys/bus/pci/devices/${pciDevice}`;
     const r = run('efaemu_nvshmem_shaped', ['--sysfs', 'require'], { EFAEMU_HMEM: 'on' }, [ns, '--device', dev, '--']);
@@ -952,7 +958,7 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"ops": 3, "bytes": 8192}}}, "
 const LF23 = process.env.EFAEMU_LIBFABRIC_PREFIX ?? path.join(ROOT, '.cache/libfabric-2.3.0');
 const haveLf23 = existsSync(path.join(LF23, 'include/rdma/fi_ext_efa.h')) && existsSync(path.join(LF23, 'lib/libfabric.so'));
 
-describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped where it was not built)`, () => {
+describe.skipIf(!haveLf23)(skipTitle(`efaemu against libfabric 2.3.0 at ${LF23}`, !haveLf23 && 'libfabric 2.3.0 was not built there (EFAEMU_LIBFABRIC_PREFIX); CI does not build it, see docs/contributing.md'), () => {
   const dir = haveLf23 ? build(path.join(ROOT, '.cache/efaemu-build-2.3.0'), LF23) : ''; // a skipped suite is still collected
   const prov = `+${path.join(dir, 'prov/libefa-fi.so')}`;
   const env = (extra: Record<string, string> = {}) => ({
@@ -999,7 +1005,7 @@ describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped w
   };
   const haveFabtests = existsSync(path.join(LF23, 'bin/fi_rdm_pingpong')) && existsSync(path.join(LF23, 'bin/fi_rma_bw'));
 
-  it.skipIf(!haveFabtests)('fabtests over efaemu on loopback: fi_rdm_pingpong -v and fi_rma_bw -v (write, read, writedata)', () => {
+  it.skipIf(!haveFabtests)(skipTitle('fabtests over efaemu on loopback: fi_rdm_pingpong -v and fi_rma_bw -v (write, read, writedata)', !haveFabtests && `no fabtests (bin/fi_rdm_pingpong, bin/fi_rma_bw) in ${LF23}`), () => {
     for (const [bin, args] of [
       ['fi_rdm_pingpong', ['-p', 'efa', '-v']],
       ['fi_rma_bw', ['-p', 'efa', '-v', '-o', 'write']],
@@ -1016,7 +1022,7 @@ describe.skipIf(!haveLf23)(`efaemu against libfabric 2.3.0 at ${LF23} (skipped w
 // The cuBLAS warm-up the DeepEP checks put first on PYTHONPATH (an emulator-only deadlock, see its comment).
 describe('gpu/warmup/sitecustomize.py', () => {
   const py = spawnSync('python3', ['--version']).status === 0 ? 'python3' : undefined;
-  it.skipIf(!py)('runs only with EFAEMU_WARMUP_CUDA=1, says why it did nothing without CUDA, and still runs the sitecustomize it shadows', () => {
+  it.skipIf(!py)(skipTitle('runs only with EFAEMU_WARMUP_CUDA=1, says why it did nothing without CUDA, and still runs the sitecustomize it shadows', !py && 'no python3'), () => {
     const other = mkdtempSync(path.join(os.tmpdir(), 'site-'));
     writeFileSync(path.join(other, 'sitecustomize.py'), 'import sys\nprint("other sitecustomize ran", file=sys.stderr)\n');
     const warm = path.join(ROOT, 'native/efaemu/gpu/warmup');
@@ -1036,7 +1042,7 @@ describe('gpu/warmup/sitecustomize.py', () => {
 
   // DEEPEP_BENCH_ITERS (checks.sh sets it on a shared GPU): DeepEP's tests/utils.py benchmarks cut, other modules named
   // utils left alone. A stand-in of DeepEP's tests dir: its bench and bench_kineto report the counts they were given.
-  it.skipIf(!py)('DEEPEP_BENCH_ITERS cuts the benchmarks of the utils beside test_low_latency.py, in every process, and nothing else; DEEPEP_KINETO_OUTPUT keeps what bench_kineto would hide', () => {
+  it.skipIf(!py)(skipTitle('DEEPEP_BENCH_ITERS cuts the benchmarks of the utils beside test_low_latency.py, in every process, and nothing else; DEEPEP_KINETO_OUTPUT keeps what bench_kineto would hide', !py && 'no python3'), () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'deepep-tests-'));
     const tests = path.join(dir, 'tests');
     const other = path.join(dir, 'other');

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NVCC = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => existsSync(p));
@@ -247,7 +248,7 @@ describe('software EFA (CPU)', () => {
   });
 });
 
-describe.skipIf(!NVCC)('EFA GDA device code (nvcc, sm_90, our test header)', () => {
+describe.skipIf(!NVCC)(skipTitle('EFA GDA device code (nvcc, sm_90, our test header)', !NVCC && 'no nvcc in /usr/local/cuda/bin or /usr/local/bin'), () => {
   it('the GPU proof program with the device header compiles', () => {
     const dir = build(true, 'efa_gda_proof');
     expect(existsSync(path.join(dir, 'efa_gda_proof'))).toBe(true);

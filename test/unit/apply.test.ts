@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -44,10 +44,15 @@ describe('writeChanges', () => {
     expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A\n');
   });
 
-  it('applies every change and keeps file modes', async () => {
+  it('applies every change and keeps file modes: a replaced file keeps its own (0750 here), a new one gets the default', async () => {
     const d = tree();
+    chmodSync(path.join(d, 'a.txt'), 0o750);
     await writeChanges(d, [{ file: 'a.txt', before: 'A\n', after: 'A2\n' }, { file: 'x/y/z.txt', before: null, after: 'z\n' }]);
     expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A2\n');
+    expect(statSync(path.join(d, 'a.txt')).mode & 0o7777).toBe(0o750);
+    // What a file created here by writeFileSync gets (0666 less this process's umask).
+    writeFileSync(path.join(d, 'plain.txt'), '');
+    expect(statSync(path.join(d, 'x/y/z.txt')).mode & 0o7777).toBe(statSync(path.join(d, 'plain.txt')).mode & 0o7777);
     expect(readFileSync(path.join(d, 'x/y/z.txt'), 'utf8')).toBe('z\n');
     expect(all(d).some((f) => f.endsWith('.nvshmem-efa-new'))).toBe(false);
   });

@@ -8,11 +8,13 @@ import { benchInvocation, type BenchOptions } from '../../src/commands/bench.ts'
 import { EnvironmentError, UsageError } from '../../src/core/errors.ts';
 import { cli } from '../helpers/cli.ts';
 import { FAKE_PUT } from '../helpers/fake-put.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SCRIPT = path.join(ROOT, 'bench/gda-signals/bench.sh');
 const LL = path.join(ROOT, 'bench/gda-signals/deepep_ll.py');
 const PYTHON = ['python3', 'python'].find((p) => spawnSync(p, ['--version']).status === 0);
+const NO_UTS = spawnSync('unshare', ['--uts', 'true']).status !== 0 && 'unshare --uts is not permitted here (needs root)';
 
 // Stand-ins for what bench.sh runs on a GPU host: put_bw (one PE of the put table; test/helpers/fake-put.ts) and the
 // DeepEP rank driver. Each prints what the real one prints; FAKE_* variables make them misbehave.
@@ -95,7 +97,7 @@ describe('bench/gda-signals/bench.sh (stand-ins for put_bw and the DeepEP ranks)
 
   // Issue 34: a host with one GPU. Both PEs on GPU 0, each a host of its own; the report says first that every number is the
   // time-slicer's. A stand-in put_bw records what each PE saw.
-  it.skipIf(spawnSync('unshare', ['--uts', 'true']).status !== 0)('one GPU: both PEs on it, each a host of its own, and the report says the numbers are the time-slicer\'s', () => {
+  it.skipIf(NO_UTS !== false)(skipTitle('one GPU: both PEs on it, each a host of its own, and the report says the numbers are the time-slicer\'s', NO_UTS), () => {
     const d = rig();
     const put = path.join(d, 'put_bw');
     writeFileSync(put, FAKE_PUT.replace('#!/usr/bin/env bash\n', `#!/usr/bin/env bash\necho "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES" > "${d}/seen.$2"\n`));
@@ -244,7 +246,7 @@ describe('nvshmem-efa bench: finding the build', () => {
 
 // The DeepEP rank driver's NIC windows, against a stand-in provider library that implements the snapshot call
 // efaemu is asked for: efaemu_stats_snapshot(label) writes <EFAEMU_STATS>/efaemu-<pid>.<label>.json.
-describe.skipIf(!PYTHON)('bench/gda-signals/deepep_ll.py: timed windows from efaemu snapshots', () => {
+describe.skipIf(!PYTHON)(skipTitle('bench/gda-signals/deepep_ll.py: timed windows from efaemu snapshots', !PYTHON && 'no python3 or python'), () => {
   const d = mkdtempSync(path.join(os.tmpdir(), 'deepep-ll-'));
   const lib = path.join(d, 'libefa-fi.so');
   writeFileSync(path.join(d, 'fake.c'), `

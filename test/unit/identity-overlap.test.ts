@@ -7,6 +7,7 @@ import { copyTree, replaceWithCopy } from '../../src/core/copy-tree.ts';
 import { stagedInstall } from '../../src/core/fabric-source.ts';
 import { mountsAtOrBelow, pathsOf, placeOf, readMounts, regionOf } from '../../src/core/mounts.ts';
 import { overlapOf } from '../../src/core/overlap.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 // A mount table as /proc/self/mountinfo gives it: the root file system, a data disk at /data (8:1), its folder
 // /work bind-mounted inside a source tree, and a tmpfs whose name needs an escape.
@@ -55,7 +56,7 @@ afterEach(() => {
   for (const m of mounted.splice(0).reverse()) spawnSync('umount', ['-l', m]);
 });
 
-describe.skipIf(!root)('by identity on this host [needs root for bind mounts]', () => {
+describe.skipIf(!root)(skipTitle('by identity on this host (root: bind mounts)', !root && 'needs root for bind mounts'), () => {
   const bind = (from: string, to: string) => {
     mkdirSync(to, { recursive: true });
     expect(spawnSync('mount', ['--bind', from, to]).status).toBe(0);

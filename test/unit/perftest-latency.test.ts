@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.join(import.meta.dirname, '..', '..');
 const PYTHON = ['python3', 'python'].find((p) => spawnSync(p, ['--version']).status === 0);
@@ -24,7 +25,7 @@ function results(runs: Record<string, string>): string {
   return d;
 }
 
-describe.skipIf(!PYTHON)('perftest_latency.py', () => {
+describe.skipIf(!PYTHON)(skipTitle('perftest_latency.py', !PYTHON && 'no python3 or python'), () => {
   it('tabulates on, off and on/off per scope at the sizes asked, for programs run both ways only', () => {
     const d = results({
       'device_api.shmem_put_latency.on': log({ Thread: [[8, 10], [4096, 30]], Warp: [[8, 12]] }),

@@ -22,6 +22,7 @@ import { SELFTEST_CHECKS } from '../../src/commands/selftest-checks.ts';
 import { parsePesPerGpu, place } from '../../src/commands/selftest-placement.ts';
 import { EFAEMU_MODES, modesEnv, parseEfaemuModes } from '../../src/commands/selftest-modes.ts';
 import { cli, ENV, killGroup, spawnCli, waitFor } from '../helpers/cli.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -565,7 +566,8 @@ describe('selftest: efaemu modes', () => {
 
   // 1x H200: a full selftest stopped by its caller's limit printed nothing of the checks that had ended, and told the
   // user a rerun "resumes from the first unfinished step" (the build's words: selftest runs every check again).
-  it.skipIf(spawnSync('unshare', ['--mount', 'true']).status !== 0)('SIGTERM: the checks that ended are in the table, the others named as not run, exit 130, and the fix says what a rerun does', async () => {
+  const noUnshare = spawnSync('unshare', ['--mount', 'true']).status !== 0 && 'unshare --mount is not permitted here (needs root)';
+  it.skipIf(noUnshare !== false)(skipTitle('SIGTERM: the checks that ended are in the table, the others named as not run, exit 130, and the fix says what a rerun does', noUnshare), async () => {
     const w = workDir();
     mkdirSync(path.join(w.lf, 'bin'));
     for (const f of ['fi_rdm_pingpong', 'fi_rma_bw']) writeFileSync(path.join(w.lf, 'bin', f), '', { mode: 0o755 });

@@ -898,7 +898,7 @@ check_normal_mode() {  # DeepEP normal mode: GDA chunks, then the tail by NVSHME
   case " $env " in *EFAEMU_PLACE_DEFER_US=*) ;; *) env="$env $(mode_env defer)"; label="defer${MODES_ENV:+,$MODES_LABEL}" ;; esac
   pattern_pair normal_mode "$env" deepep_pattern normal
   if pattern_ok normal_mode; then
-    result normal_mode pass "$(grep -h -m1 'ok normal_mode: every' "$RESULTS"/normal_mode.pe*.log | sed 's/.*ok //'); ${ELAPSED}s; efaemu modes $label: $env"
+    result normal_mode pass "$(grep -h -m1 'ok normal_mode: every' "$RESULTS"/normal_mode.pe*.log | head -1 | sed 's/.*ok //'); ${ELAPSED}s; efaemu modes $label: $env"
   else
     result normal_mode fail "rc $RC0/$RC1; $(pattern_why normal_mode); efaemu modes $label: $env (a tail that overtakes its chunks: the proxy's add is another requester than the NIC that placed them)"
   fi

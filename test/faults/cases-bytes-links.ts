@@ -472,7 +472,9 @@ function linkedBuildLogs(how: 'hard' | 'sym'): Case {
 }
 
 /** A work dir made by `patch`, then `name` in it replaced by a `how` link to a user's file, then `patch` again (it rewrites `name`). */
-function linkedRunFile(name: string, how: 'hard' | 'sym'): Case {
+/** `refused`: the rerun refuses the work dir instead (a state.json that is a symbolic link is someone else's: item 4),
+ * which writes through nothing either; the link is then left where it is. */
+function linkedRunFile(name: string, how: 'hard' | 'sym', refused?: RegExp): Case {
   return {
     id: `${name.replace(/^\./, '').replace(/[^a-z0-9]+/gi, '-')}-${how === 'hard' ? 'hardlink' : 'symlink'}`.replace(/-+/g, '-').toLowerCase(), cls: 'links in the work dir',
     what: `${name} in the work dir a ${how === 'hard' ? 'hard' : 'symbolic'} link to a user's file, then a rerun that rewrites it`,
@@ -485,6 +487,7 @@ function linkedRunFile(name: string, how: 'hard' | 'sym'): Case {
       plant(how, victim, path.join(w, name));
       // A changed source: every step runs again and rewrites the state, the report and the marker.
       writeFileSync(path.join(src, 'README.extra'), 'changed\n');
+      if (refused) return { runs: [{ args: patch(src, w), exit: 6, stderr: refused }], protect: [victim, src] };
       return {
         runs: [{ args: patch(src, w), exit: 0 }],
         protect: [victim, src],
@@ -532,7 +535,7 @@ const linkCases: Case[] = [
     },
   },
   linkedRunFile('state.json', 'hard'),
-  linkedRunFile('state.json', 'sym'),
+  linkedRunFile('state.json', 'sym', /state\.json is a symbolic link \(to [^)]*victim\)/),
   linkedRunFile('report.md', 'hard'),
   linkedRunFile('report.json', 'sym'),
   linkedRunFile('.nvshmem-efa-workdir.json', 'hard'),

@@ -15,6 +15,7 @@ export const AREAS = {
     tests: [
       'test/unit/engine.test.ts',
       'test/unit/apply.test.ts',
+      'test/unit/apply-modes.test.ts',
       'test/unit/journal.test.ts',
       'test/unit/hooks.test.ts',
       'test/unit/nvshmem-layout.test.ts',

@@ -14,3 +14,20 @@ export function scoreOf(report) {
     `no coverage ${n.NoCoverage}, errors ${n.CompileError + n.RuntimeError}, ignored ${n.Ignored}`;
   return { score, counts: n, line };
 }
+
+/**
+ * One line per mutant no test caught (survived or not covered): `file:line:col mutator: replacement`, in file
+ * order. What docs/mutation.md lists with the reason each is left.
+ */
+export function survivorsOf(report) {
+  const out = [];
+  for (const [file, f] of Object.entries(report.files).sort(([a], [b]) => a.localeCompare(b))) {
+    const left = f.mutants.filter((m) => m.status === 'Survived' || m.status === 'NoCoverage');
+    left.sort((a, b) => a.location.start.line - b.location.start.line || a.location.start.column - b.location.start.column);
+    for (const m of left) {
+      const r = (m.replacement ?? '').replace(/\s+/g, ' ');
+      out.push(`${file}:${m.location.start.line}:${m.location.start.column} ${m.status === 'NoCoverage' ? '[no coverage] ' : ''}${m.mutatorName}: ${r.length > 80 ? r.slice(0, 80) + '…' : r}`);
+    }
+  }
+  return out;
+}

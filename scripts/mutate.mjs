@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // `npm run mutate [area ...]`: runs Stryker once per area (all of them without arguments) and prints each area's
-// score from its JSON report. Areas and their test files: scripts/mutate-areas.mjs.
+// score from its JSON report; reports/mutation/<area>.survivors.txt lists the mutants no test caught. Areas and
+// their test files: scripts/mutate-areas.mjs. Options starting with '-' go to Stryker (--mutate, --force).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AREAS } from './mutate-areas.mjs';
-import { scoreOf } from './mutate-score.mjs';
+import { scoreOf, survivorsOf } from './mutate-score.mjs';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -35,7 +36,10 @@ for (const name of areas) {
     rows.push({ name, line: `stryker exited ${r.status ?? r.signal}; no score` });
     continue;
   }
-  rows.push({ name, line: scoreOf(JSON.parse(readFileSync(report, 'utf8'))).line });
+  const json = JSON.parse(readFileSync(report, 'utf8'));
+  // The mutants left alive, for review and for docs/mutation.md.
+  writeFileSync(path.join(root, `reports/mutation/${name}.survivors.txt`), survivorsOf(json).map((l) => l + '\n').join(''));
+  rows.push({ name, line: scoreOf(json).line });
 }
 console.log('\nmutation score per area (killed + timeout) / (killed + timeout + survived + no coverage):');
 for (const { name, line } of rows) console.log(`  ${name.padEnd(12)} ${line}`);

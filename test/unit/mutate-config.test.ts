@@ -6,7 +6,7 @@ import { ROOT } from '../helpers/cli.ts';
 // @ts-expect-error plain ES module without types (scripts/ is run by node as it is)
 import { AREAS } from '../../scripts/mutate-areas.mjs';
 // @ts-expect-error plain ES module without types
-import { scoreOf } from '../../scripts/mutate-score.mjs';
+import { scoreOf, survivorsOf } from '../../scripts/mutate-score.mjs';
 
 /**
  * `npm run mutate` (issue 37) is too slow for every CI run; this checks, in milliseconds, that what it would run
@@ -69,5 +69,26 @@ describe('npm run mutate', () => {
     expect(r.score).toBe(75);
     expect(r.line).toBe('75.0%  killed 6, timeout 3, survived 2, no coverage 1, errors 4, ignored 5');
     expect(Number.isNaN(scoreOf({ files: {} }).score)).toBe(true);
+  });
+
+  it('lists the mutants no test caught, by file and position, survivors and uncovered ones', () => {
+    const at = (line: number, column: number) => ({ start: { line, column } });
+    const report = {
+      files: {
+        'src/b.ts': { mutants: [{ status: 'Survived', location: at(9, 2), mutatorName: 'ConditionalExpression', replacement: 'true' }] },
+        'src/a.ts': {
+          mutants: [
+            { status: 'Killed', location: at(1, 1), mutatorName: 'StringLiteral', replacement: '""' },
+            { status: 'NoCoverage', location: at(7, 3), mutatorName: 'BlockStatement', replacement: '{\n}' },
+            { status: 'Survived', location: at(3, 5), mutatorName: 'EqualityOperator', replacement: 'a <= b' },
+          ],
+        },
+      },
+    };
+    expect(survivorsOf(report)).toEqual([
+      'src/a.ts:3:5 EqualityOperator: a <= b',
+      'src/a.ts:7:3 [no coverage] BlockStatement: { }',
+      'src/b.ts:9:2 ConditionalExpression: true',
+    ]);
   });
 });

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +45,27 @@ describe('untrusted paths and files', () => {
     expect(entryKind(d, 'via')).toBe('symlink');
     expect(entryKind(d, 'via/f')).toBe('symlink');
     expect(entryKind(d, 'fifo')).toBe('other');
+    // Any other lookup error is raised, not taken for "missing".
+    expect(() => entryKind(d, 'x'.repeat(300))).toThrow(/ENAMETOOLONG/);
+  });
+
+  it('readSmallFile closes what it opens, and names a socket as what it is', async () => {
+    const d = tmp();
+    const f = path.join(d, 'f');
+    writeFileSync(f, 'x');
+    const open = () => readdirSync('/proc/self/fd').length;
+    const before = open();
+    for (let i = 0; i < 20; i++) readSmallFile(f);
+    expect(open()).toBe(before);
+    const sock = path.join(d, 'sock');
+    const server = net.createServer().listen(sock);
+    await new Promise((r) => server.once('listening', r));
+    try {
+      // A socket cannot be opened at all (ENXIO); refuseOddOwnFiles names it from lstat.
+      expect(() => refuseOddOwnFiles(d, ['sock'], 'write into d')).toThrow(`${sock} is a socket, not the file`);
+    } finally {
+      server.close();
+    }
   });
 
   it('readSmallFile reads a small file whole, and refuses a link, a directory, a FIFO (without waiting) and a file over the bound', () => {
@@ -79,6 +101,7 @@ describe('untrusted paths and files', () => {
     expect(() => refuseOddOwnFiles(d, ['state.json', 'missing.json'], 'write into d')).not.toThrow();
     // Below a file: nothing there to refuse.
     expect(() => refuseOddOwnFiles(path.join(d, 'state.json'), ['x'], 'write')).not.toThrow();
+    expect(() => refuseOddOwnFiles(d, ['x'.repeat(300)], 'write')).toThrow(/ENAMETOOLONG/);
     symlinkSync('/etc/passwd', path.join(d, 'lock'));
     mkdirSync(path.join(d, 'marker'));
     execFileSync('mkfifo', [path.join(d, 'fifo')]);
@@ -114,6 +137,9 @@ describe('untrusted paths and files', () => {
     expect(isOwnDir(d, path.join(d, 'none'))).toBe(false);
     expect(isOwnDir(path.join(d, 'a'), d)).toBe(false);
     expect(isOwnDir(path.join(d, 'a'), path.join(d, 'a-sibling'))).toBe(false);
+    // An existing sibling directory: outside by name, whatever is there.
+    mkdirSync(path.join(d, 'other'));
+    expect(isOwnDir(path.join(d, 'a'), path.join(d, 'other'))).toBe(false);
     // The root reached through a link: below it is still inside (real paths compared under the root's real path).
     expect(isOwnDir(path.join(d, 'link'), path.join(d, 'link/b'))).toBe(true);
   });

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,6 +11,15 @@ import { entryKind, isConfinedPath, isOwnDir, isPlainName, readSmallFile, refuse
  * The checks on files read back from folders others can write (src/core/untrusted.ts), called directly: the CLI
  * tests that reach them run in child processes, where a mutation test cannot see them (issue 37).
  */
+/** A block device node in /dev, if this host shows one (containers often show none). */
+const blockDevice = readdirSync('/dev').find((n) => {
+  try {
+    return lstatSync(path.join('/dev', n)).isBlockDevice();
+  } catch {
+    return false;
+  }
+});
+
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'untrusted-'));
 
 describe('untrusted paths and files', () => {
@@ -121,6 +130,10 @@ describe('untrusted paths and files', () => {
     expect(refusal('marker').message).toContain('marker is a directory,');
     expect(refusal('marker').code).toBe('EISDIR');
     expect(refusal('fifo').message).toContain('fifo is a FIFO,');
+  });
+
+  it.skipIf(!blockDevice)(`refuseOddOwnFiles names a block device as one${blockDevice ? '' : ' (skipped: this host shows no block device in /dev)'}`, () => {
+    expect(() => refuseOddOwnFiles('/dev', [blockDevice!], 'write into /dev')).toThrow(`/dev/${blockDevice} is a block device, not the file`);
   });
 
   it('isOwnDir: the root and real directories below it, not a link, a file, a path outside or a missing one', () => {

@@ -71,10 +71,12 @@ async function ownerAbove(dir: string): Promise<Owner> {
  * the process SIGKILL itself after the Nth rename of a commit (0: once everything is staged, before the first
  * rename), the way `kill -9`, the OOM killer or a crash would stop it. Nothing else sets it.
  */
+// Stryker disable all: a mutant here kills the test runner itself (SIGKILL), not a test; patch-journal's tests guard it.
 function killForTest(renames: number): void {
   const n = process.env.NVSHMEM_EFA_TEST_KILL_AFTER_RENAMES;
   if (n !== undefined && n !== '' && Number(n) === renames) process.kill(process.pid, 'SIGKILL');
 }
+// Stryker restore all
 
 /**
  * Writes every change as one transaction, so a tree (the user's, with --in-place) is never left half patched:

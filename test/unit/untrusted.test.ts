@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FilesystemError } from '../../src/core/errors.ts';
 import { entryKind, isConfinedPath, isOwnDir, isPlainName, readSmallFile, refuseOddOwnFiles } from '../../src/core/untrusted.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 /**
  * The checks on files read back from folders others can write (src/core/untrusted.ts), called directly: the CLI
@@ -132,7 +133,7 @@ describe('untrusted paths and files', () => {
     expect(refusal('fifo').message).toContain('fifo is a FIFO,');
   });
 
-  it.skipIf(!blockDevice)(`refuseOddOwnFiles names a block device as one${blockDevice ? '' : ' (skipped: this host shows no block device in /dev)'}`, () => {
+  it.skipIf(!blockDevice)(skipTitle('refuseOddOwnFiles names a block device as one', !blockDevice && 'this host shows no block device in /dev'), () => {
     expect(() => refuseOddOwnFiles('/dev', [blockDevice!], 'write into /dev')).toThrow(`/dev/${blockDevice} is a block device, not the file`);
   });
 

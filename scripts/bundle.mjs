@@ -1,6 +1,6 @@
 // Bundles src/ for fast start-up: an entry, cli.mjs, and chunk-*.mjs beside it (esbuild's code splitting), so that
-// each command's `await import()` in src/cli.ts stays lazy and --help loads none of zod, execa, listr2,
-// simple-git or tree-sitter (test/unit/cli-light.test.ts checks the entry's static imports in the metafile).
+// each command's `await import()` in src/cli.ts stays lazy and --help loads none of zod, execa, listr2
+// or tree-sitter (test/unit/cli-light.test.ts checks the entry's static imports in the metafile).
 //   node scripts/bundle.mjs                    dist/cli.mjs, dependencies stay in node_modules (runs on
 //                                              `npm install`/`npm ci`: prepare). bin/nvshmem-efa.js uses it
 //                                              only while dist/source-hash.txt matches src/ (source-stat.txt: the

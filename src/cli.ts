@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 // Only light modules here (node builtins, commander, data): --help and a usage mistake must answer within 0.15 s
-// (issue 22; bench/results/help-time.md), so each command's implementation, and zod, execa, listr2, simple-git and
+// (issue 22; bench/results/help-time.md), so each command's implementation, and zod, execa, listr2 and
 // tree-sitter with it, is imported inside its action. test/unit/cli-light.test.ts fails when a heavy one comes back.
 import { SELFTEST_CHECKS } from './commands/selftest-checks.ts';
 import { EFAEMU_MODES } from './commands/selftest-modes.ts';

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { simpleGit } from 'simple-git';
 import { CommandFailedError, EnvironmentError, InterruptedError } from './errors.ts';
 import { openLog, run } from './exec.ts';
 
@@ -14,7 +13,9 @@ import { openLog, run } from './exec.ts';
 export async function readHeadCommit(dir: string): Promise<string | undefined> {
   if (!existsSync(dir)) return undefined;
   try {
-    return (await simpleGit(dir).revparse(['HEAD'])).trim();
+    // Through run(), like every command: a child the run registers, so a signal stops it (issue 36, class 5).
+    const out = await run('git', ['-C', dir, 'rev-parse', 'HEAD'], { fix: `delete ${dir} and rerun` });
+    return out.find((l) => /^[0-9a-f]{40,64}$/.test(l.trim()))?.trim();
   } catch {
     return undefined;
   }
@@ -65,6 +66,17 @@ export async function cloneRepo(url: string, cloneArgs: readonly string[], tmp: 
 
 /** A cached clone carries the previous run's patches and build outputs: check out `commit` by force and remove everything untracked. */
 export async function resetCloneTo(dir: string, commit: string): Promise<void> {
-  await simpleGit(dir).raw(['checkout', '-qf', commit]);
-  await simpleGit(dir).raw(['clean', '-qfdx']);
+  const fix = `delete ${dir} and rerun (the clone is made again)`;
+  await run('git', ['-C', dir, 'checkout', '-qf', commit], { fix });
+  await run('git', ['-C', dir, 'clean', '-qfdx'], { fix });
+}
+
+/** Checks out `commit` in the clone at `dir` (a clone made with --no-checkout); git's output goes to `logPath`. */
+export async function checkoutCommit(dir: string, commit: string, fix: string, logPath: string): Promise<void> {
+  const log = await openLog(logPath);
+  try {
+    await run('git', ['-C', dir, 'checkout', '-q', commit], { log, logPath, fix });
+  } finally {
+    await log.end();
+  }
 }

@@ -1,10 +1,9 @@
 import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { simpleGit } from 'simple-git';
 import { replaceWithCopy } from '../core/copy-tree.ts';
-import { EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
-import { cloneRepo, readHeadCommit, resetCloneTo } from '../core/git.ts';
+import { CommandFailedError, EnvironmentError, UsageError, VerificationError } from '../core/errors.ts';
+import { checkoutCommit, cloneRepo, readHeadCommit, resetCloneTo } from '../core/git.ts';
 import { DEEPEP_GIT_URL, DEEPEP_PINS, type Pin } from '../pins.ts';
 import { hashDeepEpSources } from './deepep-setup.ts';
 import { verifiedSource } from './source-check.ts';
@@ -32,10 +31,11 @@ async function fetchCommit(url: string, pin: Pin, dest: string, signal: AbortSig
   const fix = 'check network access, or clone DeepEP yourself and pass --deepep-src DIR (or set NVSHMEM_EFA_DEEPEP_URL to a mirror)';
   await cloneRepo(url, ['--no-checkout'], tmp, `DeepEP ${pin.ref}`, fix, signal, logPath, onProgress);
   try {
-    await simpleGit(tmp).raw(['checkout', '-q', pin.commit]);
+    await checkoutCommit(tmp, pin.commit, fix, logPath);
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
-    throw new EnvironmentError(`cannot check out DeepEP ${pin.commit} from ${url}: ${(e as Error).message.trim().split('\n').pop()}`, fix, logPath);
+    const why = e instanceof CommandFailedError ? (e.tail.find((l) => /fatal:|error:/i.test(l)) ?? e.message) : (e as Error).message;
+    throw new EnvironmentError(`cannot check out DeepEP ${pin.commit} from ${url}: ${why.trim()}`, fix, logPath);
   }
   const head = await readHeadCommit(tmp);
   if (head !== pin.commit) {

@@ -14,7 +14,7 @@ import { ROOT } from '../helpers/cli.ts';
  */
 
 /** The packages a help run must not load: each costs tens of milliseconds or more to import. */
-const HEAVY = ['zod', 'execa', 'listr2', 'simple-git', 'web-tree-sitter', 'tree-sitter-cpp', 'magic-string', 'diff'];
+const HEAVY = ['zod', 'execa', 'listr2', 'web-tree-sitter', 'tree-sitter-cpp', 'magic-string', 'diff'];
 /** What may load: the command-line parser. */
 const LIGHT_PACKAGES = ['commander'];
 const TRACE_HOOK = path.join(ROOT, 'test/helpers/module-trace.mjs');

@@ -266,10 +266,17 @@ int owned(Pair &pair) {
         bool exact = true;
         uint64_t want_sum = 0;
         for (uint32_t s = 0; s < kOwnedPuts + 1; s++) want_sum += (uint16_t)s;
-        for (const nvshmemx_efa_gda_qp_t &q : p.owned)
-            exact = exact && q.sq_reserved == kOwnedPuts + 1 && q.sq_retired == q.sq_reserved && q.cq_head == q.sq_reserved &&
-                    q.req_id_sum == want_sum && q.error == 0 && q.qp_num != p.qp.qp_num;
-        expect(exact, "every owned queue: each slot completed once, with its own QP number on its CQEs");
+        // Which counter is off, when one is: CI once failed here without saying (e88cbf0, under a load of 6-8 on 2 cores).
+        std::string seen;
+        for (const nvshmemx_efa_gda_qp_t &q : p.owned) {
+            const bool ok = q.sq_reserved == kOwnedPuts + 1 && q.sq_retired == q.sq_reserved && q.cq_head == q.sq_reserved &&
+                            q.req_id_sum == want_sum && q.error == 0 && q.qp_num != p.qp.qp_num;
+            exact = exact && ok;
+            seen += fmt("%sQP %u: reserved %llu retired %llu cq_head %llu req_id_sum %llu (want %llu) error %u", seen.empty() ? "" : "; ",
+                        (unsigned)q.qp_num, (unsigned long long)q.sq_reserved, (unsigned long long)q.sq_retired,
+                        (unsigned long long)q.cq_head, (unsigned long long)q.req_id_sum, (unsigned long long)want_sum, (unsigned)q.error);
+        }
+        expect(exact, "every owned queue: each slot completed once, with its own QP number on its CQEs", seen);
         bool got = true;
         for (uint64_t i = 0; i < 2 * 4096; i++) got = got && p.heap[10 * M + i] == pattern(1, 10 * M + i);
         expect(got, "the gets returned PE 1's bytes");

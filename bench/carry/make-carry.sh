@@ -80,6 +80,8 @@ lc=$(json "$L" 'j.libfabric.pins.find(p => p.ref === j.libfabric.default).commit
 if [ ! -s "$Q/libfabric-$lv.tar.bz2" ] || [ ! -s "$Q/fabtests-$lv.tar.bz2" ]; then
   g=$(git_dir ofiwg+libfabric)
   has_commit "$g" "$lc"
+  # fabtests' configure links a test program against a libfabric even for `make dist`: the host's will do.
+  ldconfig -p | grep -q 'libfabric\.so ' || die "fabtests' configure needs a libfabric to link against: apt-get install libfabric-dev autoconf automake libtool"
   say "libfabric $lv: make dist-bzip2 (autogen and configure: minutes)"
   mkdir -p "$tmp/lf" && git --git-dir="$g" archive "$lc" | tar x -C "$tmp/lf"
   (cd "$tmp/lf" && ./autogen.sh && ./configure -q && make -s dist-bzip2) >"$tmp/lf.log" 2>&1 || { tail -20 "$tmp/lf.log"; die "libfabric's make dist-bzip2 failed"; }

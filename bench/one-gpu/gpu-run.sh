@@ -8,6 +8,10 @@
 #   PHASE=start   the full selftest (modes all) started in its own session, so it outlives this call (the machine stays
 #                 warm while the next call starts within its idle time); logs in /tmp/og; waits up to WAIT_S
 #   PHASE=wait    waits for that selftest up to WAIT_S, then copies what it has
+#   PHASE=proof   the softefa proof (.carry/bins/efa_gda_proof, built here: cmake -S native/softefa): --quick,
+#                 --signals new --quick, --concurrent-quiet owned --quick (the GDA race tests a post change must pass)
+#   PHASE=postcost the GDA post cost, before and after (.carry/bins/efa_gda_post_cost.{before,after}), 3 runs each,
+#                 alternating, so the ratios of both come from one machine and one call (issue 38)
 #   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
 #                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
 #                 pair that does not end, every process left is described (state, wait channel, kernel stack)
@@ -25,7 +29,7 @@ phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
 # Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
-  cp "$OG"/{build,quick,full,probe}.txt "$OUT/" 2>/dev/null
+  cp "$OG"/{build,quick,full,probe,proof,postcost}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
   local tmp; tmp=$(mktemp -d)
   (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
       -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
@@ -46,9 +50,36 @@ run_selftest() {  # run_selftest NAME ARGS...: the tool's selftest of /tmp/qs/wd
   )
 }
 
+if phase proof; then
+  stamp "softefa proof"
+  B=$REPO/.carry/bins
+  for args in "--quick" "--signals new --quick" "--concurrent-quiet owned --quick"; do
+    echo "== efa_gda_proof $args"
+    # shellcheck disable=SC2086 # args is words
+    CUDA_MODULE_LOADING=EAGER timeout -k 5 70 "$B/efa_gda_proof" $args 2>&1 | tail -c 20000
+    echo "exit ${PIPESTATUS[0]}"
+  done >"$OG/proof.txt"
+  grep -E '^(==|ok |FAIL|RESULT|exit)' "$OG/proof.txt" | cut -c1-300
+  cp "$OG/proof.txt" "$OUT/"
+fi
+
+if phase postcost; then
+  stamp "GDA post cost, before and after, 3 runs each"
+  B=$REPO/.carry/bins
+  for i in 1 2 3; do for v in before after; do
+    echo "== $v run $i"; timeout -k 5 60 "$B/efa_gda_post_cost.$v" 2>&1; echo "exit $?"
+  done; done >"$OG/postcost.txt"
+  grep -iE '^==|ratio|minimal|single|handle|owned|exit' "$OG/postcost.txt" | cut -c1-200
+  cp "$OG/postcost.txt" "$OUT/"
+fi
+
 if phase build; then
   OUT=$OG/qs PHASE=build bash "$REPO/bench/quickstart/quickstart-gpu.sh" 2>&1 | tee "$OG/build.txt" | tail -25
   du -sh "$W/wd"/{install,build,sources} 2>/dev/null | tee -a "$OG/build.txt"
+  # Where the cold build's time went (issue 38 item 4): every ninja log of the build, named by its directory.
+  find "$W/wd" -name .ninja_log 2>/dev/null | while read -r f; do
+    cp "$f" "$OG/ninja$(dirname "${f#"$W/wd"}" | tr / _).txt"
+  done
 fi
 
 if phase quick; then

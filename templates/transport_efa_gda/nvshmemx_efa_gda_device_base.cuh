@@ -64,9 +64,15 @@ EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t 
  * these fences: every hand-off is a store read by a later load), so the fence is fence.acq_rel.sys
  * (MEMBAR.ALL.SYS), not __threadfence_system's fence.sc.sys (MEMBAR.SC.SYS), as NCCL's EFA GDA path rings
  * (gin_efa_gda.h, ringDoorbell). Its acquire half keeps what the post path read after it (the next post's loads
- * of hot slots and counters) from being served by a line cached before it. */
+ * of hot slots and counters) from being served by a line cached before it.
+ * NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE (an experiment for the post-cost bench, not a supported build): fence.release.sys,
+ * which both arguments above need and nothing more (the post path acquires nothing through its fences: the
+ * counters and turn it reads are volatile loads, the constants read-only). Its question: whether the acquire half
+ * costs the next post its L1 (the read-only constants, n_rails first, fetched again from L2 after every post). */
 EFA_GDA_DEV void efa_gda_fence_nic() {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
+    asm volatile("fence.release.sys;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 #else
     __threadfence_system();
@@ -126,7 +132,11 @@ EFA_GDA_DEV void efa_gda_ro2(const void *p, uint64_t *a, uint64_t *b) {
  * clobber); each word is read whole, before or after the host wrote it, and either is safe to use
  * (nvshmemx_efa_gda_hot_local_t). */
 EFA_GDA_DEV void efa_gda_load2(const void *p, uint64_t *a, uint64_t *b) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
+    /* No fence of the post path invalidates L1 then (efa_gda_fence_nic): read past it, so that a slot the host
+     * retired is not served from a line cached before. */
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p));
+#elif defined(__CUDA_ARCH__)
     const ulonglong2 v = *(const ulonglong2 *)p;
     *a = v.x;
     *b = v.y;

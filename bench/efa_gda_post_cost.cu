@@ -3,7 +3,10 @@
 //   minimal      8 x 64-bit stores of a WQE + __threadfence_system + doorbell store + __threadfence_system,
 //                into the same host-mapped SQ ring and doorbell page the post path writes
 //   single post  efa_gda_put_nbi of 8 bytes: PE and region lookup, slot reservation (one atomic), WQE build
-//                and stores, the same two fences around the doorbell, the doorbell hand-off; three ways: the
+//                and stores, two fences around the doorbell (the templates' own: __threadfence_system until
+//                f38, fence.acq_rel.sys since; the minimal keeps __threadfence_system, the reference of every
+//                earlier result, and the breakdown's last row times it with the post's stores and fences), the
+//                doorbell hand-off; three ways: the
 //                general call on a hot region (the common case), through a prepared handle, and the general
 //                call on a region that is only in the region table (no hot slot filled); and through an owned
 //                queue (efa_gda_owned, ABI 6: the slot from a counter in registers, no atomic)

@@ -3,7 +3,10 @@
 //   minimal      8 x 64-bit stores of a WQE + __threadfence_system + doorbell store + __threadfence_system,
 //                into the same host-mapped SQ ring and doorbell page the post path writes
 //   single post  efa_gda_put_nbi of 8 bytes: PE and region lookup, slot reservation (one atomic), WQE build
-//                and stores, the same two fences around the doorbell, the doorbell hand-off; three ways: the
+//                and stores, two fences around the doorbell (the templates' own: __threadfence_system until
+//                f38, fence.acq_rel.sys since; the minimal keeps __threadfence_system, the reference of every
+//                earlier result, and the breakdown's last row times it with the post's stores and fences), the
+//                doorbell hand-off; three ways: the
 //                general call on a hot region (the common case), through a prepared handle, and the general
 //                call on a region that is only in the region table (no hot slot filled); and through an owned
 //                queue (efa_gda_owned, ABI 6: the slot from a counter in registers, no atomic)
@@ -134,9 +137,16 @@ __global__ void post_cost(nvshmemx_efa_gda_device_state_t *single_s, nvshmemx_ef
 
 // Where a single post's cycles go: the minimal sequence with one more ingredient of the post path at a
 // time, and the post path itself timed stage by stage (the steps of efa_gda_rma_nbi for one hot piece).
-constexpr int kParts = 11;
+constexpr int kParts = 12;
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ void fence_release_sys() { asm volatile("fence.release.sys;" ::: "memory"); }
+// Written here, not taken from the templates, so that the bench builds against templates from before they had it.
+__device__ __forceinline__ void mmio_store64(volatile uint64_t *p, uint64_t v) {
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(__cvta_generic_to_global((void *)p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void mmio_store32(volatile uint32_t *p, uint32_t v) {
+    asm volatile("st.mmio.relaxed.sys.global.b32 [%0], %1;" ::"l"(__cvta_generic_to_global((void *)p)), "r"(v) : "memory");
+}
 __global__ void breakdown(nvshmemx_efa_gda_device_state_t *s, uint8_t *buf, uint32_t *gpu_word, long long *out) {
     nvshmemx_efa_gda_qp_t *qp = &s->rail[0].qp;
     volatile uint64_t *ring = (volatile uint64_t *)qp->sq_buf;
@@ -217,6 +227,15 @@ __global__ void breakdown(nvshmemx_efa_gda_device_state_t *s, uint8_t *buf, uint
         *db = i & 0xffff;
         __threadfence_system();
         o[10] = clock64() - t;
+        // 11: the minimal sequence stored and fenced as the post path does since f38 (st.mmio, fence.acq_rel.sys
+        // twice): how much of a post's gain over the reference is the fence kind alone
+        t = clock64();
+#pragma unroll
+        for (int k = 0; k < 8; k++) mmio_store64(slot + k, i + k);
+        fence_acq_rel_sys();
+        mmio_store32(db, i & 0xffff);
+        fence_acq_rel_sys();
+        o[11] = clock64() - t;
     }
 }
 
@@ -254,6 +273,10 @@ int main(int argc, char **argv) {
     cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
     printf("device: %s (sm_%d%d, %d SMs, %.0f MHz), CUDA driver %d, %s\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, khz / 1000.0, driver, date);
+#ifdef POST_COST_TEMPLATES
+    // Which templates the binary was built against (bench/efa-gda-post-cost-pair.sh builds two).
+    printf("templates: %s\n", POST_COST_TEMPLATES);
+#endif
 
     // The SQ ring and doorbell play the NIC BAR: host memory the GPU writes through a mapping, as in the proof.
     uint8_t *ring_h, *ring_d;
@@ -429,7 +452,8 @@ int main(int argc, char **argv) {
                                  "post path: first system fence",
                                  "post path: doorbell store + second system fence",
                                  "post path: all of the above + doorbell hand-off store",
-                                 "minimal sequence right after a post"};
+                                 "minimal sequence right after a post",
+                                 "the minimal sequence with st.mmio stores and fence.acq_rel.sys twice (the post path's since f38)"};
     printf("\nbreakdown (one thread, %u samples each, first %u dropped): median cycles\n\n| part | cycles |\n|---|---|\n",
            kPerRound * 4, kPerRound);
     for (int k = 0; k < kParts; k++) {

@@ -50,6 +50,52 @@ EFA_GDA_DEV uint64_t efa_gda_load64(const uint64_t *p) { return *(const volatile
 EFA_GDA_DEV void efa_gda_store(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
 EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t *)p = v; }
 
+/* --- the post path's ordering towards the NIC --------------------------------------------------------------
+ * A post stores its WQE into the SQ ring (the NIC's LLQ BAR, or host memory on softefa/efaemu), fences, stores the
+ * doorbell, fences, and then hands the doorbell turn on (sq_rung, GPU memory). Why each fence is enough:
+ * - WQE before doorbell: the fence before the doorbell store orders every earlier store of the thread (the WQE's
+ *   words, the slot's PE note, a signal's scratch value) before every later one, at system scope, so the NIC has
+ *   the whole WQE before it sees the doorbell that covers it. A warp batch's lanes each fence their own WQE before
+ *   the leader rings (a fence orders only its own thread's stores).
+ * - doorbell after earlier doorbells: the fence after the doorbell store orders it before the sq_rung store that
+ *   lets the next slot's poster ring; that poster rings only after reading it (a load its doorbell store depends
+ *   on, with its own fence between them), so doorbell values reach the NIC in slot order and never go back.
+ * Neither needs sequential consistency (no poster orders a store before a load of another poster's store through
+ * these fences: every hand-off is a store read by a later load), so the fence is fence.acq_rel.sys
+ * (MEMBAR.ALL.SYS), not __threadfence_system's fence.sc.sys (MEMBAR.SC.SYS), as NCCL's EFA GDA path rings
+ * (gin_efa_gda.h, ringDoorbell). Its acquire half keeps what the post path read after it (the next post's loads
+ * of hot slots and counters) from being served by a line cached before it.
+ * NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE (an experiment for the post-cost bench, not a supported build): fence.release.sys,
+ * which both arguments above need and nothing more (the post path acquires nothing through its fences: the
+ * counters and turn it reads are volatile loads, the constants read-only). Its question: whether the acquire half
+ * costs the next post its L1 (the read-only constants, n_rails first, fetched again from L2 after every post). */
+EFA_GDA_DEV void efa_gda_fence_nic() {
+#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
+    asm volatile("fence.release.sys;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
+    __threadfence_system();
+#endif
+}
+/* Stores into the NIC's memory (SQ ring words, the doorbell): st.mmio.relaxed.sys, which the PTX ISA performs
+ * exactly once, at the address written, never merged with another store (a volatile store promises that only among
+ * volatile accesses), as NCCL's EFA path stores them. The host test build stores through volatile. */
+EFA_GDA_DEV void efa_gda_mmio_store(uint32_t *p, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("st.mmio.relaxed.sys.global.b32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(v) : "memory");
+#else
+    *(volatile uint32_t *)p = v;
+#endif
+}
+EFA_GDA_DEV void efa_gda_mmio_store64(uint64_t *p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+#else
+    *(volatile uint64_t *)p = v;
+#endif
+}
+
 /* Fields that never change while kernels run (the host writes the state's constants, queue constants, peer
  * addresses and each region table before a kernel can see them) go through the read-only cache. */
 EFA_GDA_DEV uint32_t efa_gda_ro(const uint32_t *p) {
@@ -86,7 +132,11 @@ EFA_GDA_DEV void efa_gda_ro2(const void *p, uint64_t *a, uint64_t *b) {
  * clobber); each word is read whole, before or after the host wrote it, and either is safe to use
  * (nvshmemx_efa_gda_hot_local_t). */
 EFA_GDA_DEV void efa_gda_load2(const void *p, uint64_t *a, uint64_t *b) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
+    /* No fence of the post path invalidates L1 then (efa_gda_fence_nic): read past it, so that a slot the host
+     * retired is not served from a line cached before. */
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p));
+#elif defined(__CUDA_ARCH__)
     const ulonglong2 v = *(const ulonglong2 *)p;
     *a = v.x;
     *b = v.y;

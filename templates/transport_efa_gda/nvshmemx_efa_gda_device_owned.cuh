@@ -101,9 +101,11 @@ EFA_GDA_DEV int efa_gda_rma_nbi(efa_gda_owned &o, uint8_t op, void *local, const
         }
         /* A queue in error refuses the post: unusable (fatal: a local failure, a foreign completion, a timeout),
          * or a completion to the handle's PE failed (the owner hears of it now, not at a quiet that waits for WQEs
-         * that will not complete; another PE's failure does not stop it). The loads go out before the WQE is
-         * built and stored and are used only before the doorbell, so the post waits for no round trip. */
-        const uint32_t fatal = efa_gda_load(&h.q.qp->fatal), error = (uint32_t)efa_gda_error_of_pe(h.q.qp, h.pe);
+         * that will not complete; another PE's failure does not stop it). Two loads whose addresses are in
+         * registers (the handle's queue constants): one round trip, issued before the WQE is built and stored, so
+         * only what is left of it after the build and the stores delays the post. */
+        const uint32_t fatal = efa_gda_load(&h.q.qp->fatal),
+                       error = efa_gda_load(efa_gda_error_word(h.q.qp, h.q.slot_pe, h.q.entries, h.pe));
         efa_gda_piece p;
         p.local = (uint64_t)local + done;
         p.remote = h.remote_base + so + done;
@@ -115,9 +117,11 @@ EFA_GDA_DEV int efa_gda_rma_nbi(efa_gda_owned &o, uint8_t op, void *local, const
         if (fatal | error) return fatal ? (int)fatal : (int)error; /* the slot stays unrung; the next post reuses it */
         /* sq_reserved before the doorbell: a completion of this slot is checked against it. */
         efa_gda_store(&h.q.qp->sq_reserved, slot + 1);
-        __threadfence_system();
-        efa_gda_store(h.q.db, (slot + 1) & 0xffffu);
-        __threadfence_system();
+        /* As efa_gda_ring rings (efa_gda_fence_nic says why each fence is enough): the owner is the only poster, so
+         * the doorbell turn is its own program order. */
+        efa_gda_fence_nic();
+        efa_gda_mmio_store(h.q.db, (slot + 1) & 0xffffu);
+        efa_gda_fence_nic();
         efa_gda_store(&h.q.qp->sq_rung, slot + 1);
         o.next = slot + 1;
         done += len;

@@ -209,8 +209,8 @@ EFA_GDA_DEV int efa_gda_write_value_nbi_rail(nvshmemx_efa_gda_device_state_t *s,
     efa_gda_reservation res;
     err = efa_gda_claim(q, slot, 1, c, &res);
     if (err) return err;
-    /* The slot's previous WQE has completed (claim): the NIC no longer reads this entry. The ring's system
-     * fence orders this store before the doorbell. */
+    /* The slot's previous WQE has completed (claim): the NIC no longer reads this entry. The ring's fence
+     * orders this store before the doorbell. */
     efa_gda_store64(entry, value);
     efa_gda_note_pe(q, slot, pe);
     efa_gda_store_wqe(q, slot, w);
@@ -362,7 +362,7 @@ EFA_GDA_DEV int efa_gda_rma_nbi_warp_batch_rail(nvshmemx_efa_gda_device_state_t 
             const uint32_t slot = res.slot + __popc(in_group & ((1u << lane) - 1u));
             efa_gda_note_pe(q, slot, pe);
             efa_gda_write_wqe(q, slot, d);
-            __threadfence_system();
+            efa_gda_fence_nic(); /* this lane's WQE before the leader's doorbell (a fence orders its own thread's stores) */
         }
         __syncwarp();
         if (lane == leader) rerr = efa_gda_ring(q, res.slot, n, res.rung_seen);

@@ -22,9 +22,11 @@ EFA_GDA_DEV uint32_t efa_gda_slot_pe(const nvshmemx_efa_gda_qp_t *qp, uint32_t s
 
 /* ABI 8: each PE's first failed completion on this queue, [n_pes] words after slot_pe; NULL where the queue notes
  * no PEs (its errors are the queue's). */
+EFA_GDA_DEV uint32_t *efa_gda_pe_errors(const uint16_t *slot_pe, uint32_t entries) {
+    return slot_pe ? (uint32_t *)(slot_pe + entries) : nullptr;
+}
 EFA_GDA_DEV uint32_t *efa_gda_pe_errors(const nvshmemx_efa_gda_qp_t *qp) {
-    uint16_t *pes = efa_gda_ro(&qp->slot_pe);
-    return pes ? (uint32_t *)(pes + efa_gda_ro(&qp->sq_entries)) : nullptr;
+    return efa_gda_pe_errors(efa_gda_ro(&qp->slot_pe), efa_gda_ro(&qp->sq_entries));
 }
 /* Statuses that say the peer refused or did not answer (REMOTE_ERROR_*, UNRESP_REMOTE, UNREACH_REMOTE): the PE's
  * failure, not the queue's. The others (FLUSHED and the LOCAL_ERROR_* of the QP's own WQEs, or a status this code
@@ -61,15 +63,22 @@ EFA_GDA_DEV void efa_gda_record_error(nvshmemx_efa_gda_qp_t *qp, uint32_t err, u
 /* What a wait for pe's WQEs on qp reports besides its own outcome: why the queue is unusable (qp.fatal: a local
  * failure, even one whose WQEs the wait found completed), else pe's first failure where the queue keeps errors per
  * PE, else the queue's first error, whichever PE it named. */
+/* The word that holds what a wait for pe reports besides qp.fatal: pe's first failure where the queue keeps errors per
+ * PE (slot_pe, entries: the queue's constants), else the queue's first error. */
+EFA_GDA_DEV const uint32_t *efa_gda_error_word(const nvshmemx_efa_gda_qp_t *qp, const uint16_t *slot_pe, uint32_t entries, int pe) {
+#ifndef NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS
+    const uint32_t *per_pe = efa_gda_pe_errors(slot_pe, entries);
+    if (per_pe && (uint32_t)pe < 0xffffu) return &per_pe[pe];
+#endif
+    (void)slot_pe, (void)entries, (void)pe;
+    return &qp->error;
+}
 EFA_GDA_DEV int efa_gda_error_of_pe(const nvshmemx_efa_gda_qp_t *qp, int pe) {
-    const uint32_t *per_pe = efa_gda_pe_errors(qp);
 #ifndef NVSHMEMX_EFA_GDA_TEST_QUEUE_WIDE_ERRORS
     const uint32_t fatal = efa_gda_load(&qp->fatal);
     if (fatal) return (int)fatal;
-    if (per_pe && (uint32_t)pe < 0xffffu) return (int)efa_gda_load(&per_pe[pe]);
 #endif
-    (void)per_pe, (void)pe;
-    return (int)efa_gda_load(&qp->error);
+    return (int)efa_gda_load(efa_gda_error_word(qp, efa_gda_ro(&qp->slot_pe), efa_gda_ro(&qp->sq_entries), pe));
 }
 
 /* Makes the queue unusable for the reason why (BAD_CQE or TIMEOUT): every wait on it returns why at once from
@@ -102,7 +111,9 @@ EFA_GDA_DEV int efa_gda_time_out(nvshmemx_efa_gda_qp_t *qp) {
  * one poller at a time (others return at once). A failed completion records the NIC's status as the QP's
  * error. */
 EFA_GDA_DEV void efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
-    if (atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return;
+    /* A plain load first (test and test-and-set): waiters that find the lock taken leave on a load, and queue no
+     * atomics on its line ahead of the holder's release. */
+    if (efa_gda_load(&qp->cq_lock) != 0u || atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return;
     __threadfence();
     uint32_t head = efa_gda_load(&qp->cq_head);
     const uint32_t retired = efa_gda_load(&qp->sq_retired);
@@ -198,9 +209,9 @@ EFA_GDA_DEV int efa_gda_reserve(nvshmemx_efa_gda_qp_t *qp, uint32_t n, efa_gda_r
 }
 
 /* Rings the doorbell for slots [slot, slot + n) once every earlier slot has been rung (skipping the wait
- * when the reservation already saw the doorbell at slot). The caller's WQE stores must be fenced (system
- * scope) before this; the fence here covers them. The register takes the producer counter's low 16 bits,
- * as rdma-core writes it. Returns why the queue became unusable (qp.fatal), without ringing, when it did
+ * when the reservation already saw the doorbell at slot). The fence here covers the caller's own WQE stores;
+ * other threads' WQEs under this doorbell must be fenced by their writers (a warp batch's lanes). The register
+ * takes the producer counter's low 16 bits, as rdma-core writes it. Returns why the queue became unusable (qp.fatal), without ringing, when it did
  * while this waited (an earlier slot's owner may have given up), and NVSHMEMX_EFA_GDA_ERR_TIMEOUT when the
  * earlier slots were not rung within q.timeout_ns. */
 EFA_GDA_DEV int efa_gda_ring(const efa_gda_sq &q, uint32_t slot, uint32_t n, uint32_t rung_seen) {
@@ -215,9 +226,10 @@ EFA_GDA_DEV int efa_gda_ring(const efa_gda_sq &q, uint32_t slot, uint32_t n, uin
             EFA_GDA_SPIN_PAUSE();
         }
     }
-    __threadfence_system();
-    efa_gda_store(q.db, (slot + n) & 0xffffu);
-    __threadfence_system();
+    /* WQEs before the doorbell, the doorbell before the hand-off: efa_gda_fence_nic says why each is enough. */
+    efa_gda_fence_nic();
+    efa_gda_mmio_store(q.db, (slot + n) & 0xffffu);
+    efa_gda_fence_nic();
     efa_gda_store(&qp->sq_rung, slot + n);
     return NVSHMEMX_EFA_GDA_OK;
 }

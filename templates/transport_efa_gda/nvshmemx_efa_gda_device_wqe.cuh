@@ -28,15 +28,15 @@ EFA_GDA_DEV efa_gda_wqe_words efa_gda_wqe_of(struct efa_gda_rdma_desc d) {
 EFA_GDA_DEV void efa_gda_store_wqe(const efa_gda_sq &q, uint32_t slot, const efa_gda_wqe_words &w) {
     const uint64_t first = w.q[0] | (uint64_t)(uint16_t)slot |
                            ((uint64_t)EFA_GDA_FIELD(EFA_IO_TX_META_DESC_PHASE_MASK, efa_gda_sq_phase(slot, q.log2)) << 24);
-    volatile uint64_t *dst = (volatile uint64_t *)(q.buf + (size_t)(slot & (q.entries - 1)) * q.wqe_size);
-    dst[0] = first;
+    uint64_t *dst = (uint64_t *)(q.buf + (size_t)(slot & (q.entries - 1)) * q.wqe_size);
+    efa_gda_mmio_store64(&dst[0], first);
 #pragma unroll
-    for (int i = 1; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) dst[i] = w.q[i];
-    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < q.wqe_size / 8; i++) dst[i] = 0;
+    for (int i = 1; i < NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i++) efa_gda_mmio_store64(&dst[i], w.q[i]);
+    for (uint32_t i = NVSHMEMX_EFA_GDA_WQE_SIZE / 8; i < q.wqe_size / 8; i++) efa_gda_mmio_store64(&dst[i], 0);
 }
 
 /* Notes the PE the WQE of slot is addressed to (q.slot_pe, one 16-bit store), so that an error completion of
- * that slot names its peer. Stored before the doorbell, whose system fence orders it. */
+ * that slot names its peer. Stored before the doorbell, whose fence orders it (efa_gda_fence_nic). */
 EFA_GDA_DEV void efa_gda_note_pe(const efa_gda_sq &q, uint32_t slot, int pe) {
     if (q.slot_pe) q.slot_pe[slot & (q.entries - 1)] = (uint16_t)pe;
 }

@@ -43,17 +43,25 @@ function judge(fns: PtxFunction[], kernels: string[]): string[] {
 const QUEUE = 'nvshmemx_efa_gda_device_queue.cuh';
 const OWNED = 'nvshmemx_efa_gda_device_owned.cuh';
 const SHIM = 'nvshmem_efa_shim.cuh';
-const RING = 'efa_gda_store(q.db, (slot + n) & 0xffffu);';
+const BASE = 'nvshmemx_efa_gda_device_base.cuh';
+const RING = 'efa_gda_mmio_store(q.db, (slot + n) & 0xffffu);';
+const FENCE = 'efa_gda_fence_nic();';
 /** Each mutant breaks one rule of the design; the check must say which, in the kernel named (compiled alone). */
 const MUTANTS: [string, Edit[], string, RegExp][] = [
-  ["efa_gda_ring without the system fence before its doorbell store", [{ file: QUEUE, from: `__threadfence_system();\n    ${RING}`, to: RING }], 'gda_put',
+  ["efa_gda_ring without the system fence before its doorbell store", [{ file: QUEUE, from: `${FENCE}\n    ${RING}`, to: RING }], 'gda_put',
     /^gda_put: doorbell store reachable from an earlier store with no system fence/],
-  ["efa_gda_ring without the system fence between its doorbell store and sq_rung", [{ file: QUEUE, from: `${RING}\n    __threadfence_system();`, to: RING }], 'gda_put',
+  ["efa_gda_ring without the system fence between its doorbell store and sq_rung", [{ file: QUEUE, from: `${RING}\n    ${FENCE}`, to: RING }], 'gda_put',
     /^gda_put: store reachable from a doorbell store with no system fence/],
+  ['efa_gda_ring with the doorbell stored before the fence that covers the WQE (the store moved up)',
+    [{ file: QUEUE, from: `${FENCE}\n    ${RING}`, to: `${RING}\n    ${FENCE}` }], 'gda_put',
+    /^gda_put: doorbell store reachable from an earlier store with no system fence/],
+  ["the post path's fence at GPU scope, not system scope",
+    [{ file: BASE, from: 'asm volatile("fence.acq_rel.sys;" ::: "memory");', to: 'asm volatile("fence.acq_rel.gpu;" ::: "memory");' }], 'gda_put',
+    /^gda_put: (doorbell store reachable from an earlier (doorbell )?store|store reachable from a doorbell store) with no system fence/],
   ['efa_gda_ring with a plain (not volatile) doorbell store', [{ file: QUEUE, from: RING, to: '*q.db = (slot + n) & 0xffffu;' }], 'gda_put',
     /^gda_put: doorbell store is not volatile/],
   ["an owned queue's post without the system fence before its doorbell store",
-    [{ file: OWNED, from: '__threadfence_system();\n        efa_gda_store(h.q.db,', to: 'efa_gda_store(h.q.db,' }], 'gda_owned_put',
+    [{ file: OWNED, from: `${FENCE}\n        efa_gda_mmio_store(h.q.db,`, to: 'efa_gda_mmio_store(h.q.db,' }], 'gda_owned_put',
     /^gda_owned_put: doorbell store reachable from an earlier store with no system fence/],
   ["the shim's signal without its wait for the payload",
     [{ file: SHIM, from: `    ${SHIM_WAIT}(gda, rail, pe);\n`, to: '' }], 'shim_signal',

@@ -231,6 +231,8 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       } else ms.overwrite(at.start, at.end, text);
       record(s, 'applied');
     }
+    // Every spec of this file is done with its parse (what they read from it stays).
+    doc.cpp?.release();
     if (ms.hasChanged()) plan.changes.push({ file, before: doc.src, after: ms.toString() });
   }
   plan.changes.sort((a, b) => a.file.localeCompare(b.file));

@@ -142,8 +142,11 @@ export async function nvshmemSpecDigest(root: string, t: Template, vendored: Ven
  * with the single-rail set, whose state check then refuses it, naming what it found.
  */
 export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = [], choice: NvshmemPatchChoice = {}): Promise<NvshmemPlan> {
+  // The search for AWS's transport reads a few hundred files one by one: it waits on the disk while the plan
+  // parses, instead of before it. Its result is the same; it is awaited below (a plan that fails first leaves it).
+  const awsSearch = findAwsGda(root);
+  awsSearch.catch(() => {});
   const { layout, specs } = await treeSpecs(root, t, vendored, choice);
-  const aws = await findAwsGda(root);
   const plan: NvshmemPlan = await planPatches(root, specs, {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
@@ -153,6 +156,7 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
         : 'no libfabric transport source anywhere in the tree: is this an NVSHMEM source tree?';
     },
   });
+  const aws = await awsSearch;
   if (aws) {
     plan.awsGda = { file: aws.file, line: aws.line };
     plan.refusals.unshift({

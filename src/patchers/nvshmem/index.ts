@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { skipDirsNamed, skipHiddenDirs, walkTree } from '../../core/walk-tree.ts';
@@ -75,7 +76,14 @@ async function findAwsGda(root: string): Promise<{ file: string; line: number; t
     root,
     async (e) => {
       if (e.type !== 'file' || !(CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => e.rel.startsWith(d))))) return;
-      const src = await readFile(e.abs, 'utf8').catch(() => '');
+      // Read synchronously: a few hundred small files, each an open, stat, read and close that would otherwise wait
+      // in turn for libuv's thread pool (long waits on a loaded machine), for no concurrency (the walk is in order).
+      let src = '';
+      try {
+        src = readFileSync(e.abs, 'utf8');
+      } catch {
+        /* unreadable: not searched */
+      }
       const at = src.indexOf(AWS_GDA_OPTION);
       if (at === -1) return;
       const start = src.lastIndexOf('\n', at) + 1;

@@ -76,6 +76,21 @@ function underError(node: Node, stop: Node | null): boolean {
   return false;
 }
 
+/**
+ * The body's direct child that holds `node`, or undefined when `node` or an ancestor below the definition is an
+ * ERROR or MISSING node. One walk up the tree for both answers: each step is a call into the wasm parser.
+ */
+function statementOf(node: Node, body: Node, def: Node): Node | undefined {
+  let stmt: Node | undefined;
+  for (let p: Node | null = node; p && p.id !== def.id; ) {
+    if (p.isError || p.isMissing) return undefined;
+    const parent: Node | null = p.parent;
+    if (!stmt && parent?.id === body.id) stmt = p;
+    p = parent;
+  }
+  return stmt;
+}
+
 function declaratorName(def: Node): string | undefined {
   let d: Node | null = def.childForFieldName('declarator');
   while (d && d.type !== 'function_declarator') d = d.childForFieldName('declarator');
@@ -107,17 +122,11 @@ function functionAnchor(def: Node, name: string, viaFlattened: boolean): Functio
     const label = l.childForFieldName('label');
     if (label && !labels.has(label.text)) labels.set(label.text, span(l));
   }
-  const directChild = (n: Node): Node | undefined => {
-    let c: Node | null = n;
-    while (c && c.parent && c.parent.id !== body.id) c = c.parent;
-    return c ?? undefined;
-  };
   const calls: FunctionAnchor['calls'] = [];
   for (const c of body.descendantsOfType('call_expression')) {
-    if (!c || underError(c, def)) continue;
-    const cname = calleeName(c);
-    const stmt = directChild(c);
-    if (cname && stmt) calls.push({ name: cname, span: span(c), statement: span(stmt) });
+    const stmt = c && statementOf(c, body, def);
+    const cname = stmt && calleeName(c);
+    if (cname) calls.push({ name: cname, span: span(c!), statement: span(stmt) });
   }
   calls.sort((a, b) => a.span.start - b.span.start);
   const returns = statements.filter((s) => s.type === 'return_statement');

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { parseCudaArch } from './core/environment.ts';
 import { UsageError } from './core/errors.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';

@@ -11,11 +11,9 @@ import { planNvshmem } from '../patchers/nvshmem/index.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
 import { loadTemplate, type VendoredFile } from '../patchers/nvshmem/template.ts';
 import { nvshmemVersion } from '../core/nvshmem-tree.ts';
-import { cmakeArgs, linkStubPath } from '../steps/build-nvshmem.ts';
-import { deepEpEnv, deepEpGdaPathFix, python, SETUP_ARGS } from '../steps/deepep-setup.ts';
 import { deepEpCloneDir, deepEpPinFor } from '../steps/get-deepep.ts';
 import { nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
-import { workPaths } from '../steps/index.ts';
+import { workPaths } from '../steps/work-paths.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { refusalError } from '../steps/patch-nvshmem.ts';
 import type { Ctx, PatchResult, WorkPaths } from '../steps/types.ts';
@@ -111,7 +109,9 @@ const commandLine = (c: PlannedCommand) =>
  * itself with --in-place, or the verified clone of a pinned ref) and the patch plan's fixes (which decide the
  * static-library switch).
  */
-function buildPlan(opts: Options, found: Found & { env: NonNullable<Found['env']> }, tree: string, fixes: PatchResult['fixes'], deepep: string | undefined): { commands: PlannedCommand[]; notes: string[] } {
+async function buildPlan(opts: Options, found: Found & { env: NonNullable<Found['env']> }, tree: string, fixes: PatchResult['fixes'], deepep: string | undefined): Promise<{ commands: PlannedCommand[]; notes: string[] }> {
+  // Only `build --dry-run` plans the build: `patch --dry-run` loads none of the build steps' code.
+  const [{ cmakeArgs, linkStubPath }, { deepEpEnv, deepEpGdaPathFix, python, SETUP_ARGS }] = await Promise.all([import('../steps/build-nvshmem.ts'), import('../steps/deepep-setup.ts')]);
   const paths = workPaths(opts.workDir);
   const env = found.env;
   const built = opts.inPlace || !opts.nvshmemSrc ? tree : path.join(paths.sources, 'nvshmem');
@@ -199,7 +199,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
   const changes = [...plan.changes, ...deepepChanges.map((c) => ({ ...c, file: `deepep/${c.file}` }))];
   const version = await nvshmemVersion(tree.dir);
   const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
-  const build = opts.command === 'build' && found.env ? buildPlan(opts, { ...found, env: found.env }, tree.dir, plan.fixes, dp.dir) : undefined;
+  const build = opts.command === 'build' && found.env ? await buildPlan(opts, { ...found, env: found.env }, tree.dir, plan.fixes, dp.dir) : undefined;
   if (opts.json) {
     out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: display(renderDiff(changes)), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
     return 0;

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { readdir, readlink, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UsageError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { entryKind, isConfinedPath, readSmallFile } from '../core/untrusted.ts';

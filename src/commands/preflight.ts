@@ -15,7 +15,7 @@ import type { Options } from '../options.ts';
 import { python } from '../steps/deepep-setup.ts';
 import { deepEpPinFor, deepEpCloneDir } from '../steps/get-deepep.ts';
 import { nvshmemCloneDir, pinFor } from '../steps/get-nvshmem.ts';
-import { workPaths } from '../steps/index.ts';
+import { workPaths } from '../steps/work-paths.ts';
 import { deepEpRefusalError } from '../steps/patch-deepep.ts';
 import { loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
 import { fabricOrigin, fabricPin, fabtestsPin, gdrcopyPin, isLocalOrigin, loadFabricLock, loadGdrcopyLock, type FabricPackage, type FabricPin } from '../core/fabric-lock.ts';

@@ -12,7 +12,7 @@ import type { Options } from '../options.ts';
 import { chooseRenderer, runSteps, type StepOutcome } from '../pipeline.ts';
 import { stopDeepEpBeside } from '../steps/deepep-beside.ts';
 import { layoutLine } from '../patchers/nvshmem/layout.ts';
-import { workPaths } from '../steps/index.ts';
+import { workPaths } from '../steps/work-paths.ts';
 import type { Ctx, Step } from '../steps/types.ts';
 import { assembleReport } from './assemble-report.ts';
 import { preflight } from './preflight.ts';

@@ -12,7 +12,7 @@ import { buildEfaemu, efaemuBuildIn, isEfaemuBuild } from './efaemu-build.ts';
 import { modesEnv, parseEfaemuModes, type ModeRun } from './selftest-modes.ts';
 import { SELFTEST_CHECKS, type Need } from './selftest-checks.ts';
 import { describePlacement, parsePesPerGpu, place, type Placement } from './selftest-placement.ts';
-import { workPaths } from '../steps/index.ts';
+import { workPaths } from '../steps/work-paths.ts';
 
 /**
  * `nvshmem-efa selftest`: validates a build (a work dir of `nvshmem-efa build`) on a host with one GPU or more

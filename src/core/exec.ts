@@ -1,6 +1,5 @@
 import type { WriteStream } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import { CommandFailedError, filesystemFault, InterruptedError } from './errors.ts';
 import { childEnded, childStarted, killTree, tracked } from './kill-tree.ts';
 import { RERUN_RESUMES } from './signals.ts';
@@ -104,6 +103,9 @@ const STREAM_GRACE_MS = 2000;
 export { RERUN_RESUMES } from './signals.ts';
 
 export async function run(cmd: string, args: readonly string[], o: RunOptions): Promise<string[]> {
+  // execa (with its dependencies, about a quarter of a megabyte) is loaded by the first command run, not by every
+  // module that may run one: `patch --dry-run` runs none.
+  const { execa } = await import('execa');
   o.signal?.throwIfAborted();
   const lines: string[] = [];
   o.log?.write(`$ ${[cmd, ...args].join(' ')}\n`);
@@ -219,6 +221,7 @@ export async function run(cmd: string, args: readonly string[], o: RunOptions): 
  */
 export async function queryTool(cmd: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<string | undefined> {
   try {
+    const { execa } = await import('execa'); // loaded on first use, as in run()
     const r = await tracked(execa(cmd, args, { reject: false, stdin: 'ignore', timeout: 20_000, env }));
     return r.exitCode === 0 ? String(r.stdout) : undefined;
   } catch {

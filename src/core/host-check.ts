@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * One check of a host, as `doctor` makes them and as the probe (native/probe) prints them in its report: what

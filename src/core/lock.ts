@@ -2,7 +2,7 @@ import { lstatSync, statSync, unlinkSync } from 'node:fs';
 import { link, open, rename, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { WorkDirBusyError } from './errors.ts';
 import { isRunning, killTree, observeChildren } from './kill-tree.ts';
 import { processCmdline, processStartTime } from './proc.ts';

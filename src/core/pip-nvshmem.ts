@@ -1,4 +1,3 @@
-import { execa } from 'execa';
 import { tracked } from './kill-tree.ts';
 import { EnvironmentError } from './errors.ts';
 import { queryTool } from './exec.ts';
@@ -66,6 +65,7 @@ export function pipNvshmemFix(p: PipNvshmem, nvshmemLib: string): string {
  * torch, the generic advice, is not the fix. Returns what it printed (`printed`, Python expressions).
  */
 export async function requireTorch(py: string, orElse = '', printed = 'torch.__version__'): Promise<string> {
+  const { execa } = await import('execa'); // loaded on first use (core/exec.ts says why)
   const r = await tracked(execa(py, ['-c', `import torch; print(${printed})`], { reject: false, stdin: 'ignore', timeout: 60_000 })).catch(() => undefined);
   if (r && r.exitCode === 0) return String(r.stdout).trim();
   const err = String(r?.stderr ?? '');

@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { execa } from 'execa';
 import { tracked } from './kill-tree.ts';
 import type { DetectedEnv } from './environment.ts';
 import { CommandFailedError } from './errors.ts';
@@ -34,6 +33,7 @@ const PROBE_TIMEOUT_MS = 60_000;
 /** Runs the probe and validates what it printed; a failing check is not an error here (exit status 1). */
 export async function runProbe(bin: string, root?: string): Promise<ProbeReport> {
   if (!existsSync(bin)) throw new Error(`probe binary ${bin} missing`);
+  const { execa } = await import('execa'); // loaded on first use (core/exec.ts says why)
   // The probe reads sysfs and libraries' answers; a minute is ample, and a probe stuck in a driver call must not hold
   // the command forever (issue 36, class 7).
   const r = await tracked(execa(bin, root ? ['--root', root] : [], { reject: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' }));

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { HostCheckSchema } from './host-check.ts';
 
 /** The probe's report: the document native/probe prints (schema nvshmem-efa-probe/1); the CLI validates it before using it. */

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import path from 'node:path';
 import { EnvironmentError, FilesystemError, NvshmemEfaError, UsageError } from './errors.ts';
 import { packageRoot } from './paths.ts';

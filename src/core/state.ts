@@ -1,6 +1,6 @@
 import { existsSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { writeFileAtomic } from './fs-atomic.ts';
 import { readSmallFile } from './untrusted.ts';
 import { MARKER_FILE } from './work-dir-names.ts';

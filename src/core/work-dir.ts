@@ -1,7 +1,7 @@
 import { lstatSync, readdirSync, readlinkSync, realpathSync, unlinkSync } from 'node:fs';
 import { readdir, rm, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { FilesystemError, UsageError } from './errors.ts';
 import { writeFileAtomicSync } from './fs-atomic.ts';
 import { makeDirs } from './make-dirs.ts';

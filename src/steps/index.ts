@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { buildDeepEpStep } from './build-deepep.ts';
 import { buildFabtestsStep } from './build-fabtests.ts';
 import { buildGdrcopyStep } from './build-gdrcopy.ts';
@@ -11,7 +10,7 @@ import { probeStep } from './probe.ts';
 import { detectEnvironmentStep } from './detect-environment.ts';
 import { getNvshmemStep } from './get-nvshmem.ts';
 import { patchNvshmemStep } from './patch-nvshmem.ts';
-import type { Step, WorkPaths } from './types.ts';
+import type { Step } from './types.ts';
 import { vendorEfaIoDefsStep } from './vendor-efa-io-defs.ts';
 
 /**
@@ -38,17 +37,4 @@ export const BUILD_STEPS: readonly Step[] = [
   buildDeepEpStep,
 ];
 export const PATCH_STEPS: readonly Step[] = [getNvshmemStep, vendorEfaIoDefsStep, patchNvshmemStep, getDeepEpStep, patchDeepEpStep];
-
-export function workPaths(workDir: string): WorkPaths {
-  return {
-    workDir,
-    logs: path.join(workDir, 'logs'),
-    sources: path.join(workDir, 'sources'),
-    build: path.join(workDir, 'build', 'nvshmem'),
-    install: path.join(workDir, 'install', 'nvshmem'),
-    stubs: path.join(workDir, 'stubs'),
-    vendor: path.join(workDir, 'vendor', 'efa_gda'),
-    report: workDir,
-    downloads: path.join(workDir, 'downloads'),
-  };
-}
+export { workPaths } from './work-paths.ts';

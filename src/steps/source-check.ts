@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { isOwnDir } from '../core/untrusted.ts';
 import { walkTreeSync } from '../core/walk-tree.ts';
 import type { Ctx, SourceResult } from './types.ts';

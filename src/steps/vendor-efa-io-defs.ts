@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { VerificationError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { readLockFile, readUserFile } from '../core/small-file.ts';

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
 import { flattenPreprocessor } from './flatten.ts';
 
@@ -16,9 +17,18 @@ function grammarPath(): string {
   }
 }
 
-/** One parser for the process: loading the wasm grammar costs ~30 ms and the first parse warms it up. */
+/**
+ * One parser for the process: loading the wasm grammar costs ~30 ms and the first parse warms it up.
+ *
+ * The grammar's wasm runs on V8's baseline compiler (Liftoff) only. By default V8 recompiles hot wasm functions
+ * with its optimising compiler, TurboFan, in the background; for this grammar (3.4 MB, one huge lexer function)
+ * that took about 0.5 s of CPU on 2 cores while a `patch --dry-run` of NVSHMEM 3.4.5 parses about 0.3 MB, and
+ * stalled the run meanwhile (bench/results/patch-time.md). Liftoff's code parses that in about 0.1 s. The flag
+ * is read when a wasm module is compiled, so it is set before the first one is.
+ */
 function getParser(): Promise<Parser> {
   parserPromise ??= (async () => {
+    setFlagsFromString('--liftoff-only');
     await Parser.init();
     const lang = await Language.load(grammarPath());
     const parser = new Parser();
@@ -55,6 +65,8 @@ export interface CppIndex {
   findFunction(name: string): { raw?: FunctionAnchor; flattened?: FunctionAnchor } | undefined;
   /** Field declarations of a struct/typedef by name: field name -> declaration text. */
   structFields(typeName: string): Map<string, string> | undefined;
+  /** Frees the parse now (otherwise when the index is collected); what was read from it stays. */
+  release(): void;
 }
 
 function underError(node: Node, stop: Node | null): boolean {
@@ -62,6 +74,21 @@ function underError(node: Node, stop: Node | null): boolean {
     if (p.isError || p.isMissing) return true;
   }
   return false;
+}
+
+/**
+ * The body's direct child that holds `node`, or undefined when `node` or an ancestor below the definition is an
+ * ERROR or MISSING node. One walk up the tree for both answers: each step is a call into the wasm parser.
+ */
+function statementOf(node: Node, body: Node, def: Node): Node | undefined {
+  let stmt: Node | undefined;
+  for (let p: Node | null = node; p && p.id !== def.id; ) {
+    if (p.isError || p.isMissing) return undefined;
+    const parent: Node | null = p.parent;
+    if (!stmt && parent?.id === body.id) stmt = p;
+    p = parent;
+  }
+  return stmt;
 }
 
 function declaratorName(def: Node): string | undefined {
@@ -95,17 +122,11 @@ function functionAnchor(def: Node, name: string, viaFlattened: boolean): Functio
     const label = l.childForFieldName('label');
     if (label && !labels.has(label.text)) labels.set(label.text, span(l));
   }
-  const directChild = (n: Node): Node | undefined => {
-    let c: Node | null = n;
-    while (c && c.parent && c.parent.id !== body.id) c = c.parent;
-    return c ?? undefined;
-  };
   const calls: FunctionAnchor['calls'] = [];
   for (const c of body.descendantsOfType('call_expression')) {
-    if (!c || underError(c, def)) continue;
-    const cname = calleeName(c);
-    const stmt = directChild(c);
-    if (cname && stmt) calls.push({ name: cname, span: span(c), statement: span(stmt) });
+    const stmt = c && statementOf(c, body, def);
+    const cname = stmt && calleeName(c);
+    if (cname) calls.push({ name: cname, span: span(c!), statement: span(stmt) });
   }
   calls.sort((a, b) => a.span.start - b.span.start);
   const returns = statements.filter((s) => s.type === 'return_statement');
@@ -123,32 +144,23 @@ function functionAnchor(def: Node, name: string, viaFlattened: boolean): Functio
   };
 }
 
-function indexTree(tree: Tree, viaFlattened: boolean) {
-  const root = tree.rootNode;
-  const defs = new Map<string, FunctionAnchor | null>();
-  for (const def of root.descendantsOfType('function_definition')) {
-    if (!def) continue;
-    const name = declaratorName(def);
-    if (!name || defs.get(name)) continue;
-    defs.set(name, functionAnchor(def, name, viaFlattened) ?? null);
+/** The function definitions of a tree by name, in source order (a name defined twice, e.g. under `#if`/`#else`, has both). */
+function definitionsByName(tree: Tree): Map<string, Node[]> {
+  const defs = new Map<string, Node[]>();
+  for (const def of tree.rootNode.descendantsOfType('function_definition')) {
+    const name = def && declaratorName(def);
+    if (!name) continue;
+    const list = defs.get(name);
+    if (list) list.push(def);
+    else defs.set(name, [def]);
   }
-  return { root, defs };
+  return defs;
 }
 
-/** Parse once, index what patchers anchor on, then free the tree (nodes are invalid after delete). */
-export async function indexCpp(src: string): Promise<CppIndex> {
-  const parser = await getParser();
-  const tree = parser.parse(src);
-  if (!tree) throw new Error('tree-sitter returned no tree');
-  const { root, defs } = indexTree(tree, false);
-  let lastTopLevelInclude: CppIndex['lastTopLevelInclude'];
-  for (const inc of root.namedChildren) {
-    if (inc?.type === 'preproc_include') {
-      lastTopLevelInclude = { ...span(inc), text: inc.text.trimEnd() };
-    }
-  }
+/** The struct/typedef fields of a tree: type name -> (field name -> declaration text). */
+function structsOf(tree: Tree): Map<string, Map<string, string>> {
   const structs = new Map<string, Map<string, string>>();
-  for (const spec of root.descendantsOfType('struct_specifier')) {
+  for (const spec of tree.rootNode.descendantsOfType('struct_specifier')) {
     const body = spec?.childForFieldName('body');
     if (!spec || !body) continue;
     const fields = new Map<string, string>();
@@ -167,30 +179,106 @@ export async function indexCpp(src: string): Promise<CppIndex> {
       for (const d of parent.childrenForFieldName('declarator')) if (d) structs.set(d.text, fields);
     }
   }
-  tree.delete();
+  return structs;
+}
 
+function lastTopLevelIncludeOf(tree: Tree): CppIndex['lastTopLevelInclude'] {
+  let last: CppIndex['lastTopLevelInclude'];
+  for (const inc of tree.rootNode.namedChildren) {
+    if (inc?.type === 'preproc_include') last = { ...span(inc), text: inc.text.trimEnd() };
+  }
+  return last;
+}
+
+/** A tree that is still held when its index is collected (an index nobody released) is freed then. */
+const unreleased = new FinalizationRegistry<{ tree?: Tree }>((held) => held.tree?.delete());
+
+/**
+ * One source text's parse, made on first use and freed by release(); a use after release parses again. What is
+ * read from it is kept as plain data (spans, names, texts), so it outlives the tree.
+ */
+class LazyParse {
+  private readonly held: { tree?: Tree } = {};
+  private defs?: Map<string, Node[]>;
+  private readonly anchors = new Map<string, FunctionAnchor | null>();
+
+  constructor(
+    private readonly parser: Parser,
+    private readonly text: string,
+    private readonly viaFlattened: boolean,
+  ) {
+    unreleased.register(this, this.held, this);
+  }
+
+  tree(): Tree {
+    if (!this.held.tree) {
+      const tree = this.parser.parse(this.text);
+      if (!tree) throw new Error('tree-sitter returned no tree');
+      this.held.tree = tree;
+    }
+    return this.held.tree;
+  }
+
+  private definitions(): Map<string, Node[]> {
+    this.defs ??= definitionsByName(this.tree());
+    return this.defs;
+  }
+
+  names(): string[] {
+    return [...this.definitions().keys()];
+  }
+
+  /** The first definition of `name` that anchors (outside ERROR nodes, with a body); each name is anchored once. */
+  anchor(name: string): FunctionAnchor | undefined {
+    if (!this.anchors.has(name)) {
+      let found: FunctionAnchor | null = null;
+      for (const def of this.definitions().get(name) ?? []) {
+        found = functionAnchor(def, name, this.viaFlattened) ?? null;
+        if (found) break;
+      }
+      this.anchors.set(name, found);
+    }
+    return this.anchors.get(name) ?? undefined;
+  }
+
+  release(): void {
+    this.held.tree?.delete();
+    this.held.tree = undefined;
+    this.defs = undefined; // its nodes belonged to the freed tree
+  }
+}
+
+/**
+ * Index what patchers anchor on, parsing only when first asked and anchoring only the functions asked for: a
+ * plan looks up a few functions of files that define dozens, and a tree whose hooks are all present already asks
+ * for none. release() frees the parse (a later lookup parses again).
+ */
+export async function indexCpp(src: string): Promise<CppIndex> {
+  const parser = await getParser();
+  const raw = new LazyParse(parser, src, false);
   // The `#if`-flattened copy is parsed only when asked for: a lookup whose raw parse lost the function or
   // one of its anchors to an ERROR node, or a refusal listing function names. Most trees never need it.
-  let flatDefs: Map<string, FunctionAnchor | null> | undefined;
-  const flat = (): Map<string, FunctionAnchor | null> => {
-    if (!flatDefs) {
-      const t2 = parser.parse(flattenPreprocessor(src));
-      if (!t2) throw new Error('tree-sitter returned no tree');
-      flatDefs = indexTree(t2, true).defs;
-      t2.delete();
-    }
-    return flatDefs;
-  };
+  let flat: LazyParse | undefined;
+  const flattened = () => (flat ??= new LazyParse(parser, flattenPreprocessor(src), true));
+  let include: { value: CppIndex['lastTopLevelInclude'] } | undefined;
+  let structs: Map<string, Map<string, string>> | undefined;
   return {
-    lastTopLevelInclude,
+    get lastTopLevelInclude() {
+      include ??= { value: lastTopLevelIncludeOf(raw.tree()) };
+      return include.value;
+    },
     get functionNames() {
-      return [...new Set([...defs.keys(), ...flat().keys()])];
+      return [...new Set([...raw.names(), ...flattened().names()])];
     },
     findFunction: (name) => {
-      const raw = defs.get(name) ?? undefined;
-      const found = { raw, get flattened() { return flat().get(name) ?? undefined; } };
-      return raw || found.flattened ? found : undefined;
+      const r = raw.anchor(name);
+      const found = { raw: r, get flattened() { return flattened().anchor(name); } };
+      return r || found.flattened ? found : undefined;
     },
-    structFields: (typeName) => structs.get(typeName),
+    structFields: (typeName) => (structs ??= structsOf(raw.tree())).get(typeName),
+    release: () => {
+      raw.release();
+      flat?.release();
+    },
   };
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { lstat, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { PatchRefusedError, WorkDirBusyError } from '../../core/errors.ts';
 import { writeDurable } from '../../core/fs-atomic.ts';
 import { processStartTime } from '../../core/proc.ts';

@@ -62,6 +62,8 @@ export function findBlock(src: string, style: CommentStyle, id: string): MarkerS
  * (code that sits inside another block of ours is accounted for by that block).
  */
 export function maskMarkedBlocks(src: string): string {
+  // A file with no begin marker (every file of a tree not patched yet) is its own mask: no copy of it, char by char.
+  if (!src.includes(`${TOOL}:begin`)) return src;
   const out = src.split('');
   const begin = new RegExp(`^[ \\t]*(?:/\\* ${TOOL}:begin (\\S+) \\*/|# ${TOOL}:begin (\\S+))[ \\t]*\\r?$`, 'gm');
   for (const m of src.matchAll(begin)) {

@@ -107,13 +107,12 @@ export interface PlanOptions {
   explainMissing?: (file: string) => Promise<string | undefined>;
 }
 
-async function loadDoc(root: string, file: string, parse: Set<string>): Promise<Doc | undefined> {
-  let src: string;
-  try {
-    src = await readByteString(path.join(root, file));
-  } catch {
-    return undefined;
-  }
+/** A file's bytes (bytes.ts), or undefined when it cannot be read (absent, a directory, no permission). */
+const readOrUndefined = (root: string, file: string): Promise<string | undefined> => readByteString(path.join(root, file)).catch(() => undefined);
+
+async function loadDoc(file: string, read: Promise<string | undefined>, parse: Set<string>): Promise<Doc | undefined> {
+  const src = await read;
+  if (src === undefined) return undefined;
   const doc: Doc = { file, src };
   if (parse.has('cpp')) doc.cpp = await indexCpp(parseView(src));
   if (parse.has('cmake')) doc.cmake = scanCMake(parseView(src));
@@ -137,6 +136,8 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
   const plan: PatchPlan = { changes: [], fixes: [], refusals: [] };
   const byFile = new Map<string, PatchSpec[]>();
   for (const s of specs) byFile.set(s.file, [...(byFile.get(s.file) ?? []), s]);
+  // Every file is read at once, not one after another: the reads wait on the disk together, and a file is read once.
+  const reads = new Map([...byFile.keys()].map((f) => [f, readOrUndefined(root, f)]));
 
   for (const [file, fileSpecs] of byFile) {
     const record = (s: PatchSpec, status: FixRecord['status'], detail?: string) => {
@@ -146,12 +147,7 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
 
     const owned = fileSpecs.filter((s): s is OwnedFileSpec => s.kind === 'owned-file');
     for (const s of owned) {
-      let before: string | null = null;
-      try {
-        before = await readByteString(path.join(root, file));
-      } catch {
-        /* absent: created */
-      }
+      const before = (await reads.get(file)) ?? null; // absent: created
       const content = utf8Bytes(s.content);
       if (before === content) record(s, 'already-present');
       else if (before !== null && !before.includes(utf8Bytes(s.ownerMark))) {
@@ -166,7 +162,7 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
 
     let doc: Doc | undefined;
     try {
-      doc = await loadDoc(root, file, new Set(edits.map((s) => s.parse)));
+      doc = await loadDoc(file, reads.get(file)!, new Set(edits.map((s) => s.parse)));
     } catch (e) {
       const why = e instanceof CMakeScanError ? `cannot be scanned as CMake: ${e.message}` : String(e);
       for (const s of edits) record(s, 'refused', `${file} ${why}`);
@@ -231,6 +227,8 @@ export async function planPatches(root: string, specs: readonly PatchSpec[], opt
       } else ms.overwrite(at.start, at.end, text);
       record(s, 'applied');
     }
+    // Every spec of this file is done with its parse (what they read from it stays).
+    doc.cpp?.release();
     if (ms.hasChanged()) plan.changes.push({ file, before: doc.src, after: ms.toString() });
   }
   plan.changes.sort((a, b) => a.file.localeCompare(b.file));

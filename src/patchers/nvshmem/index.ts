@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { skipDirsNamed, skipHiddenDirs, walkTree } from '../../core/walk-tree.ts';
@@ -75,7 +76,14 @@ async function findAwsGda(root: string): Promise<{ file: string; line: number; t
     root,
     async (e) => {
       if (e.type !== 'file' || !(CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => e.rel.startsWith(d))))) return;
-      const src = await readFile(e.abs, 'utf8').catch(() => '');
+      // Read synchronously: a few hundred small files, each an open, stat, read and close that would otherwise wait
+      // in turn for libuv's thread pool (long waits on a loaded machine), for no concurrency (the walk is in order).
+      let src = '';
+      try {
+        src = readFileSync(e.abs, 'utf8');
+      } catch {
+        /* unreadable: not searched */
+      }
       const at = src.indexOf(AWS_GDA_OPTION);
       if (at === -1) return;
       const start = src.lastIndexOf('\n', at) + 1;
@@ -142,8 +150,11 @@ export async function nvshmemSpecDigest(root: string, t: Template, vendored: Ven
  * with the single-rail set, whose state check then refuses it, naming what it found.
  */
 export async function planNvshmem(root: string, t: Template, vendored: VendoredFile[] = [], choice: NvshmemPatchChoice = {}): Promise<NvshmemPlan> {
+  // The search for AWS's transport reads a few hundred files one by one: it waits on the disk while the plan
+  // parses, instead of before it. Its result is the same; it is awaited below (a plan that fails first leaves it).
+  const awsSearch = findAwsGda(root);
+  awsSearch.catch(() => {});
   const { layout, specs } = await treeSpecs(root, t, vendored, choice);
-  const aws = await findAwsGda(root);
   const plan: NvshmemPlan = await planPatches(root, specs, {
     async explainMissing(file) {
       if (!file.endsWith('libfabric.cpp') && !file.endsWith('libfabric.h')) return undefined;
@@ -153,6 +164,7 @@ export async function planNvshmem(root: string, t: Template, vendored: VendoredF
         : 'no libfabric transport source anywhere in the tree: is this an NVSHMEM source tree?';
     },
   });
+  const aws = await awsSearch;
   if (aws) {
     plan.awsGda = { file: aws.file, line: aws.line };
     plan.refusals.unshift({

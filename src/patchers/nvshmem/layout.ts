@@ -107,5 +107,8 @@ export async function treeLayout(root: string): Promise<Detected | undefined> {
   } catch {
     return undefined;
   }
-  return detectLayout(await indexCpp(src));
+  const cpp = await indexCpp(src);
+  const detected = detectLayout(cpp);
+  cpp.release();
+  return detected;
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { packageRoot } from '../../core/paths.ts';
 import { readPackageFile } from '../../core/small-file.ts';
 import type { OwnedFileSpec } from '../engine/plan.ts';

@@ -1,15 +1,18 @@
 /**
- * The no-op rerun of `build` with DeepEP, against its first build, on the fake toolchain (test/helpers): the
- * ratio rerun / first build, median of RUNS pairs, each pair in a fresh work dir, both halves in this process's
- * one run (the machine's drift hits both). Also where the rerun's time goes (each step's time from the report,
- * the CLI's start-up) and that the rerun was a no-op (every DeepEP step "up to date", no setup.py run).
+ * The first rerun of `build` with DeepEP after a cold build, against that build, on the fake toolchain
+ * (test/helpers): the ratio rerun / first build, median of RUNS pairs, each pair in a fresh work dir, both halves
+ * in this process's one run (the machine's drift hits both). The fake builds write into the sources as the real
+ * ones do (NVSHMEM's configure_file() outputs, transfer_device.cuh among them, git_commit.txt; its install's CMake
+ * package files; DeepEP's build/ and the import check's byte code: issue 38), so the rerun is the first one after
+ * such writes. Also where the rerun's time goes (each step's time from the report, the CLI's start-up) and that
+ * the rerun was a no-op (every step the first build ran "up to date", no cmake and no setup.py run).
  * The CLI runs as the container runs it: the standalone bundle (scripts/bundle.mjs --standalone), built first
  * from this tree into a temporary directory (not timed).
  *   npx tsx bench/noop-rerun/run.ts [RUNS] [--out FILE]
  * Writes bench/results/noop-rerun.md (or FILE) with the command and the machine.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,13 +31,21 @@ const nvshmem = path.join(scratch, 'nvshmem');
 const deepep = path.join(scratch, 'deepep');
 cpSync(path.join(root, 'test/golden/nvshmem/v3.4-like/tree'), nvshmem, { recursive: true });
 cpSync(path.join(root, 'test/golden/deepep/v1/tree'), deepep, { recursive: true });
+// The release ships transfer_device.cuh, identical to its .in; NVSHMEM's configure overwrites it with the patched .in.
+const transferDevice = path.join(nvshmem, 'src/include/non_abi/device/pt-to-pt/transfer_device.cuh');
+copyFileSync(`${transferDevice}.in`, transferDevice);
+// One GPU shown: build-deepep checks the module by importing it (as on a GPU host), which writes byte code into DeepEP's tree.
+const gpuBin = path.join(scratch, 'gpu-bin');
+mkdirSync(gpuBin);
+writeFileSync(path.join(gpuBin, 'nvidia-smi'), '#!/bin/sh\necho 9.0\n');
+chmodSync(path.join(gpuBin, 'nvidia-smi'), 0o755);
 // A GDRCopy named by --gdrcopy-home: nothing of GDRCopy is fetched or built in either half.
 const gdrcopy = path.join(scratch, 'gdrcopy');
 mkdirSync(path.join(gdrcopy, 'include'), { recursive: true });
 mkdirSync(path.join(gdrcopy, 'lib'));
 writeFileSync(path.join(gdrcopy, 'include/gdrapi.h'), '/* fake */\n');
 writeFileSync(path.join(gdrcopy, 'lib/libgdrapi.so'), '');
-const env = { ...t.env, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
+const env = { ...t.env, PATH: `${gpuBin}:${t.env.PATH}`, NVSHMEM_EFA_EFA_IO_DEFS_LOCK: LOCK };
 const standalone = path.join(scratch, 'standalone');
 execFileSync(process.execPath, [path.join(root, 'scripts', 'bundle.mjs'), '--standalone', standalone], { stdio: 'inherit' });
 const BIN = path.join(standalone, 'nvshmem-efa.mjs');
@@ -49,9 +60,11 @@ const median = (xs: number[]) => {
   const m = s.length >> 1;
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
-const setupRuns = () => (existsSync(path.join(t.root, 'setup.log')) ? readFileSync(path.join(t.root, 'setup.log'), 'utf8').trim().split('\n').filter(Boolean).length : 0);
+/** How many lines the fake toolchain has logged so far: setup.log (a setup.py run each), cmake.log (a cmake run each). */
+const logged = (log: string) => (existsSync(path.join(t.root, log)) ? readFileSync(path.join(t.root, log), 'utf8').trim().split('\n').filter(Boolean).length : 0);
 
-interface Pair { first: number; rerun: number; steps: { id: string; status: string; reason?: string; ms: number }[]; setupInRerun: number }
+type StepRow = { id: string; status: string; reason?: string; ms: number };
+interface Pair { first: number; rerun: number; firstSteps: StepRow[]; steps: StepRow[]; setupInRerun: number; cmakeInRerun: number }
 const pairs: Pair[] = [];
 const startup: number[] = [];
 for (let i = 0; i < runs; i++) {
@@ -59,17 +72,19 @@ for (let i = 0; i < runs; i++) {
   const args = ['build', '--nvshmem-src', nvshmem, '--deepep-src', deepep, '--work-dir', work, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome,
     '--gdrcopy-home', gdrcopy, '--efa-io-defs', IO_DEFS, '--jobs', '2'];
   const first = seconds(args);
-  const before = setupRuns();
+  const steps = () => (JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')) as { steps: StepRow[] }).steps;
+  const firstSteps = steps();
+  const before = { setup: logged('setup.log'), cmake: logged('cmake.log') };
   const rerun = seconds(args);
-  const report = JSON.parse(readFileSync(path.join(work, 'report.json'), 'utf8')) as { steps: Pair['steps'] };
-  pairs.push({ first, rerun, steps: report.steps, setupInRerun: setupRuns() - before });
+  pairs.push({ first, rerun, firstSteps, steps: steps(), setupInRerun: logged('setup.log') - before.setup, cmakeInRerun: logged('cmake.log') - before.cmake });
   startup.push(seconds(['--version']));
   rmSync(work, { recursive: true, force: true });
   process.stderr.write(`pair ${i + 1}/${runs}: first ${first.toFixed(2)} s, rerun ${rerun.toFixed(2)} s\n`);
 }
 
-const deepepSteps = ['get-deepep', 'patch-deepep', 'build-deepep'];
-const noop = pairs.every((p) => p.setupInRerun === 0 && deepepSteps.every((id) => p.steps.find((s) => s.id === id)?.reason === 'up to date'));
+// Every step the first build ran (detect has no stamp: it always runs) must be up to date, and nothing built.
+const ran = (p: Pair) => p.firstSteps.filter((s) => s.status === 'done' && s.id !== 'detect').map((s) => s.id);
+const noop = pairs.every((p) => p.setupInRerun === 0 && p.cmakeInRerun === 0 && ran(p).length > 0 && ran(p).every((id) => p.steps.find((s) => s.id === id)?.reason === 'up to date'));
 const stepIds = pairs[0]!.steps.map((s) => s.id);
 const stepMs = (id: string) => median(pairs.map((p) => p.steps.find((s) => s.id === id)?.ms ?? 0));
 const lastStatus = (id: string) => {
@@ -84,13 +99,19 @@ try {
   /* not a checkout */
 }
 const f = (s: number) => s.toFixed(2);
-const md = `# No-op rerun of \`build\` with DeepEP (fake toolchain)
+const md = `# First rerun of \`build\` with DeepEP after a cold build (fake toolchain)
 
 What it measures: a first \`build --deepep-src\` of the miniature NVSHMEM and DeepEP trees (test/golden) on the fake
-toolchain (test/helpers/fake-toolchain.ts: cmake and python scripts that build nothing, so the figures are the
+toolchain (test/helpers/fake-toolchain.ts: cmake and python scripts that compile nothing, so the figures are the
 tool's own work: start-up, checks, hashing, stamps), then the same command again with nothing changed, in the same
-work dir. Each pair runs in a fresh work dir; the ratio is taken pair by pair, and the median of ${runs} pairs is quoted.
-The rerun must be a no-op: every DeepEP step "up to date" and no setup.py run (checked: **${noop ? 'yes' : 'NO'}**).
+work dir: the first rerun after the cold build. The fake builds write into the sources as NVSHMEM 3.4.5's and
+DeepEP's do (issue 38): NVSHMEM's configure overwrites transfer_device.cuh with the patched transfer_device.cuh.in
+and writes its other configure_file() outputs, its build writes git_commit.txt and version.txt, its install
+rewrites lib/cmake/nvshmem; DeepEP's setup.py writes build/ and the module, and the import check (a GPU is shown)
+writes deep_ep/__pycache__. Each pair runs in a fresh work dir; the ratio is taken pair by pair, and the median of
+${runs} pairs is quoted. The rerun must be a no-op: every step the first build ran "up to date", no cmake and no
+setup.py run (checked: **${noop ? 'yes' : 'NO'}**; cmake runs in the reruns: ${pairs.map((p) => p.cmakeInRerun).join(', ')};
+setup.py runs: ${pairs.map((p) => p.setupInRerun).join(', ')}).
 
 Command: \`npx tsx bench/noop-rerun/run.ts ${runs}\`
 
@@ -112,8 +133,9 @@ Where the rerun's time goes, each step's time as its report says (a skipped step
 |---|---|---|
 ${stepIds.map((id) => `| ${id} | ${lastStatus(id)} | ${stepMs(id)} |`).join('\n')}
 
-The rest of the rerun is the CLI's start-up (above), the preflight (which runs \`PYTHON -c 'import torch'\`: here the
-fake python, on a real host seconds) and writing the report.
+The rest of the rerun is the CLI's start-up (above), the preflight (its \`import torch\` is skipped when the last
+DeepEP build imported torch with the same interpreter) and writing the report. On a GPU host, where the builds are
+the real ones, this is measured separately.
 `;
 mkdirSync(path.dirname(out), { recursive: true });
 writeFileSync(out, md);

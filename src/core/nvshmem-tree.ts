@@ -6,19 +6,26 @@ import type { FixRecord } from '../patchers/engine/fix.ts';
 import { walkTree } from './walk-tree.ts';
 
 /**
- * Files NVSHMEM's own build writes into its source tree (src/CMakeLists.txt, target git_commit, working
- * directory the tree root). They are outputs: left out of the tree hash so a build does not invalidate itself.
+ * Files NVSHMEM's own build writes into its source tree (v3.4.5's src/CMakeLists.txt and src/device/CMakeLists.txt,
+ * lines cited below). They are outputs: left out of the tree hash so a build does not invalidate itself, and
+ * each is written from an input that is hashed, so an edit that reaches the build still shows.
  */
 export const NVSHMEM_BUILD_OUTPUTS = [
+  // Target git_commit (src/CMakeLists.txt:800-808), run by every build with the tree root as working directory.
   'git_commit.txt',
   'version.txt',
-  // configure_file() outputs NVSHMEM's CMake writes into the source tree. Nearly every translation unit includes
-  // them: a copy of the tree without them (a fresh copy after a template change) regenerates them with a new
-  // time stamp and recompiles all of NVSHMEM, where keeping them (CMake leaves an unchanged output alone)
-  // recompiles only what changed.
+  // configure_file() outputs (src/CMakeLists.txt:600, 625, 626). Nearly every translation unit includes them: a
+  // copy of the tree without them (a fresh copy after a template change) regenerates them with a new time stamp
+  // and recompiles all of NVSHMEM, where keeping them (CMake leaves an unchanged output alone) recompiles only
+  // what changed.
   'src/include/non_abi/nvshmem_version.h',
   'src/include/non_abi/nvshmem_build_options.h',
   'src/device/comm/transfer_device.cu',
+  // Shipped in the release, identical to its .in, and overwritten by every configure with transfer_device.cuh.in
+  // (src/CMakeLists.txt:587, src/device/CMakeLists.txt:155), which the device API patch changes: hashed, the
+  // patched tree changed under its own stamp at the first configure, and the first rerun after a cold build
+  // patched and built NVSHMEM again (issue 38). An edit to it never reaches the build; one to the .in does.
+  'src/include/non_abi/device/pt-to-pt/transfer_device.cuh',
 ] as const;
 
 /** NVIDIA NVSHMEM releases whose trees the patcher is tested on (they patch and compile). */

@@ -7,7 +7,7 @@ import { hashJson } from '../core/hash.ts';
 import { findPipNvshmem, pipNvshmemFix, requireTorch } from '../core/pip-nvshmem.ts';
 import { pythonIdentity } from '../core/python-identity.ts';
 import { StateStore } from '../core/state.ts';
-import { walkTree } from '../core/walk-tree.ts';
+import { skipDirsAt, walkTree } from '../core/walk-tree.ts';
 import type { FixRecord } from '../patchers/engine/fix.ts';
 import { requireDeepEp, wantsDeepEp } from './get-deepep.ts';
 import { settleDeepEpBeside } from './deepep-beside.ts';
@@ -27,6 +27,15 @@ async function validateNvshmemDir(prefix: string): Promise<string[]> {
 }
 
 /**
+ * What DeepEP's setup.py does not read of the install: lib/cmake, NVSHMEM's CMake package files. NVSHMEM's
+ * install rewrites its exported targets files at every `cmake --install` (install(CODE ... file(WRITE ...)),
+ * v3.4.5 src/CMakeLists.txt:823-849) and install(EXPORT) copies them with their new time, so any rerun of
+ * build-nvshmem, even one that installed nothing new, changed them (issue 38). setup.py takes include/ and the
+ * libraries in lib/ by name (-I, -L, -l).
+ */
+const NOT_READ_BY_DEEPEP = ['lib/cmake'];
+
+/**
  * The NVSHMEM install DeepEP compiles and links against (NVSHMEM_DIR), by each header's and library's path,
  * size and time, not content (libnvshmem_device.a alone is tens of MB). Sound because cmake --install
  * rewrites only a file that differs ("Up-to-date" otherwise) and a rewritten one has a new time: a rebuilt
@@ -42,7 +51,7 @@ async function installIdentity(prefix: string): Promise<string> {
         else if (e.type === 'file') files.push(`${e.rel} ${fileIdentity(e.abs)}`);
       },
       // A folder that is not there (or cannot be read) is part of the identity, as "missing".
-      { start, sorted: true, onUnreadable: (rel) => files.push(`${rel}: missing`) },
+      { start, sorted: true, skip: [skipDirsAt(NOT_READ_BY_DEEPEP.map((d) => path.join(prefix, d)))], onUnreadable: (rel) => files.push(`${rel}: missing`) },
     );
   }
   return hashJson(files);

@@ -20,7 +20,7 @@ export interface FakeToolchain {
   python: string;
   /** Where hanging processes write their pids. */
   pids: string;
-  /** Where the fakes write what they saw (setup.log: a line per setup.py run). */
+  /** Where the fakes write what they saw (setup.log: a line per setup.py run; cmake.log: a line per cmake run but --version). */
   root: string;
   /**
    * Environment for the CLI: PATH, PYTHON, CI. Add FAKE_HANG=configure|build|install|setup|setup-beside to hang
@@ -50,6 +50,8 @@ case "$1" in
   --install) mode=install; dir="$2" ;;
   *) mode=configure ;;
 esac
+# Every configure, build and install, for a test that asserts none ran (a no-op rerun).
+echo "$mode $*" >> "$FAKE_ROOT/cmake.log"
 if [ "$mode" = configure ]; then
   src=""; dir=""; prefix=""
   while [ $# -gt 0 ]; do
@@ -65,6 +67,19 @@ if [ "$mode" = configure ]; then
   echo "$prefix" > "$dir/fake-prefix"
   # NVSHMEM's configure copies the headers it installs into <build>/src/include (configure_file COPYONLY).
   case "$src" in */native/probe) ;; *)
+    # ...and writes configure_file() outputs into its source tree (v3.4.5 src/CMakeLists.txt:587, 600, 625, 626):
+    # transfer_device.cuh, a file the release ships, is overwritten with transfer_device.cuh.in, which the device
+    # API patch changed. configure_file writes only what differs, so a second configure leaves them alone.
+    configured() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
+    tdin="$src/src/include/non_abi/device/pt-to-pt/transfer_device.cuh.in"
+    if [ -f "$tdin" ]; then
+      configured "$tdin" "$src/src/include/non_abi/device/pt-to-pt/transfer_device.cuh"
+      configured "$tdin" "$src/src/device/comm/transfer_device.cu"
+      printf '#define NVSHMEM_VENDOR_MAJOR_VERSION 3\n' > "$dir/fake-version.h"
+      configured "$dir/fake-version.h" "$src/src/include/non_abi/nvshmem_version.h"
+      printf '#define NVSHMEM_USE_GDRCOPY 0\n' > "$dir/fake-build-options.h"
+      configured "$dir/fake-build-options.h" "$src/src/include/non_abi/nvshmem_build_options.h"
+    fi
     mkdir -p "$dir/src/include/device"
     [ -e "$dir/src/include/nvshmem.h" ] || echo '/* fake nvshmem.h */' > "$dir/src/include/nvshmem.h"
     [ -e "$dir/src/include/device/nvshmem_defines.h" ] || echo '/* fake */' > "$dir/src/include/device/nvshmem_defines.h" ;;
@@ -114,6 +129,10 @@ case "$src" in
       done
       [ -n "$FAKE_HEADER_DRIFT" ] && echo '/* changed by the build */' >> "$prefix/include/nvshmem.h"
       [ -e "$prefix/include/nvshmem.h" ] || touch "$prefix/include/nvshmem.h"
+      # NVSHMEM's install(CODE) rewrites its exported targets files (file(WRITE), src/CMakeLists.txt:823-849) at
+      # every install, and install(EXPORT) copies them: new times under lib/cmake/nvshmem whatever changed.
+      mkdir -p "$prefix/lib/cmake/nvshmem"
+      echo '# fake NVSHMEMTargets.cmake' > "$prefix/lib/cmake/nvshmem/NVSHMEMTargets.cmake"
       touch "$prefix/lib/libnvshmem_host.so" "$prefix/lib/libnvshmem_device.a" "$prefix/lib/nvshmem_transport_libfabric.so"
     fi ;;
 esac
@@ -126,6 +145,10 @@ case "$*" in
   --version) echo "Python 3.12.0" ;;
   *"import torch"*) echo "2.11.0 13.0" ;;
   *find_spec*) echo "" ;;
+  *"import deep_ep"*)
+    # The import check: Python writes byte code beside the modules it imports (deep_ep/__pycache__).
+    mkdir -p "$PYTHONPATH/deep_ep/__pycache__" && echo pyc > "$PYTHONPATH/deep_ep/__pycache__/__init__.cpython-312.pyc"
+    echo "$PYTHONPATH/deep_ep/__init__.py" ;;
   *"setup.py build_ext"*)
     # Like DeepEP's setup.py under torch's ninja: objects in build/, then a device link that needs
     # NVSHMEM's libraries. Each run appends a line to $FAKE_ROOT/setup.log.
@@ -148,6 +171,8 @@ case "$*" in
       echo "[1/2] nvcc -c csrc/kernels/internode.cu"
       mkdir -p build/temp && cp "$NVSHMEM_DIR/include/nvshmem.h" build/temp/internode.o
     fi
+    # torch's BuildExtension writes its ninja files beside the objects, in build/.
+    mkdir -p build/temp && echo "# fake build.ninja" > build/temp/build.ninja && echo "# ninja log v5" >> build/temp/.ninja_log
     echo "[2/2] nvcc -dlink"
     # What readelf -d shows of the module (the fake readelf prints the file).
     printf ' (NEEDED) Shared library: [libnvshmem_host.so.3]\n (RUNPATH) Library runpath: [%s/lib]\n' "$NVSHMEM_DIR" > deep_ep_cpp.cpython-312-x86_64-linux-gnu.so ;;

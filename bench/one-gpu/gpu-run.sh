@@ -66,7 +66,8 @@ fi
 if phase postcost; then
   stamp "GDA post cost, before and after, 3 runs each"
   B=$REPO/.carry/bins
-  for i in 1 2 3; do for v in before after; do
+  for i in 1 2 3; do for v in before after release; do
+    [ -x "$B/efa_gda_post_cost.$v" ] || continue
     echo "== $v run $i"; timeout -k 5 60 "$B/efa_gda_post_cost.$v" 2>&1; echo "exit $?"
   done; done >"$OG/postcost.txt"
   grep -iE '^==|ratio|minimal|single|handle|owned|exit' "$OG/postcost.txt" | cut -c1-200

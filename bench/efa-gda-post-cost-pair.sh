@@ -10,22 +10,19 @@
 # --build-only  build only (a machine without a GPU: needs nvcc, no device). DIR then holds efa_gda_post_cost.before,
 #               efa_gda_post_cost.after (the names bench/one-gpu/gpu-run.sh's postcost phase runs from .carry/bins) and
 #               run.sh, which runs them on a GPU machine with nothing else there: DIR/run.sh [N] writes
-#               DIR/{before,after,release}-K.txt and prints the ratio lines.
-# --experiment  a third binary, efa_gda_post_cost.release: the working tree's templates built with
-#               NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE (see efa_gda_fence_nic; not a supported build); run.sh runs it too
+#               DIR/{before,after}-K.txt and prints the ratio lines.
 # The binaries run with no arguments. NVCC and CUDA_ARCH (default sm_90) as for bench/efa-gda-post-cost.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-base= out= runs=3 build_only=0 experiment=0 defs=$root/test/efa_abi
+base= out= runs=3 build_only=0 defs=$root/test/efa_abi
 while [ $# -gt 0 ]; do
   case $1 in
     --base) base=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
-    --experiment) experiment=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) defs=$1; shift ;;
   esac
 done
@@ -45,16 +42,13 @@ build() { # name, templates dir, label, nvcc options...
 build before "$tmp/templates/transport_efa_gda" "before: $base ($rev)" &
 build after "$root/templates/transport_efa_gda" "after: working tree at $here" &
 wait %1 && wait %2
-rm -f "$out/efa_gda_post_cost.release"
-[ "$experiment" = 1 ] && build release "$root/templates/transport_efa_gda" "experiment: working tree at $here, NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE" \
-  -DNVSHMEMX_EFA_GDA_POST_FENCE_RELEASE
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs the post-cost binaries beside this script (before, after, and the experiment's release when built) alternately (N rounds, default 3) and prints each run's ratios.
+# Runs the post-cost binaries beside this script (before, after) alternately (N rounds, default 3) and prints each run's ratios.
 set -euo pipefail
 dir=$(cd "$(dirname "$0")" && pwd)
 for i in $(seq 1 "${1:-3}"); do
-  for w in before after release; do
+  for w in before after; do
     [ -x "$dir/efa_gda_post_cost.$w" ] || continue
     "$dir/efa_gda_post_cost.$w" > "$dir/$w-$i.txt"
     echo "== $w, run $i: $(sed -n 2p "$dir/$w-$i.txt")"

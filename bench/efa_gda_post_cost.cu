@@ -4,7 +4,7 @@
 //                into the same host-mapped SQ ring and doorbell page the post path writes
 //   single post  efa_gda_put_nbi of 8 bytes: PE and region lookup, slot reservation (one atomic), WQE build
 //                and stores, two fences around the doorbell (the templates' own: __threadfence_system until
-//                f38, fence.acq_rel.sys since; the minimal keeps __threadfence_system, the reference of every
+//                f38, fence.release.sys since; the minimal keeps __threadfence_system, the reference of every
 //                earlier result, and the breakdown's last row times it with the post's stores and fences), the
 //                doorbell hand-off; three ways: the
 //                general call on a hot region (the common case), through a prepared handle, and the general
@@ -227,14 +227,14 @@ __global__ void breakdown(nvshmemx_efa_gda_device_state_t *s, uint8_t *buf, uint
         *db = i & 0xffff;
         __threadfence_system();
         o[10] = clock64() - t;
-        // 11: the minimal sequence stored and fenced as the post path does since f38 (st.mmio, fence.acq_rel.sys
+        // 11: the minimal sequence stored and fenced as the post path does since f38 (st.mmio, fence.release.sys
         // twice): how much of a post's gain over the reference is the fence kind alone
         t = clock64();
 #pragma unroll
         for (int k = 0; k < 8; k++) mmio_store64(slot + k, i + k);
-        fence_acq_rel_sys();
+        fence_release_sys();
         mmio_store32(db, i & 0xffff);
-        fence_acq_rel_sys();
+        fence_release_sys();
         o[11] = clock64() - t;
     }
 }
@@ -453,7 +453,7 @@ int main(int argc, char **argv) {
                                  "post path: doorbell store + second system fence",
                                  "post path: all of the above + doorbell hand-off store",
                                  "minimal sequence right after a post",
-                                 "the minimal sequence with st.mmio stores and fence.acq_rel.sys twice (the post path's since f38)"};
+                                 "the minimal sequence with st.mmio stores and fence.release.sys twice (the post path's since f38)"};
     printf("\nbreakdown (one thread, %u samples each, first %u dropped): median cycles\n\n| part | cycles |\n|---|---|\n",
            kPerRound * 4, kPerRound);
     for (int k = 0; k < kParts; k++) {

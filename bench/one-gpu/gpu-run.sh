@@ -10,7 +10,7 @@
 #   PHASE=wait    waits for that selftest up to WAIT_S, then copies what it has
 #   PHASE=proof   the softefa proof (.carry/bins/efa_gda_proof, built here: cmake -S native/softefa): --quick,
 #                 --signals new --quick, --concurrent-quiet owned --quick (the GDA race tests a post change must pass)
-#   PHASE=postcost the GDA post cost, before and after (.carry/bins/efa_gda_post_cost.{before,after}), 3 runs each,
+#   PHASE=postcost the GDA post cost of each carried variant (.carry/bins/efa_gda_post_cost.*: before, after), 3 runs each,
 #                 alternating, so the ratios of both come from one machine and one call (issue 38)
 #   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
 #                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
@@ -66,9 +66,9 @@ fi
 if phase postcost; then
   stamp "GDA post cost, before and after, 3 runs each"
   B=$REPO/.carry/bins
-  for i in 1 2 3; do for v in before after release; do
-    [ -x "$B/efa_gda_post_cost.$v" ] || continue
-    echo "== $v run $i"; timeout -k 5 60 "$B/efa_gda_post_cost.$v" 2>&1; echo "exit $?"
+  # Every carried variant (efa_gda_post_cost.NAME: before, after, and any other built for the comparison), in turn.
+  for i in 1 2 3; do for f in "$B"/efa_gda_post_cost.*; do
+    echo "== ${f##*.} run $i"; timeout -k 5 60 "$f" 2>&1; echo "exit $?"
   done; done >"$OG/postcost.txt"
   grep -iE '^==|ratio|minimal|single|handle|owned|exit' "$OG/postcost.txt" | cut -c1-200
   cp "$OG/postcost.txt" "$OUT/"

@@ -61,19 +61,18 @@ EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t 
  *   lets the next slot's poster ring; that poster rings only after reading it (a load its doorbell store depends
  *   on, with its own fence between them), so doorbell values reach the NIC in slot order and never go back.
  * Neither needs sequential consistency (no poster orders a store before a load of another poster's store through
- * these fences: every hand-off is a store read by a later load), so the fence is fence.acq_rel.sys
- * (MEMBAR.ALL.SYS), not __threadfence_system's fence.sc.sys (MEMBAR.SC.SYS), as NCCL's EFA GDA path rings
- * (gin_efa_gda.h, ringDoorbell). Its acquire half keeps what the post path read after it (the next post's loads
- * of hot slots and counters) from being served by a line cached before it.
- * NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE (an experiment for the post-cost bench, not a supported build): fence.release.sys,
- * which both arguments above need and nothing more (the post path acquires nothing through its fences: the
- * counters and turn it reads are volatile loads, the constants read-only). Its question: whether the acquire half
- * costs the next post its L1 (the read-only constants, n_rails first, fetched again from L2 after every post). */
+ * these fences: every hand-off is a store read by a later load), nor an acquire: a release fence orders every
+ * earlier load and store of the thread before every later store, which is all both arguments use (the sq_rung
+ * load a poster spins on comes before its fence, the doorbell store after it). The post path acquires nothing
+ * through these fences: the counters and turns it reads are volatile loads, the hot slots too (efa_gda_load2),
+ * and the constants are read-only. So the fence is fence.release.sys, not __threadfence_system's fence.sc.sys
+ * (MEMBAR.SC.SYS) nor the fence.acq_rel.sys of NCCL's EFA GDA ring (gin_efa_gda.h, ringDoorbell): on one H200
+ * the acquire half made every post fetch its constants again from L2 (n_rails first), and the release fence took
+ * the shared post from 1.77x to 1.64x the minimal sequence and the owned one from 1.21x to 1.16x
+ * (bench/results/efa-gda-post-cost.md, 2026-12-02). */
 EFA_GDA_DEV void efa_gda_fence_nic() {
-#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
+#if defined(__CUDA_ARCH__)
     asm volatile("fence.release.sys;" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
 #else
     __threadfence_system();
 #endif
@@ -127,19 +126,13 @@ EFA_GDA_DEV void efa_gda_ro2(const void *p, uint64_t *a, uint64_t *b) {
     *b = ((const uint64_t *)p)[1];
 #endif
 }
-/* Two 64-bit words the host may write while kernels run (hot slots), 16-byte aligned, in one load. A plain
- * load: the compiler issues it with the post's other loads, and reloads it after every fence (each "memory"
- * clobber); each word is read whole, before or after the host wrote it, and either is safe to use
- * (nvshmemx_efa_gda_hot_local_t). */
+/* Two 64-bit words the host may write while kernels run (hot slots), 16-byte aligned, in one volatile load: no
+ * fence of the post path invalidates L1 (efa_gda_fence_nic is a release), so the load goes past it, and a slot
+ * the host retired is not served from a line cached before. Each word is read whole, before or after the host
+ * wrote it, and either is safe to use (nvshmemx_efa_gda_hot_local_t). */
 EFA_GDA_DEV void efa_gda_load2(const void *p, uint64_t *a, uint64_t *b) {
-#if defined(__CUDA_ARCH__) && defined(NVSHMEMX_EFA_GDA_POST_FENCE_RELEASE)
-    /* No fence of the post path invalidates L1 then (efa_gda_fence_nic): read past it, so that a slot the host
-     * retired is not served from a line cached before. */
+#if defined(__CUDA_ARCH__)
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p));
-#elif defined(__CUDA_ARCH__)
-    const ulonglong2 v = *(const ulonglong2 *)p;
-    *a = v.x;
-    *b = v.y;
 #else
     *a = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
     *b = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_RELAXED);

@@ -56,7 +56,7 @@ const MUTANTS: [string, Edit[], string, RegExp][] = [
     [{ file: QUEUE, from: `${FENCE}\n    ${RING}`, to: `${RING}\n    ${FENCE}` }], 'gda_put',
     /^gda_put: doorbell store reachable from an earlier store with no system fence/],
   ["the post path's fence at GPU scope, not system scope",
-    [{ file: BASE, from: 'asm volatile("fence.acq_rel.sys;" ::: "memory");', to: 'asm volatile("fence.acq_rel.gpu;" ::: "memory");' }], 'gda_put',
+    [{ file: BASE, from: 'asm volatile("fence.release.sys;" ::: "memory");', to: 'asm volatile("fence.release.gpu;" ::: "memory");' }], 'gda_put',
     /^gda_put: (doorbell store reachable from an earlier (doorbell )?store|store reachable from a doorbell store) with no system fence/],
   ['efa_gda_ring with a plain (not volatile) doorbell store', [{ file: QUEUE, from: RING, to: '*q.db = (slot + n) & 0xffffu;' }], 'gda_put',
     /^gda_put: doorbell store is not volatile/],

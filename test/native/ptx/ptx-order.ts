@@ -89,7 +89,7 @@ function successors(insns: Insn[]): number[][] {
 
 /** A fence that orders every earlier store of the thread before every later one, as seen by the system (the NIC). */
 export function isSystemFence(x: Insn): boolean {
-  return /^(membar\.sys|fence\.(sc|acq_rel)\.sys)$/.test(x.op);
+  return /^(membar\.sys|fence\.(sc|acq_rel|release)\.sys)$/.test(x.op);
 }
 
 /** A store, atomic or call: something that may write memory the NIC or another thread reads. Thread-local,

@@ -15,7 +15,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-base= out= runs=3 build_only=0 defs=$root/test/efa_abi
+base='' out='' runs=3 build_only=0 defs=$root/test/efa_abi
 while [ $# -gt 0 ]; do
   case $1 in
     --base) base=$2; shift 2 ;;

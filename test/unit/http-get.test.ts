@@ -1,8 +1,14 @@
 // Downloads honour the proxy variables as curl does (issue 39, item 1): Node 20's global fetch ignored them, so a
 // host behind a proxy saw every download fail. A local proxy started here proves where each request went.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { obtainSource } from '../../src/core/fabric-source.ts';
 import { httpGet, proxyEnv } from '../../src/core/http-get.ts';
 
 /** A plain HTTP proxy on 127.0.0.1: answers absolute-URI GETs itself, and refuses every CONNECT; it records both. */
@@ -97,6 +103,37 @@ describe('httpGet: the proxy variables, as curl reads them', () => {
       expect((e as Error).message).toBe('HTTP 404 Not Found');
     } finally {
       missing.close();
+    }
+  });
+});
+
+describe('the fabric archives are fetched through the same proxy (src/core/fabric-source.ts)', () => {
+  it('a pinned archive named by an http:// URL of a host that does not exist arrives through http_proxy, verified by its sha256', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-proxy-'));
+    mkdirSync(path.join(dir, 'tree/gdrcopy-2.5.1'), { recursive: true });
+    writeFileSync(path.join(dir, 'tree/gdrcopy-2.5.1/README'), 'gdrcopy\n');
+    const archive = path.join(dir, 'gdrcopy-2.5.1.tar.gz');
+    execFileSync('tar', ['-czf', archive, '-C', path.join(dir, 'tree'), 'gdrcopy-2.5.1']);
+    const bytes = readFileSync(archive);
+    const seen: string[] = [];
+    const proxy = http.createServer((req, res) => {
+      seen.push(req.url!);
+      res.end(bytes);
+    });
+    const at = await listen(proxy);
+    const url = 'http://gdrcopy-mirror.example/v2.5.1.tar.gz';
+    const pin = { ref: 'v2.5.1', version: '2.5.1', repository: 'https://gdrcopy-mirror.example/gdrcopy.git', commit: '0'.repeat(40), archive: { url, sha256: createHash('sha256').update(bytes).digest('hex'), file: 'gdrcopy-2.5.1.tar.gz' }, checksumFrom: 'test', note: 'test' };
+    const saved = process.env.http_proxy;
+    process.env.http_proxy = `http://${at}`;
+    try {
+      const io = { downloads: path.join(dir, 'w/downloads'), sources: path.join(dir, 'w/sources'), offline: false, signal: AbortSignal.timeout(20_000), logPath: path.join(dir, 'w/x.log'), progress: () => {} };
+      const src = await obtainSource('gdrcopy', pin, { kind: 'archive', url }, io);
+      expect(readFileSync(path.join(src.dir, 'README'), 'utf8')).toBe('gdrcopy\n');
+      expect(seen).toEqual([url]);
+    } finally {
+      if (saved === undefined) delete process.env.http_proxy;
+      else process.env.http_proxy = saved;
+      proxy.close();
     }
   });
 });

@@ -12,7 +12,8 @@
 //                                              for a machine without node_modules: run DIR/nvshmem-efa.mjs.
 //   --metafile FILE (with either)              also write esbuild's metafile there (the test reads it).
 import { build } from 'esbuild';
-import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +31,19 @@ const outdir = standalone ?? path.join(root, 'dist');
 // Taken before bundling: a source edited meanwhile then leaves the stamps stale rather than vouching for it.
 const stamp = standalone ? null : sourceHash(root);
 const statStamp = standalone ? null : sourceStat(root);
+// The commit the bundle is built from, for --version where no clone is at hand (src/core/version-info.ts): null
+// when this tree is no clone (an npm tarball) or git is missing.
+const builtFrom = (() => {
+  if (!existsSync(path.join(root, '.git'))) return null;
+  const git = (a) => execFileSync('git', ['-C', root, ...a], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    return { id: git(['rev-parse', 'HEAD']), modified: git(['status', '--porcelain', '--untracked-files=no']) !== '' };
+  } catch {
+    return null;
+  }
+})();
 const result = await build({
+  define: { __NVSHMEM_EFA_BUILT_FROM__: JSON.stringify(builtFrom) },
   entryPoints: { cli: path.join(root, 'src/cli.ts') },
   bundle: true,
   splitting: true,

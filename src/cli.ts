@@ -30,6 +30,9 @@ Exit codes:
   7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
   130  interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT, at any moment (the fix: line says how to resume)`;
 
+/** The arguments of a version query: `--version`, `-V`, each with or without `--json`. */
+const VERSION_ARGS = new Set(['--version', '-V', '--json']);
+
 /** Options that name a directory: a file there is exit 6, in every command (checked before any action). */
 const DIR_OPTIONS = new Set(['--nvshmem-src', '--deepep-src', '--cuda-home', '--libfabric-home', '--gdrcopy-home', '--work-dir', '--export', '--root', '--nvshmem-home', '--deepep-dir', '--efaemu-build', '--results', '--output-dir']);
 /** Options whose empty value means something (no extra arguments). */
@@ -118,6 +121,15 @@ async function runCli(argv: readonly string[]): Promise<number> {
     throw new FilesystemError(`the current directory no longer exists (${(e as NodeJS.ErrnoException).code}), so relative paths mean nothing`, 'cd to a directory that exists and rerun', '.', 'ENOENT');
   }
   const out = (s: string) => process.stdout.write(s + '\n');
+  // --version [--json]: the version, the commit and the pins (issue 39), answered before commander, whose own
+  // --version prints a bare string and knows no --json.
+  const rest = argv.slice(2);
+  if (rest.length > 0 && rest.every((a) => VERSION_ARGS.has(a)) && rest.some((a) => a !== '--json')) {
+    const { renderVersion, versionInfo } = await import('./core/version-info.ts');
+    const info = await versionInfo();
+    out(rest.includes('--json') ? JSON.stringify(info, null, 2) : renderVersion(info));
+    return 0;
+  }
   let code = 0;
   const runPipeline = async (o: Options, which: 'build' | 'patch') => {
     const [{ runPipelineCommand }, { BUILD_STEPS, PATCH_STEPS }] = await Promise.all([import('./commands/run-pipeline.ts'), import('./steps/index.ts')]);
@@ -125,7 +137,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
   };
   const program = new Command('nvshmem-efa')
     .description('Build NVSHMEM with an EFA GPU-Direct-Async transport, reproducibly, in one command.')
-    .version(toolVersion())
+    .version(toolVersion(), '-V, --version', 'print the version, the commit it was built from and the pinned NVSHMEM, DeepEP, libfabric, rdma-core and GDRCopy (with --json: one JSON document)')
     // A usage mistake is said like every other failure, an error: line and a fix: line (per command below).
     .showHelpAfterError("fix: run 'nvshmem-efa --help' for the commands")
     .exitOverride()

@@ -60,12 +60,21 @@ export async function runSteps(steps: readonly Step[], ctx: Ctx, renderer: Listr
         await ctx.state.begin(step.id);
         const logPath = path.join(ctx.paths.logs, `${step.id}.log`);
         try {
-          const result = await step.run(ctx, { progress: progressReporter((s) => (task.output = s), { live: live || ctx.opts.verbose }), logPath });
+          let note: string | undefined;
+          const io = {
+            progress: progressReporter((s) => (task.output = s), { live: live || ctx.opts.verbose }),
+            note: (s: string) => {
+              note = s;
+              task.title = `${step.title} (${s})`;
+            },
+            logPath,
+          };
+          const result = await step.run(ctx, io);
           if (step.stamp) {
             if (step.restampAfterRun) stamp = hashJson([step.id, await step.stamp(ctx)]);
             await ctx.state.finish(step.id, stamp!, result);
           }
-          settle('done');
+          settle('done', note);
         } catch (e) {
           settle('failed', (e as Error).message);
           throw e;

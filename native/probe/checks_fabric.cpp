@@ -11,6 +11,8 @@
 #endif
 #endif
 
+#include <link.h>
+
 #include <cstring>
 #include <set>
 #include <string>
@@ -35,12 +37,24 @@ fi_info *efa_hints(bool direct) {
     return h;
 }
 
+// The loaded object whose file name is libfabric.so*, by its real path (libfabric.so.1 -> libfabric.so.1.26.0).
+int find_libfabric(dl_phdr_info *info, size_t, void *out) {
+    const char *name = info->dlpi_name;
+    const char *base = name ? strrchr(name, '/') : nullptr;
+    if (!base || strncmp(base + 1, "libfabric.so", 12) != 0) return 0;
+    *static_cast<std::string *>(out) = real_path(name);
+    return 1;
+}
+
 }  // namespace
 
 void fabric_checks(Context &c) {
     const uint32_t v = fi_version();
+    c.libfabric_version = version_string(v);
+    dl_iterate_phdr(find_libfabric, &c.libfabric_path);
     c.add("libfabric", "libfabric", Status::Pass,
-          "runtime " + version_string(v) + ", headers " + std::to_string(FI_MAJOR_VERSION) + "." + std::to_string(FI_MINOR_VERSION));
+          "runtime " + version_string(v) + (c.libfabric_path.empty() ? "" : " loaded from " + c.libfabric_path) + ", headers " +
+              std::to_string(FI_MAJOR_VERSION) + "." + std::to_string(FI_MINOR_VERSION));
 
     fi_info *hints = efa_hints(false), *info = nullptr;
     int rc = fi_getinfo(FI_VERSION(1, 18), nullptr, nullptr, 0, hints, &info);

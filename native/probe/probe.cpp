@@ -147,6 +147,8 @@ int main(int argc, char **argv) {
                    json_escape(t.gpu_numa).c_str(), json_escape(t.nic).c_str(), json_escape(t.nic_numa).c_str());
         }
         printf("%s],\n", c.topology.empty() ? "" : "\n  ");
+        printf("  \"libfabric\": {\"version\": \"%s\", \"path\": \"%s\"},\n", json_escape(c.libfabric_version).c_str(),
+               json_escape(c.libfabric_path).c_str());
         printf("  \"summary\": {\"pass\": %d, \"warn\": %d, \"fail\": %d, \"skip\": %d},\n  \"verdict\": \"%s\"\n}\n",
                counts[0], counts[1], counts[2], counts[3], json_escape(verdict).c_str());
     }

@@ -29,6 +29,9 @@ struct Context {
     std::vector<std::string> efa_devices;  // rdmap* names
     bool have_driver = false;
     std::vector<GpuNic> topology;  // for launchers: which NIC and NUMA node each GPU's process belongs to
+    // The libfabric this process loaded (fi_version() and the shared object's real path): which one ran, wherever
+    // the build found its headers (issue 39). Empty path: no libfabric.so among the loaded objects (a static link).
+    std::string libfabric_version, libfabric_path;
     void add(std::string id, std::string title, Status s, std::string evidence, std::string fix = "") {
         checks.push_back({std::move(id), std::move(title), s, std::move(evidence), std::move(fix)});
     }

@@ -31,6 +31,10 @@ export function nvshmemDeviceApiStatus(ctx: Ctx): Report['nvshmemDeviceApi'] {
   if (!ctx.patch.nvshmemDeviceApi) {
     return { status: 'off', reason: "--no-device-api: NVSHMEM's device API (nvshmem_put*, p/g, signals, quiet, fence) reaches remote PEs through NVSHMEM's CPU proxy; only kernels that call efa_gda_* (and DeepEP through its shim) use GDA" };
   }
+  // Its header (efa_io_defs.h) could not be had: only --offline gets this far without it (issue 39), never "on".
+  if (ctx.vendorMissing) {
+    return { status: 'off', reason: `${ctx.vendorMissing}: the GDA device headers include efa_io_defs.h, which this build lacks, so no NVSHMEM device API call takes GDA; pass --efa-io-defs PATH (or run without --offline) to build it` };
+  }
   const gda = gdaStatus(ctx).status;
   const hooks = 'hooks at every call of NVSHMEM\'s nvshmemi_transfer_* functions (applications built against this install) route remote put/get (all scopes), p/g, put-with-signal and signal_op SET, quiet and fence over GDA; atomics and SIGNAL_ADD stay on the proxy, ordered after the GDA data they follow (docs/device-api.md)';
   const when = `on at run time where GDA is active (${ctx.patch.gdaEnv}=1); NVSHMEM_EFA_GDA_DEVICE_API=0 keeps the proxy path in the same build`;

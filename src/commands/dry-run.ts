@@ -136,14 +136,14 @@ async function buildPlan(opts: Options, found: Found & { env: NonNullable<Found[
   if (opts.deepepSrc || opts.deepepRef) {
     const dir = opts.deepepSrc ? (opts.inPlace ? opts.deepepSrc : path.join(paths.sources, 'deepep')) : deepepCloneFor(opts, paths);
     // As nvshmemHasGda() will find it after the install: a libfabric with GDA (a pinned one built here has it)
-    // and efa_io_defs.h installed (given, or downloaded: then only if the download works).
+    // and efa_io_defs.h installed (given, or downloaded: a download that fails stops the build, issue 39).
     const lfGda = env.fabric?.libfabric.action === 'build' || env.libfabric.gda.available;
     const nvshmemGda = lfGda && (!!opts.efaIoDefs || !opts.offline);
     const shimGda = opts.deepepGda === 'shim' && nvshmemGda;
     if (lfGda && !opts.efaIoDefs && !opts.offline) {
       notes.push(shimGda
-        ? "DeepEP's GDA path (NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA) assumes the download of efa_io_defs.h works; without it the flag is left out"
-        : "DeepEP's GDA path (NVSHMEM's device API, whose GDA headers include efa_io_defs.h) assumes the download of efa_io_defs.h works");
+        ? "DeepEP's GDA path (NVCC_APPEND_FLAGS=-DNVSHMEM_EFA_SHIM_GDA) assumes the download of efa_io_defs.h works; if it fails the build stops there (exit 4)"
+        : "DeepEP's GDA path (NVSHMEM's device API, whose GDA headers include efa_io_defs.h) assumes the download of efa_io_defs.h works; if it fails the build stops there (exit 4)");
     }
     // Which path DeepEP's remote operations take, said as the report will say it.
     const gdaPath = deepEpGdaPathFix({ deepepGda: opts.deepepGda, nvshmemGda, deviceApiHooks: opts.nvshmemDeviceApi });

@@ -4,6 +4,7 @@ import { fabricPrefixes } from '../core/fabric-plan.ts';
 import { detectEnvironment } from '../core/environment.ts';
 import { acquireLock } from '../core/lock.ts';
 import { buildProbe, runProbe } from '../core/probe-build.ts';
+import { describeProbeLibfabric, probeLibfabric } from '../core/probe-libfabric.ts';
 import { renderChecks } from '../core/host-check.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import { withInterrupts } from './run-pipeline.ts';
@@ -24,17 +25,22 @@ export async function probeCommand(opts: ProbeOptions, out: (s: string) => void,
     throw new UsageError(`--root ${path.resolve(opts.root)} does not exist`, 'pass the prefix under which /sys, /proc and /dev are read, or leave --root out');
   // A libfabric the build built in this work dir is the one to probe with (unless another is named).
   const built = fabricPrefixes(opts.workDir).libfabric;
-  const libfabricHome = opts.libfabricHome ?? (existsSync(path.join(built, 'include', 'rdma', 'fabric.h')) ? built : undefined);
+  const fromBuilt = !opts.libfabricHome && existsSync(path.join(built, 'include', 'rdma', 'fabric.h'));
+  const libfabricHome = opts.libfabricHome ?? (fromBuilt ? built : undefined);
   const { env } = await detectEnvironment({ cudaHome: opts.cudaHome, libfabricHome, workDir: opts.workDir, env: process.env });
+  const named = opts.libfabricHome ? '--libfabric-home' : fromBuilt ? `built by nvshmem-efa in ${opts.workDir}` : process.env.LIBFABRIC_HOME ? 'LIBFABRIC_HOME' : undefined;
+  const fabric = probeLibfabric(env, opts.workDir, named);
   const buildDir = path.join(opts.workDir, 'build', 'probe');
   return withInterrupts(async (signal) => {
     // The probe builds into the work dir: the same ownership and one-run rules as build and patch.
     await claimWorkDir(opts.workDir);
     const lock = await acquireLock(opts.workDir);
     try {
-      err(`building the probe in ${buildDir} (libfabric ${env.libfabric.version} at ${env.libfabric.home})`);
-      const bin = await buildProbe(env, buildDir, path.join(opts.workDir, 'logs', 'probe.log'), signal);
+      err(`building the probe in ${buildDir} against ${describeProbeLibfabric(fabric)}`);
+      const bin = await buildProbe(env, fabric.home, buildDir, path.join(opts.workDir, 'logs', 'probe.log'), signal);
       const report = await runProbe(bin, opts.root);
+      // What ran, from the probe itself: the shared object the loader picked, whatever the build linked.
+      if (report.libfabric) err(`the probe loaded libfabric ${report.libfabric.version}${report.libfabric.path ? ` from ${report.libfabric.path}` : ' (linked statically)'}`);
       out(opts.json ? JSON.stringify(report, null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
       return report.summary.fail > 0 ? 1 : 0;
     } finally {

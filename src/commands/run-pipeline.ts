@@ -136,6 +136,7 @@ async function runPipeline(opts: Options, steps: readonly Step[], out: (s: strin
         }
         if (report.nvshmem.layout) out(layoutLine(report.nvshmem.layout));
         out(`EFA GDA: ${report.gda.status}: ${report.gda.reason}`);
+        if (report.nvshmemDeviceApi) out(`NVSHMEM device API over GDA: ${report.nvshmemDeviceApi.status}: ${report.nvshmemDeviceApi.reason}`);
         if (Object.keys(report.runtimeEnv).length) {
           out(pc.bold('run-time environment:'));
           for (const line of exportLines(report.runtimeEnv)) out(`  ${line}`);
@@ -143,7 +144,7 @@ async function runPipeline(opts: Options, steps: readonly Step[], out: (s: strin
         if (opts.command === 'patch' && !error) for (const line of patchedTreeLines(ctx)) out(line);
         // Every step's duration, so a slow run says where its time went without opening the report.
         out(pc.bold('steps:'));
-        for (const o of outcomes) out(`  ${o.status.padEnd(8)} ${formatDuration(o.ms).padStart(7)}  ${o.id}${o.status === 'skipped' && o.reason ? ` (${o.reason})` : ''}`);
+        for (const o of outcomes) out(`  ${o.status.padEnd(8)} ${formatDuration(o.ms).padStart(7)}  ${o.id}${o.status !== 'failed' && o.reason ? ` (${o.reason})` : ''}`);
         out(`report: ${paths.report}/report.md`);
       }
       if (error) {

@@ -20,6 +20,11 @@ export interface DetectedEnv {
   cudaArch: string;
   libfabric: { home: string; version: string; gda: { available: boolean; reason: string } };
   /**
+   * The libfabric found on the host (or named), whatever the plan: where a pinned one is to be built, `libfabric`
+   * names that prefix before it exists, and this is what a program built now links (the probe; issue 39).
+   */
+  libfabricFound?: DetectedEnv['libfabric'];
+  /**
    * The GDRCopy the builds use: found or named, or (`build`) the work dir's, which the gdrcopy step builds from
    * pinned sources because the host has none (as libfabric's home is the work dir's when it is built).
    */
@@ -268,6 +273,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
   const lock = await loadFabricLock(e);
   const plan = planFabric({ explicitHome, explicitFrom, ref: input.libfabricRef, found, lock, sysroot });
   parts.fabric = plan;
+  if (found) parts.libfabricFound = found;
   if (plan.libfabric.action === 'use' && !found) {
     blockers.push({
       id: 'libfabric',
@@ -344,6 +350,7 @@ export async function surveyEnvironment(input: DetectInput & { requireNvml?: boo
           gpus,
           cudaArch: parts.cudaArch,
           libfabric: parts.libfabric,
+          ...(parts.libfabricFound ? { libfabricFound: parts.libfabricFound } : {}),
           ...(parts.gdrcopy ? { gdrcopy: parts.gdrcopy } : {}),
           libcuda: parts.libcuda,
           ...(nvml ? { nvml } : {}),

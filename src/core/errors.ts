@@ -96,7 +96,7 @@ export function formatError(raw: unknown): string {
     return lines.join('\n');
   }
   const e = raw as Error;
-  return `internal error: ${e?.stack ?? String(err)}\nfix: this is a bug in nvshmem-efa; rerun with --verbose and report it with the log.`;
+  return `internal error: ${e?.stack ?? String(err)}\nfix: this is a bug in nvshmem-efa; rerun with --verbose and report it with the log and the output of 'nvshmem-efa --version' (the commit and the pins).`;
 }
 
 /**

@@ -4,6 +4,7 @@ import { cp, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { boundedBody } from './bounded-body.ts';
+import { httpGet } from './http-get.ts';
 import { EnvironmentError, FilesystemError, VerificationError } from './errors.ts';
 import { openLog, run } from './exec.ts';
 import { refuseMountsInside } from './overlap.ts';
@@ -109,9 +110,8 @@ async function transfer(url: string, dest: string, signal: AbortSignal, progress
         await take(chunk as Buffer);
       }
     } else {
-      const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(15 * 60_000)]), redirect: 'follow' });
-      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
-      for await (const chunk of boundedBody(res.body, DOWNLOAD_BOUNDS)) await take(chunk);
+      const body = await httpGet(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(15 * 60_000)]) });
+      for await (const chunk of boundedBody(body, DOWNLOAD_BOUNDS)) await take(chunk);
     }
   } finally {
     out.end();

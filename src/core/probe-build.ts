@@ -8,8 +8,11 @@ import { openLog, run } from './exec.ts';
 import { packageRoot } from './paths.ts';
 import { ProbeReportSchema, type ProbeReport } from './probe-schema.ts';
 
-/** Configures (once per libfabric/CUDA) and builds native/probe in `buildDir`; cmake makes reruns cheap. */
-export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: string, signal?: AbortSignal): Promise<string> {
+/**
+ * Configures and builds native/probe in `buildDir` against the libfabric at `libfabricHome` (undefined: CMake's
+ * default search); cmake makes reruns cheap.
+ */
+export async function buildProbe(env: DetectedEnv, libfabricHome: string | undefined, buildDir: string, logPath: string, signal?: AbortSignal): Promise<string> {
   // A build dir configured from another copy of the tool (an upgrade, another checkout) makes cmake refuse
   // ("does not match the source used to generate cache"): start it again.
   const src = path.join(packageRoot(), 'native', 'probe');
@@ -20,7 +23,10 @@ export async function buildProbe(env: DetectedEnv, buildDir: string, logPath: st
   try {
     const common = { log, logPath, signal };
     await run(env.cmake.path, ['-S', path.join(packageRoot(), 'native', 'probe'), '-B', buildDir, ...(env.ninja ? ['-G', 'Ninja'] : []),
-      `-DLIBFABRIC_HOME=${env.libfabric.home}`, `-DCUDA_HOME=${env.cuda.home}`], { ...common, fix: `read the CMake error above (libfabric headers under ${env.libfabric.home}/include, cuda.h under ${env.cuda.home}/include)` });
+      // -U: CMake keeps what find_path/find_library found in its cache, so a libfabric built or named since the
+      // last configure would otherwise never replace the one found then.
+      '-UFABRIC_INCLUDE', '-UFABRIC_LIB', `-DLIBFABRIC_HOME=${libfabricHome ?? ''}`, `-DCUDA_HOME=${env.cuda.home}`],
+      { ...common, fix: `read the CMake error above (libfabric headers under ${libfabricHome ? `${libfabricHome}/include` : "the system's include paths"}, cuda.h under ${env.cuda.home}/include)` });
     await run(env.cmake.path, ['--build', buildDir], { ...common, fix: 'read the compiler error above' });
   } finally {
     await log.end();

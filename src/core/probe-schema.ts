@@ -9,6 +9,8 @@ export const ProbeReportSchema = z.object({
   checks: z.array(HostCheckSchema).min(1),
   /** Each GPU (PCI order) and its nearest EFA device by PCIe path, for launchers that pin ranks. */
   topology: z.array(z.object({ gpu: z.string(), gpuNuma: z.string(), nic: z.string(), nicNuma: z.string() })).optional(),
+  /** The libfabric the probe loaded: fi_version() and the shared object's real path ('' when linked statically). Absent from probes before issue 39. */
+  libfabric: z.object({ version: z.string(), path: z.string() }).optional(),
   summary: z.object({ pass: z.number().int(), warn: z.number().int(), fail: z.number().int(), skip: z.number().int() }),
   verdict: z.string().min(1),
 });

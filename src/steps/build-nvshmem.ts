@@ -92,7 +92,7 @@ async function checkDeviceApi(ctx: Ctx, fixes: FixRecord[]): Promise<BuildResult
   if (withdrawn.length === 0) return { available: existsSync(dir), removed: [] };
   const missing = [...new Set(withdrawn.map((w) => w.missing))].join(', ');
   const why = ctx.vendorMissing ? `${missing} could not be had (${ctx.vendorMissing})` : `${missing} is not installed`;
-  const fix = 'pass --efa-io-defs PATH (rdma-core providers/efa/efa_io_defs.h as pinned in third_party/efa_gda/lock.json), or rerun with network access; the next run retries the download';
+  const fix = 'pass --efa-io-defs PATH (rdma-core providers/efa/efa_io_defs.h as pinned in third_party/efa_gda/lock.json), or rerun without --offline to download it';
   fixes.push({
     id: 'efa-gda-device-api',
     anchor: dir,

@@ -18,7 +18,7 @@ export const probeStep: Step = {
     return { probe: await hashTree(path.join(packageRoot(), 'native', 'probe')), libfabric: ctx.env?.libfabric, cuda: ctx.env?.cuda.home, tool: toolVersion() };
   },
   async run(ctx, io) {
-    const bin = await buildProbe(ctx.env!, path.join(ctx.paths.workDir, 'build', 'probe'), io.logPath, ctx.signal);
+    const bin = await buildProbe(ctx.env!, ctx.env!.libfabric.home, path.join(ctx.paths.workDir, 'build', 'probe'), io.logPath, ctx.signal);
     const report = await runProbe(bin);
     ctx.probeReport = report;
     io.progress(`${report.summary.pass} pass, ${report.summary.warn} warn, ${report.summary.fail} fail: ${report.verdict}`);

@@ -164,6 +164,11 @@ export interface Ctx {
 /** What a step may tell the user while it runs; the pipeline maps it onto listr2 (steps never see listr2). */
 export interface StepIO {
   progress(text: string): void;
+  /**
+   * What the finished step's line says after its title, kept in the outcome (summary, report): for a step that
+   * succeeded with less than it was for (the build goes on without the GDA device API).
+   */
+  note?(text: string): void;
   logPath: string;
 }
 

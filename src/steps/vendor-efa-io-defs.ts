@@ -2,13 +2,14 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod';
-import { VerificationError } from '../core/errors.ts';
+import { EnvironmentError, VerificationError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fs-atomic.ts';
 import { readLockFile, readUserFile } from '../core/small-file.ts';
 import { upToDate, type FixRecord } from '../patchers/engine/fix.ts';
 import type { Step, VendoredResult } from './types.ts';
 import { makeDirs } from '../core/make-dirs.ts';
 import { boundedBody } from '../core/bounded-body.ts';
+import { httpGet } from '../core/http-get.ts';
 
 const Lock = z.object({
   file: z.string(),
@@ -53,19 +54,26 @@ export async function readEfaIoDefs(file: string, lock: EfaIoDefsLock): Promise<
 }
 
 async function download(url: string, signal: AbortSignal): Promise<Buffer> {
-  const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]) });
-  if (!res.ok || !res.body) throw new Error(`HTTP ${res.status} ${res.statusText}`);
+  const body = await httpGet(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]) });
   // The header is 8 KiB: a body past 1 MiB is not it, and 30 s bounds the whole download (above).
   const chunks: Uint8Array[] = [];
-  for await (const c of boundedBody(res.body, { maxBytes: 1 << 20, stallMs: 30_000 })) chunks.push(c);
+  for await (const c of boundedBody(body, { maxBytes: 1 << 20, stallMs: 30_000 })) chunks.push(c);
   return Buffer.concat(chunks);
+}
+
+/** Why there is no copy with --offline and no --efa-io-defs (the report's device API line quotes it). */
+export const OFFLINE_MISSING = '--offline and no --efa-io-defs';
+
+/** Every way to provide the header when the download fails (issue 39: the failure stops the step). */
+export function howToProvide(lock: EfaIoDefsLock): string {
+  return `set NVSHMEM_EFA_EFA_IO_DEFS_URL to a mirror of it (sha256 still enforced); or download ${lock.url} (\`curl -LO\`) and pass --efa-io-defs PATH; or pass --offline to build without the GDA device API. Downloads honour https_proxy / HTTPS_PROXY (http_proxy for http://) and no_proxy, as curl does`;
 }
 
 /**
  * Vendors rdma-core's efa_io_defs.h, which the GDA device header includes: from --efa-io-defs, else the pinned
- * URL. A copy whose sha256 differs from the lock is refused. When no copy can be had (offline, or the download
- * fails) the build goes on without the GDA device API, the report says so, and a failed download is retried
- * on the next run.
+ * URL. A copy whose sha256 differs from the lock is refused (exit 5), and a download that fails stops the step
+ * (exit 4) with every way to provide it. Only --offline without --efa-io-defs builds without it: then the GDA
+ * device API is off, and the step line, the summary and the report say so.
  */
 export const vendorEfaIoDefsStep: Step = {
   id: 'vendor-efa-io-defs',
@@ -87,8 +95,9 @@ export const vendorEfaIoDefsStep: Step = {
       from = ctx.opts.efaIoDefs;
       bytes = await readEfaIoDefs(from, lock);
     } else if (ctx.opts.offline) {
-      const missing = '--offline and no --efa-io-defs';
-      return warned(ctx, missing, { ...base, why, status: 'warned', detail: `${missing}: the GDA device API needs ${lock.file} and will be unavailable; get it with \`curl -LO ${lock.url}\` and pass --efa-io-defs PATH` });
+      // The one way to build without the header is to ask for it: the step line, the summary and the report say so.
+      io.note?.(`without ${lock.file}: GDA device API off (--offline, no --efa-io-defs)`);
+      return warned(ctx, OFFLINE_MISSING, { ...base, why, status: 'warned', detail: `${OFFLINE_MISSING}: the GDA device API needs ${lock.file} and is left out of this build; get it with \`curl -LO ${lock.url}\` and pass --efa-io-defs PATH` });
     } else {
       from = process.env.NVSHMEM_EFA_EFA_IO_DEFS_URL ?? lock.url;
       io.progress(`downloading ${from}`);
@@ -96,8 +105,8 @@ export const vendorEfaIoDefsStep: Step = {
         bytes = await download(from, ctx.signal);
       } catch (e) {
         if (ctx.signal.aborted) throw e;
-        const missing = `download of ${from} failed (${(e as Error).message})`;
-        return warned(ctx, missing, { ...base, why, status: 'warned', detail: `${missing}: the GDA device API needs ${lock.file} and will be unavailable; the next run retries the download, or pass --efa-io-defs PATH (see third_party/efa_gda/README.md)` });
+        // A required input: a build that went on without it would claim a device API it does not have.
+        throw new EnvironmentError(`cannot download ${lock.file} from ${from}: ${(e as Error).message}`, howToProvide(lock));
       }
     }
     const got = sha256(bytes);
@@ -117,8 +126,8 @@ export const vendorEfaIoDefsStep: Step = {
   restore(ctx, result) {
     const r = result as Outcome;
     if (r.vendored && !existsSync(r.vendored.path)) return false;
-    // A failed download is not an answer to keep: the next run tries again (offline is in the stamp).
-    if (!r.vendored && !ctx.opts.offline && !ctx.opts.efaIoDefs) return false;
+    // Without a copy the step always runs again: it is cheap, and its line must say again what the build lacks.
+    if (!r.vendored) return false;
     record(ctx, { ...r, fix: upToDate([r.fix])[0]! });
     return true;
   },

@@ -133,14 +133,14 @@ const waitCases: Case[] = [
     id: 'download-never-ends', cls: 'nothing waits forever', what: "efa_io_defs.h from a mirror whose body never ends",
     setup: async (s) => {
       const url = await httpServer(s, 'endless');
-      return { runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w')], env: { NVSHMEM_EFA_EFA_IO_DEFS_URL: url }, exit: 0, stdout: /warned +vendor-efa-io-defs: download of http:\/\/127\.0\.0\.1:\d+\/efa_io_defs\.h failed \(the body is larger than 1048576 bytes/, timeoutMs: 60_000 }], protect: [s.p('nvshmem')] };
+      return { runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w')], env: { NVSHMEM_EFA_EFA_IO_DEFS_URL: url }, exit: 4, stderr: /error: cannot download efa_io_defs\.h from http:\/\/127\.0\.0\.1:\d+\/efa_io_defs\.h: the body is larger than 1048576 bytes/, timeoutMs: 60_000 }], protect: [s.p('nvshmem')] };
     },
   },
   {
     id: 'download-stalls', cls: 'nothing waits forever', what: 'efa_io_defs.h from a mirror that sends a byte, then nothing, connection open',
     setup: async (s) => {
       const url = await httpServer(s, 'stall');
-      return { runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w')], env: { NVSHMEM_EFA_EFA_IO_DEFS_URL: url }, exit: 0, stdout: /warned +vendor-efa-io-defs: download of http:\/\/127\.0\.0\.1:\d+\/efa_io_defs\.h failed/, timeoutMs: 90_000 }], protect: [s.p('nvshmem')] };
+      return { runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w')], env: { NVSHMEM_EFA_EFA_IO_DEFS_URL: url }, exit: 4, stderr: /error: cannot download efa_io_defs\.h from http:\/\/127\.0\.0\.1:\d+\/efa_io_defs\.h: /, timeoutMs: 90_000 }], protect: [s.p('nvshmem')] };
     },
   },
   {

@@ -379,7 +379,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('a build without efa_io_defs.h (r
   const brokenIncludes = (dir: string) =>
     readdirSync(dir).flatMap((h) => [...readFileSync(path.join(dir, h), 'utf8').matchAll(/^\s*#\s*include\s*"([^"]+)"/gm)].map((m) => m[1]!).filter((inc) => !existsSync(path.join(dir, inc))).map((inc) => `${h} -> ${inc}`));
 
-  it('installs no device header that cannot compile, reports "GDA device API unavailable" with why and the fix, and retries the download on the next run', async () => {
+  it('a failed download stops the build (exit 4, nothing built); --offline builds without efa_io_defs.h, installs no device header that cannot compile and says the device API is unavailable and off; the download is retried on the next run', async () => {
     let serve = false;
     const server = http.createServer((_, res) => {
       if (!serve) return void res.writeHead(503).end('busy');
@@ -391,28 +391,35 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('a build without efa_io_defs.h (r
       const src = materialize('v3.4-like');
       const work = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-work-'));
       const env = { ...ENV, NVSHMEM_EFA_EFA_IO_DEFS_URL: url };
-      const run = async () => {
-        const r = spawnCli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2'], env);
+      const run = async (extra: string[], want: number) => {
+        const r = spawnCli(['build', '--nvshmem-src', src, '--work-dir', work, '--jobs', '2', ...extra], env);
         const { code } = await r.exited;
-        expect(code, r.stderr()).toBe(0);
+        expect(code, r.stderr()).toBe(want);
         return r;
       };
-      await run();
+      // Issue 39: this was exit 0 with a warning among the fixes and a report that said the device API was on.
+      const failed = await run([], 4);
+      expect(failed.stderr()).toContain(`error: cannot download efa_io_defs.h from ${url}: HTTP 503`);
+      expect(failed.stderr()).toMatch(/^fix: set NVSHMEM_EFA_EFA_IO_DEFS_URL .*--efa-io-defs PATH.*--offline/m);
+      expect(stepStatus(work)).toMatchObject({ 'vendor-efa-io-defs': 'failed', 'build-nvshmem': 'not-run' });
+      await run(['--offline'], 0);
       const inc = path.join(work, 'install/nvshmem/include/nvshmem_efa');
       expect(brokenIncludes(inc)).toEqual([]);
       expect(existsSync(path.join(inc, 'nvshmemx_efa_gda.h'))).toBe(true);
       expect(existsSync(path.join(inc, 'nvshmemx_efa_gda_device.cuh'))).toBe(false);
       const rep = report(work);
-      expect(rep.gda.reason).toContain(`GDA device API unavailable: efa_io_defs.h could not be had (download of ${url} failed (HTTP 503`);
+      expect(rep.gda.reason).toContain('GDA device API unavailable: efa_io_defs.h could not be had (--offline and no --efa-io-defs)');
       expect(rep.gda.reason).toMatch(/fix: pass --efa-io-defs PATH/);
+      expect(rep.nvshmemDeviceApi?.status).toBe('off');
       expect(rep.fixes.find((f) => f.id === 'efa-gda-device-api')?.status).toBe('warned');
-      // The download works now: the next run tries again (the failure was not stamped as done).
+      // The download works now: the next run without --offline gets it and builds the device API.
       serve = true;
-      await run();
+      await run([], 0);
       expect(stepStatus(work)).toMatchObject({ 'vendor-efa-io-defs': 'done', 'patch-nvshmem': 'done', 'build-nvshmem': 'done' });
       expect(brokenIncludes(inc)).toEqual([]);
       for (const h of ['nvshmemx_efa_gda_device.cuh', 'nvshmemx_efa_gda_wqe.h', 'efa_io_defs.h']) expect(existsSync(path.join(inc, h)), h).toBe(true);
       expect(report(work).gda.reason).not.toContain('device API unavailable');
+      expect(report(work).nvshmemDeviceApi?.status).toBe('on');
     } finally {
       server.close();
     }

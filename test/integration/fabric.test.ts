@@ -203,7 +203,8 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     const bin = tmp('nvshmem-efa-failing-');
     writeFileSync(path.join(bin, 'cmake'), `#!/bin/sh\ncase "$1" in --build) echo "error: the compiler failed"; exit 1 ;; esac\nexec ${t.bin}/cmake "$@"\n`, { mode: 0o755 });
     const w = tmp();
-    const args = ['build', '--nvshmem-src', src, '--work-dir', w, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome];
+    // --offline: efa_io_defs.h is not what this is about (without it a failed download would stop the build first).
+    const args = ['build', '--nvshmem-src', src, '--work-dir', w, '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--offline'];
     expect(cli(args, { ...t.env, PATH: `${bin}:${t.env.PATH}` }).code).toBe(1);
     const e = cli(['env', '--work-dir', w], t.env);
     expect(e.code).toBe(1);

@@ -108,6 +108,15 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('native/probe (built against Debi
     expect(human).toMatch(/^verdict: no EFA device/m);
   });
 
+  it('names the libfabric it loaded (issue 39): fi_version() and the real path of the shared object the loader picked', () => {
+    const { doc } = probe(bin, fakeHost({ efa: 0, uverbs: 0 }));
+    const lf = doc!.libfabric!;
+    expect(lf.version).toMatch(/^\d+\.\d+$/);
+    // The file itself (libfabric.so.1 -> libfabric.so.1.x.y), as the build found it with CMake's default search.
+    expect(lf.path).toMatch(/^\/.*\/libfabric\.so\.\d+\.\d+\.\d+$/);
+    expect(byId(doc!)['libfabric']?.evidence).toMatch(new RegExp(`^runtime ${lf.version.replace('.', '\\.')} loaded from ${lf.path.replace(/\./g, '\\.')}, headers `));
+  });
+
   it("GDRCopy's kernel module where EFA devices are: missing or older than 2.4 fails with the fix (as doctor does); without EFA it is not looked at", () => {
     const efa = { product: 'p5.48xlarge', efa: 2, uverbs: 2, efaVersion: '3.3.1', gpuNuma: ['0', '1'], registryDwords: 'PeerMappingOverride=1;' };
     const ok = byId(probe(bin, fakeHost({ ...efa, gdrdrv: { dev: true, version: '2.5.1' } })).doc!);

@@ -26,7 +26,8 @@ describe('bin/nvshmem-efa.js runs the bundle only when it is current', () => {
 
   beforeAll(() => {
     pkg = path.join(mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-pkg-')), 'pkg');
-    for (const d of ['bin', 'src', 'scripts', 'package.json']) cpSync(path.join(ROOT, d), path.join(pkg, d), { recursive: true });
+    // third_party: --version reads the pins from its locks (issue 39).
+    for (const d of ['bin', 'src', 'scripts', 'third_party', 'package.json']) cpSync(path.join(ROOT, d), path.join(pkg, d), { recursive: true });
     symlinkSync(path.join(ROOT, 'node_modules'), path.join(pkg, 'node_modules'));
     const r = spawnSync(process.execPath, [path.join(pkg, 'scripts/bundle.mjs')], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);

@@ -13,7 +13,8 @@
 //   warp batch   efa_gda_rma_nbi_warp_batch with 32 lanes: 32 WQEs written in parallel under one doorbell
 //                (max_batch 32) or two (max_batch 16)
 // The three are interleaved round by round so clock drift and cache state affect them alike. Prints a
-// markdown table; goals: single <= 1.15 x minimal, batch per WQE <= 0.30 x single.
+// markdown table; goals (issue 38): single <= 1.25 x minimal, through a handle <= 1.15, through an owned queue
+// <= 1.10; batch per WQE <= 0.30 x single.
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I templates/transport_efa_gda -I <dir with efa_io_defs.h> \
 //        bench/efa_gda_post_cost.cu -o efa_gda_post_cost
 #include <cuda_runtime.h>
@@ -410,15 +411,15 @@ int main(int argc, char **argv) {
     printf("| sequence | cycles per call | WQEs | cycles per WQE | ratio | goal |\n|---|---|---|---|---|---|\n");
     printf("| minimal: 8 x 64-bit stores + system fence + doorbell + system fence | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | 1.00 (reference) | |\n",
            sm.median, sm.p10, sm.p90, sm.mean, sm.median);
-    printf("| single post: efa_gda_put_nbi, 8 B, hot region | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.15 (%s) |\n", ss.median,
-           ss.p10, ss.p90, ss.mean, ss.median, single_ratio, single_ratio <= 1.15 ? "met" : "missed");
+    printf("| single post: efa_gda_put_nbi, 8 B, hot region | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.25 (%s) |\n", ss.median,
+           ss.p10, ss.p90, ss.mean, ss.median, single_ratio, single_ratio <= 1.25 ? "met" : "missed");
     printf("| single post through a prepared handle: efa_gda_put_nbi(handle), 8 B | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.15 (%s) |\n",
            sh.median, sh.p10, sh.p90, sh.mean, sh.median, handle_ratio, handle_ratio <= 1.15 ? "met" : "missed");
     printf("| single post, region only in the region table (no hot slot) | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | |\n",
            st.median, st.p10, st.p90, st.mean, st.median, table_ratio);
     if (with_owned)
-        printf("| single post through an owned queue: efa_gda_put_nbi(owned), 8 B | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.15 (%s) |\n",
-               so.median, so.p10, so.p90, so.mean, so.median, owned_ratio, owned_ratio <= 1.15 ? "met" : "missed");
+        printf("| single post through an owned queue: efa_gda_put_nbi(owned), 8 B | %.0f [%.0f, %.0f], %.0f | 1 | %.0f | %.2f x minimal | <= 1.10 (%s) |\n",
+               so.median, so.p10, so.p90, so.mean, so.median, owned_ratio, owned_ratio <= 1.10 ? "met" : "missed");
     else
         printf("| single post through an owned queue | not run (--no-owned) | | | | |\n");
     printf("| warp batch, max_batch 32: 32 WQEs, 1 doorbell | %.0f [%.0f, %.0f], %.0f | 32 | %.0f | %.2f x single post | <= 0.30 (%s) |\n",

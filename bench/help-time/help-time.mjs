@@ -14,12 +14,12 @@
  *
  * Prints a Markdown table (and writes it to FILE); bench/results/help-time.md records a run.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-
+import { BASELINE, machineLines, rounds, summary, treeCommit } from '../lib/rotating-rounds.mjs';
 const here = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const argv = process.argv.slice(2);
 const flag = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
@@ -50,55 +50,16 @@ function prepare(label, root) {
   ];
 }
 
-const baseline = { name: 'baseline: node -e 0', args: ['-e', '0'], code: 0 };
-const commands = [baseline, ...(before ? prepare('before', path.resolve(before)) : []), ...prepare('after', here)];
-
-/** Seconds one command takes, from spawn to exit; a wrong exit status stops the bench (it timed something else). */
-function time(c) {
-  const t0 = process.hrtime.bigint();
-  const r = spawnSync(process.execPath, c.args, { stdio: 'ignore', env: { ...process.env, NO_COLOR: '1' } });
-  const s = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (r.status !== c.code) throw new Error(`${c.name}: exit ${r.status ?? r.signal}, expected ${c.code}`);
-  return s;
-}
-
-const load0 = os.loadavg()[0];
-const samples = commands.map(() => []);
-for (let round = 0; round < WARMUP + runs; round++) {
-  for (let k = 0; k < commands.length; k++) {
-    const i = (k + round) % commands.length; // rotating order: no command always runs first
-    const s = time(commands[i]);
-    if (round >= WARMUP) samples[i].push(s);
-  }
-}
-const load1 = os.loadavg()[0];
+const commands = [BASELINE, ...(before ? prepare('before', path.resolve(before)) : []), ...prepare('after', here)];
+const run = rounds(commands, { runs, warmup: WARMUP });
 rmSync(scratch, { recursive: true, force: true });
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-const base = samples[0];
-const rows = commands.map((c, i) => {
-  const pairRatio = median(samples[i].map((s, r) => s / base[r]));
-  return `| ${c.name} | ${median(samples[i]).toFixed(3)} | ${Math.min(...samples[i]).toFixed(3)} | ${Math.max(...samples[i]).toFixed(3)} | ${(median(samples[i]) / median(base)).toFixed(2)} | ${pairRatio.toFixed(2)} |`;
-});
-let commit = 'unknown';
-try {
-  commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: here, encoding: 'utf8' }).trim();
-  if (execFileSync('git', ['status', '--porcelain'], { cwd: here, encoding: 'utf8' }).trim()) commit += ' with uncommitted changes';
-} catch {
-  /* not a git checkout */
-}
+const rows = summary(commands, run.samples).map(
+  (r) => `| ${r.name} | ${r.median.toFixed(3)} | ${r.min.toFixed(3)} | ${r.max.toFixed(3)} | ${r.overBaselineMedian.toFixed(2)} | ${r.pairRatio.toFixed(2)} |`,
+);
 const text = [
   `Command: \`node bench/help-time/help-time.mjs --runs ${runs}${before ? ` --before ${before}` : ''}\``,
   '',
-  `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Linux ${os.release()}, Node ${process.version}; ` +
-    `load average ${load0.toFixed(2)} at the start, ${load1.toFixed(2)} at the end; tree ${commit}; ${new Date().toISOString().slice(0, 10)}.`,
-  // A CA bundle named there is read and parsed by every Node start, the baseline's included (tens of ms).
-  `NODE_EXTRA_CA_CERTS ${process.env.NODE_EXTRA_CA_CERTS ? `set (${process.env.NODE_EXTRA_CA_CERTS}): every Node start, the baseline's too, reads it` : 'unset'}.`,
-  `${runs} rounds after ${WARMUP} warm-up rounds; each round runs every command once, in a rotating order.`,
+  ...machineLines(run, treeCommit(here), runs, WARMUP),
   '',
   '| command | median s | min s | max s | median / baseline median | median of per-round ratios |',
   '|---|---|---|---|---|---|',

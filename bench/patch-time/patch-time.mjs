@@ -14,12 +14,12 @@
  *
  * Prints a Markdown table (and writes it to FILE); bench/results/patch-time.md records runs.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-
+import { BASELINE, machineLines, rounds, summary, treeCommit } from '../lib/rotating-rounds.mjs';
 const here = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const argv = process.argv.slice(2);
 const flag = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
@@ -42,58 +42,19 @@ function prepare(label, root) {
   if (!existsSync(path.join(root, 'node_modules'))) throw new Error(`${root} has no node_modules (npm ci there, or symlink this clone's)`);
   const sa = path.join(scratch, label);
   execFileSync(process.execPath, [path.join(root, 'scripts/bundle.mjs'), '--standalone', sa], { stdio: 'inherit' });
-  return { name: `${label}: standalone patch --dry-run`, args: [path.join(sa, 'nvshmem-efa.mjs'), 'patch', '--dry-run', '--nvshmem-src', path.resolve(tree)] };
+  return { name: `${label}: standalone patch --dry-run`, args: [path.join(sa, 'nvshmem-efa.mjs'), 'patch', '--dry-run', '--nvshmem-src', path.resolve(tree)], code: 0 };
 }
 
-const baseline = { name: 'baseline: node -e 0', args: ['-e', '0'] };
-const commands = [baseline, ...(before ? [prepare('before', path.resolve(before))] : []), prepare('after', here)];
-
-/** Seconds one command takes, from spawn to exit; a failure stops the bench (it timed something else). */
-function time(c) {
-  const t0 = process.hrtime.bigint();
-  const r = spawnSync(process.execPath, c.args, { cwd, stdio: 'ignore', env: { ...process.env, NO_COLOR: '1' } });
-  const s = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (r.status !== 0) throw new Error(`${c.name}: exit ${r.status ?? r.signal}`);
-  return s;
-}
-
-const load0 = os.loadavg()[0];
-const samples = commands.map(() => []);
-for (let round = 0; round < WARMUP + runs; round++) {
-  for (let k = 0; k < commands.length; k++) {
-    const i = (k + round) % commands.length; // rotating order: no command always runs first
-    const s = time(commands[i]);
-    if (round >= WARMUP) samples[i].push(s);
-  }
-}
-const load1 = os.loadavg()[0];
+const commands = [BASELINE, ...(before ? [prepare('before', path.resolve(before))] : []), prepare('after', here)];
+const run = rounds(commands, { runs, warmup: WARMUP, cwd });
 rmSync(scratch, { recursive: true, force: true });
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-const base = samples[0];
-const rows = commands.map((c, i) => {
-  const pairRatio = median(samples[i].map((s, r) => s / base[r]));
-  return `| ${c.name} | ${median(samples[i]).toFixed(3)} | ${Math.min(...samples[i]).toFixed(3)} | ${Math.max(...samples[i]).toFixed(3)} | ${pairRatio.toFixed(2)} |`;
-});
-let commit = 'unknown';
-try {
-  commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: here, encoding: 'utf8' }).trim();
-  if (execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: here, encoding: 'utf8' }).trim()) commit += ' with uncommitted changes';
-} catch {
-  /* not a git checkout */
-}
+const rows = summary(commands, run.samples).map(
+  (r) => `| ${r.name} | ${r.median.toFixed(3)} | ${r.min.toFixed(3)} | ${r.max.toFixed(3)} | ${r.pairRatio.toFixed(2)} |`,
+);
 const text = [
   `Command: \`node bench/patch-time/patch-time.mjs --nvshmem-src ${tree} --runs ${runs}${before ? ` --before ${before}` : ''}\``,
   '',
-  `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Linux ${os.release()}, Node ${process.version}; ` +
-    `load average ${load0.toFixed(2)} at the start, ${load1.toFixed(2)} at the end; tree ${commit}; ${new Date().toISOString().slice(0, 10)}.`,
-  // A CA bundle named there is read and parsed by every Node start, the baseline's included (tens of ms).
-  `NODE_EXTRA_CA_CERTS ${process.env.NODE_EXTRA_CA_CERTS ? 'set: every Node start, the baseline\'s too, reads it' : 'unset'}.`,
-  `${runs} rounds after ${WARMUP} warm-up round; each round runs every command once, in a rotating order.`,
+  ...machineLines(run, treeCommit(here), runs, WARMUP),
   '',
   '| command | median s | min s | max s | median of per-round ratios to node -e 0 |',
   '|---|---|---|---|---|',

@@ -7,5 +7,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     setupFiles: ['test/setup-env.ts'],
+    // A line as each file starts and ends (stderr): a run is many minutes on 2 cores.
+    reporters: ['default', './test/reporters/progress.ts'],
   },
 });

@@ -138,6 +138,28 @@ describe('fs-atomic: modes, errors, synchronous variants', () => {
     expect(readdirSync(d).sort()).toEqual(['busy', 'marker.json', 'victim.txt']);
   });
 
+  it('writeFileAtomicSync over a symbolic link gives the new file the default mode, not the link\'s', () => {
+    const { d, victim } = dir();
+    chmodSync(victim, 0o600);
+    const l = path.join(d, 'l.json');
+    symlinkSync(victim, l);
+    writeFileAtomicSync(l, 'x');
+    expect(lstatSync(l).isFile()).toBe(true);
+    expect(modeOf(l)).toBe(0o666 & ~process.umask());
+  });
+
+  it('every write closes the files it opens', async () => {
+    const { d } = dir();
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    for (let i = 0; i < 10; i++) {
+      await writeFileAtomic(path.join(d, 'a'), 'x');
+      await writeDurable(path.join(d, 'b'), 'x');
+      writeFileAtomicSync(path.join(d, 'c'), 'x');
+    }
+    expect(fds()).toBeLessThan(before + 5);
+  });
+
   it('writeDurable sets the mode asked for (set-id bits kept, type bits dropped) and an owner, on a fresh file', async () => {
     const { d, victim } = dir();
     const f = path.join(d, 'staged');

@@ -118,10 +118,10 @@ describe('claiming a work dir', () => {
 
   it("a marker's entries that are not paths of the layout are ignored, and named", async () => {
     const d = tmp();
-    putMarker(d, marker({ created: ['logs', '../x'], shared: { dirs: ['downloads', 'etc'], entries: [{ path: 'downloads/a.tar' }, { path: 'downloads/a/b' }, { path: '/etc/passwd' }] }, pending: ['install/nvshmem', 'install/x', 'sources/y'], legacy: ['logs', 'home'] }));
+    putMarker(d, marker({ created: ['logs', '../x'], shared: { dirs: ['downloads', 'etc'], entries: [{ path: 'downloads/a.tar' }, { path: 'downloads/a/b' }, { path: '/etc/passwd' }, { path: 'logs/a' }] }, pending: ['install/nvshmem', 'install/x', 'sources/y', 'sources/nvshmem'], legacy: ['logs', 'home'] }));
     const n = notes();
     await claimWorkDir(d, n.note);
-    expect(n.got).toEqual([`ignored "../x", "etc", "downloads/a/b", "/etc/passwd", "install/x", "sources/y", "home" in ${path.join(d, MARKER_FILE)}: not paths of the work dir's layout`]);
+    expect(n.got).toEqual([`ignored "../x", "etc", "downloads/a/b", "/etc/passwd", "logs/a", "install/x", "sources/y", "sources/nvshmem", "home" in ${path.join(d, MARKER_FILE)}: not paths of the work dir's layout`]);
     const one = tmp();
     putMarker(one, marker({ created: ['.'] }));
     const m = notes();
@@ -288,6 +288,7 @@ describe("clean's plan", () => {
     put(d, '.nvshmem-efa.lock.123.tmp');
     put(d, 'state.json.nvshmem-efa-tmp-99');
     put(d, 'state.json.nvshmem-efa-tmp-x');
+    put(d, 'state.json.nvshmem-efa-tmp-12x');
     mk(d, 'logs/sub', 'vendor', 'report.md.d');
     symlinkSync('/', path.join(d, 'build'));
     put(d, 'stubs', 'a file');
@@ -295,14 +296,14 @@ describe("clean's plan", () => {
     const plan = (await planClean(d))!;
     const at = (...n: string[]) => n.map((x) => path.join(d, x)).sort();
     expect(plan.remove.sort()).toEqual(at(MARKER_FILE, 'state.json', 'report.json', 'report.md', '.nvshmem-efa.lock', '.nvshmem-efa.lock.123.tmp', 'state.json.nvshmem-efa-tmp-99', 'logs'));
-    expect(plan.keep.sort()).toEqual(at('vendor', 'report.md.d', 'mine.txt', 'state.json.nvshmem-efa-tmp-x'));
+    expect(plan.keep.sort()).toEqual(at('vendor', 'report.md.d', 'mine.txt', 'state.json.nvshmem-efa-tmp-x', 'state.json.nvshmem-efa-tmp-12x'));
     expect(plan.notes.sort((a, b) => a.path.localeCompare(b.path))).toEqual([
       { path: path.join(d, 'build'), why: 'a symbolic link where nvshmem-efa made a directory' },
       { path: path.join(d, 'stubs'), why: 'a file where nvshmem-efa made a directory' },
     ]);
     expect(plan.removeDir).toBe(false);
     await applyClean(d, plan);
-    expect(readdirSync(d).sort()).toEqual(['build', 'mine.txt', 'report.md.d', 'state.json.nvshmem-efa-tmp-x', 'stubs', 'vendor']);
+    expect(readdirSync(d).sort()).toEqual(['build', 'mine.txt', 'report.md.d', 'state.json.nvshmem-efa-tmp-12x', 'state.json.nvshmem-efa-tmp-x', 'stubs', 'vendor']);
   });
 
   it('a directory nvshmem-efa made goes with its contents; a directory where state.json goes is refused', async () => {

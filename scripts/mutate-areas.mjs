@@ -43,6 +43,11 @@ export const AREAS = {
       'test/unit/core.test.ts',
       'test/unit/lock.test.ts',
       'test/unit/untrusted.test.ts',
+      'test/unit/state.test.ts',
+      'test/unit/overlap.test.ts',
+      'test/unit/fs-atomic-race.test.ts',
+      'test/unit/work-dir-claim.test.ts',
+      'test/unit/lock-nolink.test.ts',
     ],
   },
   specs: {

@@ -1,11 +1,14 @@
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { FilesystemError, WorkDirBusyError } from '../../src/core/errors.ts';
 import { acquireLock, describeHolder, LOCK_FILE, lockHolder } from '../../src/core/lock.ts';
-import { processStartTime } from '../../src/core/proc.ts';
+import { childEnded, childStarted } from '../../src/core/kill-tree.ts';
+import { processCmdline, processStartTime } from '../../src/core/proc.ts';
+import { proofOf, TOKEN_VAR } from '../../src/core/run-token.ts';
+import { claimWorkDir, MARKER_FILE } from '../../src/core/work-dir.ts';
 
 /**
  * The work dir's lock (src/core/lock.ts) taken in this process: test/integration/lock-recovery.test.ts drives it
@@ -147,5 +150,131 @@ describe('work dir lock', () => {
     const base = { pid: 42, procStart: null, command: 'nvshmem-efa build', startedAt: 'then', children: [] };
     expect(describeHolder({ ...base, host: os.hostname() })).toBe('pid 42 (nvshmem-efa build), started then');
     expect(describeHolder({ ...base, host: 'other' })).toBe('pid 42 on host other (nvshmem-efa build), started then');
+  });
+});
+
+/** A child that sleeps, with the given environment; killed (if still there) when the test ends. */
+function sleeper(env: NodeJS.ProcessEnv, pad = ''): ChildProcess {
+  const c = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', ...(pad ? [pad] : [])], { env, stdio: 'ignore' });
+  spawned.push(c);
+  return c;
+}
+const spawned: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of spawned.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+const exited = (c: ChildProcess) => new Promise<string | null>((r) => (c.exitCode !== null || c.signalCode !== null ? r(c.signalCode) : c.once('exit', (_code, sig) => r(sig))));
+const started = async (c: ChildProcess) => {
+  // Until the child's own command line (and environment) are in /proc.
+  for (let i = 0; i < 200 && processCmdline(c.pid!)?.[1] !== '-e'; i++) await new Promise((r) => setTimeout(r, 10));
+};
+
+describe('work dir lock: the commands a run that is gone left running', () => {
+  it('stops those that carry its secret, and names the others it leaves running, with why', async () => {
+    const d = tmp();
+    const st = statSync(d);
+    const holder = { workDir: `${st.dev}:${st.ino}`, pid: deadPid(), procStart: '12345' };
+    const secret = 'a'.repeat(64);
+    const ours = sleeper({ ...process.env, [TOKEN_VAR]: secret });
+    const theirs = sleeper({ ...process.env, [TOKEN_VAR]: 'b'.repeat(64) }, 'x'.repeat(120));
+    await Promise.all([started(ours), started(theirs)]);
+    // Only children of this test: a mutant that stops the wrong process must not reach anything else (pid 1, this
+    // process or a reused pid would stop the machine's processes or the test runner).
+    const children = [ours.pid!, theirs.pid!].map((pid) => ({ pid, procStart: null, cmdline: ['recorded', 'cmd'] }));
+    writeFileSync(path.join(d, LOCK_FILE), JSON.stringify({ ...JSON.parse(lockOf({ pid: holder.pid, procStart: holder.procStart })), children, proof: proofOf(secret, holder) }));
+    const n = notes();
+    const held = await acquireLock(d, process.argv, { note: n.note });
+    expect(held.tookOverFrom?.pid).toBe(holder.pid);
+    expect(held.stoppedLeftovers).toEqual([ours.pid]);
+    expect(await exited(ours)).toMatch(/^SIG(TERM|KILL)$/);
+    expect(theirs.exitCode === null && theirs.signalCode === null).toBe(true);
+    const cmd = (pid: number) => (processCmdline(pid) ?? ['recorded', 'cmd']).join(' ').slice(0, 80);
+    const why = 'the lock of the run that is gone names it, but nothing proves that run started it';
+    expect(cmd(theirs.pid!)).toHaveLength(80);
+    expect(n.got).toEqual([
+      `left pid ${theirs.pid} running (${cmd(theirs.pid!)}): ${why}: its environment does not carry that run's secret`,
+    ]);
+    await held.release();
+  });
+
+  it('a lock without a proof stops nothing', async () => {
+    const d = tmp();
+    const secret = 'c'.repeat(64);
+    const c = sleeper({ ...process.env, [TOKEN_VAR]: secret });
+    await started(c);
+    const pid = deadPid();
+    writeFileSync(path.join(d, LOCK_FILE), JSON.stringify({ ...JSON.parse(lockOf({ pid, procStart: null })), children: [{ pid: c.pid, procStart: null }] }));
+    const n = notes();
+    const held = await acquireLock(d, process.argv, { note: n.note });
+    expect(held.stoppedLeftovers).toBeUndefined();
+    expect(n.got).toEqual([
+      `left pid ${c.pid} running (${processCmdline(c.pid!)!.join(' ').slice(0, 80)}): the lock of the run that is gone names it, but nothing proves that run started it: the lock carries no proof of which processes that run started (an earlier version wrote it, or it was edited)`,
+    ]);
+    expect(c.exitCode === null && c.signalCode === null).toBe(true);
+    await held.release();
+  });
+});
+
+describe('work dir lock: what the holder records', () => {
+  it('keeps the commands it runs in the lock, until it is released', async () => {
+    const d = tmp();
+    const file = path.join(d, LOCK_FILE);
+    const held = await acquireLock(d);
+    const before = JSON.parse(readFileSync(file, 'utf8'));
+    childStarted(process.pid);
+    try {
+      const now = JSON.parse(readFileSync(file, 'utf8'));
+      expect(now).toEqual({ ...before, children: [{ pid: process.pid, procStart: processStartTime(process.pid), cmdline: processCmdline(process.pid) }] });
+    } finally {
+      childEnded(process.pid);
+    }
+    expect(JSON.parse(readFileSync(file, 'utf8')).children).toEqual([]);
+    // The lock rewritten with its commands is still this run's: release removes it.
+    await held.release();
+    expect(readdirSync(d)).toEqual([]);
+    childStarted(process.pid);
+    childEnded(process.pid);
+    expect(readdirSync(d)).toEqual([]);
+  });
+
+  it('claims the work dir under the lock and records what the run made when it is released', async () => {
+    const d = path.join(tmp(), 'w');
+    await claimWorkDir(d);
+    const victim = tmp();
+    mkdirSync(path.join(d, 'sources'));
+    symlinkSync(victim, path.join(d, 'sources', 'nvshmem'));
+    const n = notes();
+    const held = await acquireLock(d, process.argv, { note: n.note });
+    expect(n.got).toEqual([`removed the symbolic link ${path.join(d, 'sources', 'nvshmem')} (to ${victim}): nvshmem-efa makes no links in its work dir and would have written through it; ${victim} is untouched`]);
+    const marker = () => JSON.parse(readFileSync(path.join(d, MARKER_FILE), 'utf8'));
+    expect(marker().pending).not.toContain('sources');
+    expect(marker().created).toEqual(['sources']);
+    mkdirSync(path.join(d, 'logs'));
+    await held.release();
+    expect(marker().created).toEqual(['sources', 'logs']);
+    expect(marker().pending).toBeUndefined();
+  });
+
+  it('a claim that fails under the lock releases it and raises', async () => {
+    const d = path.join(tmp(), 'w');
+    await claimWorkDir(d);
+    // The marker's temporary name taken by a directory: the marker cannot be written.
+    const blocker = path.join(d, `${MARKER_FILE}.nvshmem-efa-tmp-${process.pid}`);
+    mkdirSync(blocker);
+    writeFileSync(path.join(blocker, 'x'), 'x');
+    const exits = process.listenerCount('exit');
+    const e = (await acquireLock(d).catch((x: unknown) => x)) as NodeJS.ErrnoException;
+    expect(e.code).toMatch(/^(EISDIR|EPERM|ENOTEMPTY)$/);
+    expect(existsSync(path.join(d, LOCK_FILE))).toBe(false);
+    expect(process.listenerCount('exit')).toBe(exits);
+  });
+
+  it('lockHolder: none without a lock or with an unreadable one; a live holder of this host, any of another', async () => {
+    const d = tmp();
+    expect(await lockHolder(d)).toBeUndefined();
+    writeFileSync(path.join(d, LOCK_FILE), '{"pid": 1');
+    expect(await lockHolder(d)).toBeUndefined();
+    writeFileSync(path.join(d, LOCK_FILE), lockOf({ pid: process.pid }));
+    expect(await lockHolder(d)).toMatchObject({ pid: process.pid, host: os.hostname() });
   });
 });

@@ -6,11 +6,11 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ProbeReportSchema } from '../../src/core/probe-schema.ts';
 import { cli, ENV, tmp } from '../helpers/cli.ts';
-import { libfabricPrefix, needsLibfabric, NO_LIBFABRIC } from '../helpers/host.ts';
+import { libfabricPrefix, NO_LIBFABRIC } from '../helpers/host.ts';
+import { skipTitle } from '../helpers/skip-title.ts';
 
 const CUDA = ['/usr/local/cuda'].find((h) => existsSync(path.join(h, 'include', 'cuda.h')));
 const skip = NO_LIBFABRIC ?? (CUDA ? undefined : 'no CUDA toolkit at /usr/local/cuda (cuda.h): the probe includes it');
-const title = (t: string) => (skip && !NO_LIBFABRIC ? `${t} [skipped: ${skip}]` : needsLibfabric(t));
 
 /** An empty fake host: the probe reads /sys, /proc and /dev under it. */
 const fakeRoot = () => {
@@ -21,7 +21,7 @@ const fakeRoot = () => {
 // Without LIBFABRIC_HOME: on a host whose libfabric cannot do GDA the plan is to build the pinned one.
 const { LIBFABRIC_HOME: _named, ...UNNAMED } = ENV;
 
-describe.skipIf(!!skip)(title('probe: the libfabric it builds against exists, and the probe says which one it loaded'), () => {
+describe.skipIf(!!skip)(skipTitle('probe: the libfabric it builds against exists, and the probe says which one it loaded', skip), () => {
   it('no libfabric built in the work dir: announces the host\'s (never the unbuilt prefix), and reports the object it loaded', () => {
     const work = path.join(tmp(), 'w');
     const r = cli(['probe', '--work-dir', work, '--cuda-home', CUDA!, '--root', fakeRoot(), '--json'], UNNAMED);

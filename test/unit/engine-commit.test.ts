@@ -1,7 +1,7 @@
 // The commit's parts one behaviour at a time (issue 37, docs/mutation.md): the diff and patch series apply.ts
 // writes, the owners it gives, and what journal.ts reads, refuses, reports and recovers. journal.test.ts covers
 // the recovery paths as a whole; these pin the details its survivors showed untested.
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -52,26 +52,7 @@ describe('the diff and the patch series', () => {
   });
 });
 
-describe('writeChanges: owners', () => {
-  it.skipIf(!isRoot)('gives created folders and files the owner of the folder they are made in, a replaced file its own owner', async () => {
-    const d = tmp('owners-');
-    chownSync(d, 1234, 4321);
-    mkdirSync(path.join(d, 'u'));
-    chownSync(path.join(d, 'u'), 1111, 2222);
-    writeFileSync(path.join(d, 'mine.txt'), 'm\n');
-    chownSync(path.join(d, 'mine.txt'), 3333, 4444);
-    await writeChanges(d, [
-      { file: 'mine.txt', before: 'm\n', after: 'm2\n' },
-      { file: 'x/y/new.txt', before: null, after: 'n\n' },
-      { file: 'u/v/w.txt', before: null, after: 'w\n' },
-      { file: 'u/top.txt', before: null, after: 't\n' },
-    ]);
-    const own = (p: string) => { const s = statSync(path.join(d, p)); return [s.uid, s.gid]; };
-    expect(own('mine.txt')).toEqual([3333, 4444]);
-    for (const p of ['x', 'x/y', 'x/y/new.txt']) expect(own(p), p).toEqual([1234, 4321]);
-    for (const p of ['u/v', 'u/v/w.txt', 'u/top.txt']) expect(own(p), p).toEqual([1111, 2222]);
-    expect(own('.')).toEqual([1234, 4321]);
-  });
+describe('writeChanges: created folders', () => {
   it('removes every folder it created when the commit fails, and only those', async () => {
     const d = tmp('dirs-');
     mkdirSync(path.join(d, 'keep'));

@@ -14,6 +14,9 @@ export const AREAS = {
     mutate: ['src/patchers/engine/**/*.ts'],
     tests: [
       'test/unit/engine.test.ts',
+      'test/unit/engine-parts.test.ts',
+      'test/unit/engine-commit.test.ts',
+      'test/unit/engine-plan.test.ts',
       'test/unit/apply.test.ts',
       'test/unit/apply-modes.test.ts',
       'test/unit/journal.test.ts',

@@ -7,5 +7,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     setupFiles: ['test/setup-env.ts'],
+    globalSetup: ['test/global-setup.ts'],
   },
 });

@@ -1,20 +1,17 @@
-import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
+import { packageRoot } from '../../core/paths.ts';
 import { flattenPreprocessor } from './flatten.ts';
 
-const require = createRequire(import.meta.url);
 let parserPromise: Promise<Parser> | undefined;
 
-/** The C++ grammar: from node_modules, or next to a standalone bundle (scripts/bundle.mjs --standalone). */
+/**
+ * The C++ grammar, vendored as its one .wasm file (third_party/tree-sitter-cpp/README.md says why and from where):
+ * in a clone, an installed package and a standalone bundle alike it lies under the package root.
+ */
 function grammarPath(): string {
-  try {
-    return require.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm');
-  } catch {
-    return path.join(path.dirname(fileURLToPath(import.meta.url)), 'tree-sitter-cpp.wasm');
-  }
+  return path.join(packageRoot(), 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm');
 }
 
 /**

@@ -9,5 +9,6 @@ export default defineConfig({
     setupFiles: ['test/setup-env.ts'],
     // A line as each file starts and ends (stderr): a run is many minutes on 2 cores.
     reporters: ['default', './test/reporters/progress.ts'],
+    globalSetup: ['test/global-setup.ts'],
   },
 });

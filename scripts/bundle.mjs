@@ -1,12 +1,13 @@
 // Bundles src/ for fast start-up: an entry, cli.mjs, and chunk-*.mjs beside it (esbuild's code splitting), so that
 // each command's `await import()` in src/cli.ts stays lazy and --help loads none of zod, execa, listr2
 // or tree-sitter (test/unit/cli-light.test.ts checks the entry's static imports in the metafile).
-//   node scripts/bundle.mjs                    dist/cli.mjs, dependencies stay in node_modules (runs on
-//                                              `npm install`/`npm ci`: prepare). bin/nvshmem-efa.js uses it
-//                                              only while dist/source-hash.txt matches src/ (source-stat.txt: the
-//                                              same, told by stat alone, its fast path).
-//   node scripts/bundle.mjs --standalone DIR   one self-contained directory (every dependency bundled, the
-//                                              tree-sitter wasm files, package.json, templates/, third_party/,
+//   node scripts/bundle.mjs                    dist/cli.mjs, dependencies stay in node_modules (`npm run build`;
+//                                              `npm pack` runs it too: prepack; the tests when dist/ is stale:
+//                                              test/global-setup.ts). In a clone bin/nvshmem-efa.js runs it only
+//                                              while dist/source-hash.txt matches src/ (source-stat.txt: the same,
+//                                              told by stat alone, its fast path); an installed package has no src/.
+//   node scripts/bundle.mjs --standalone DIR   one self-contained directory (every dependency bundled,
+//                                              web-tree-sitter's wasm, package.json, templates/, third_party/,
 //                                              native/probe, bench/gda-signals, and for selftest native/efaemu,
 //                                              native/softefa and the test GDA headers test/efa_abi)
 //                                              for a machine without node_modules: run DIR/nvshmem-efa.mjs.
@@ -25,7 +26,7 @@ const args = process.argv.slice(2);
 const valueOf = (flag) => (args.includes(flag) && !args[args.indexOf(flag) + 1]?.startsWith('--') ? args[args.indexOf(flag) + 1] : undefined);
 const standalone = args.includes('--standalone') ? path.resolve(valueOf('--standalone') ?? 'standalone') : null;
 const metafile = valueOf('--metafile');
-// One flat directory: modules find files beside themselves (tree-sitter-cpp.wasm, the package root above them,
+// One flat directory: modules find files beside themselves (web-tree-sitter.wasm, the package root above them,
 // code-identity's hash of every .mjs there).
 const outdir = standalone ?? path.join(root, 'dist');
 // Taken before bundling: a source edited meanwhile then leaves the stamps stale rather than vouching for it.
@@ -69,7 +70,6 @@ for (const f of readdirSync(outdir)) if (/^chunk-\w+\.mjs$/.test(f) && !written.
 if (standalone) {
   const req = createRequire(path.join(root, 'package.json'));
   cpSync(req.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(standalone, 'web-tree-sitter.wasm'));
-  cpSync(req.resolve('tree-sitter-cpp/tree-sitter-cpp.wasm'), path.join(standalone, 'tree-sitter-cpp.wasm'));
   // Python's byte-code caches (warmup/ is run by the tests here) are this host's, not the package's.
   for (const d of ['templates', 'third_party', 'native/probe', 'native/efaemu', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true, filter: (f) => path.basename(f) !== '__pycache__' });
   cpSync(path.join(root, 'package.json'), path.join(standalone, 'package.json'));

@@ -12,6 +12,8 @@
 #                 --signals new --quick, --concurrent-quiet owned --quick (the GDA race tests a post change must pass)
 #   PHASE=postcost the GDA post cost of each carried variant (.carry/bins/efa_gda_post_cost.*: before, after), 3 runs each,
 #                 alternating, so the ratios of both come from one machine and one call (issue 38)
+#   PHASE=patchtime bench/patch-time/patch-time.mjs --bundle: the carried bundle's `patch --dry-run` of the carried
+#                 NVSHMEM 3.4.5 against `node -e 0`, 5 paired rounds, on an idle 16-core host (issue 38 item 3)
 #   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
 #                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
 #                 pair that does not end, every process left is described (state, wait channel, kernel stack)
@@ -29,7 +31,7 @@ phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
 # Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
-  cp "$OG"/{build,quick,full,probe,proof,postcost}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
+  cp "$OG"/{build,quick,full,probe,proof,postcost,patchtime}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
   local tmp; tmp=$(mktemp -d)
   (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
       -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
@@ -72,6 +74,21 @@ if phase postcost; then
   done; done >"$OG/postcost.txt"
   grep -iE '^==|ratio|minimal|single|handle|owned|exit' "$OG/postcost.txt" | cut -c1-200
   cp "$OG/postcost.txt" "$OUT/"
+fi
+
+if phase patchtime; then
+  stamp "patch --dry-run against node -e 0"
+  mkdir -p "$W" && cd "$W" || exit 1
+  [ -x node ] || { xz -dc "$REPO/.carry/node.xz" >node && chmod +x node; }
+  rm -rf bundle && tar xJf "$REPO/.carry/bundle.tar.xz"
+  [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$REPO/.carry/nvshmem-v3.4.5.tar.gz" -C src; }
+  {
+    echo "bundle: $("$W/node" "$W/bundle/nvshmem-efa.mjs" --version | head -1); $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    "$W/node" "$REPO/bench/patch-time/patch-time.mjs" --nvshmem-src "$W/src/nvshmem-v3.4.5" --runs 5 --bundle "$W/bundle"
+  } >"$OG/patchtime.txt" 2>&1
+  tail -8 "$OG/patchtime.txt"
+  cp "$OG/patchtime.txt" "$OUT/"
+  cd "$REPO" || exit 1
 fi
 
 if phase build; then

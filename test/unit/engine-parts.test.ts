@@ -125,6 +125,12 @@ describe('flattenPreprocessor, branch by branch', () => {
       '      \nx\n      \n            \n \n      \n             \nz\n         ',
     );
   });
+  it('reads comments in a directive as C does: #if/**/ 0 and #/**/if 0 are #if 0, #if /* 1 */ 0 too', () => {
+    for (const d of ['#if/**/ 0', '#/**/if 0', '#if /* 1 */ 0', '# /* a */ if /* b */ 0 /* c */']) {
+      const kept = flattenPreprocessor(`${d}\nx\n#else\ny\n#endif\n`).split('\n').map((l) => l.trim()).filter(Boolean);
+      expect(kept, d).toEqual(['y']);
+    }
+  });
   it('drops every branch inside a dropped one, and keeps other directives only where kept', () => {
     const src = '#if 0\n#if 1\na\n#else\nb\n#endif\n#define Y\n#endif\n#define X\n#elifdef Q\n';
     const kept = flattenPreprocessor(src).split('\n').map((l) => l.trim()).filter(Boolean);

@@ -29,7 +29,9 @@ export function flattenPreprocessor(src: string): string {
     }
     let blank = !keeping();
     if (isDirective) {
-      const m = /^#\s*(\w+)\s*(.*)$/s.exec(trimmed);
+      // Comments are whitespace to the preprocessor (`#if/**/ 0` is `#if 0`): read the directive without them.
+      const text = src.slice(pos, logicalEnd).replace(/\\\n/g, ' ').replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/\/\/.*$/s, '').trimStart();
+      const m = /^#\s*(\w+)\s*(.*)$/s.exec(text);
       const word = m?.[1] ?? '';
       const rest = (m?.[2] ?? '').trim();
       if (word === 'if' || word === 'ifdef' || word === 'ifndef') {

@@ -28,6 +28,8 @@ Exit codes:
        directory, FIFO or device where a file is expected, read-only or full disk, no permission; the
        message names the path and the option or variable
   7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
+  8    dry run (build/patch --dry-run): the plan is whole, and the real run would stop on the blockers it
+       lists (each with its fix and the code the run would exit with)
   130  interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT, at any moment (the fix: line says how to resume)`;
 
 /** The arguments of a version query: `--version`, `-V`, each with or without `--json`. */
@@ -59,7 +61,7 @@ function addSourceOptions(c: Command): Command {
     .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
     .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees', '.nvshmem-efa')
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
-    .option('--dry-run', 'show what would change (a unified diff) and change nothing')
+    .option('--dry-run', 'show what would change (a unified diff; build: and the commands it runs) and change nothing; what the real run would stop on is listed as a blocker with its fix (exit 8)')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
     .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
     .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (pinned: ${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it; no default: DeepEP is left alone unless --deepep-src or --deepep-ref is given`)

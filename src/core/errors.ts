@@ -18,6 +18,14 @@ export class NvshmemEfaError extends Error {
   }
 }
 
+/**
+ * The exit code of a dry run (`build --dry-run`, `patch --dry-run`, `patch --export --dry-run`) whose plan lists
+ * blockers: the plan is whole, and the real run would stop on them (issue 39, item 5). One code whatever the
+ * blockers are (each names the code the real run would end with), apart from the codes of a dry run that could
+ * not plan at all (2, 3, 6, 7).
+ */
+export const DRY_RUN_WOULD_FAIL = 8;
+
 /** Bad command line: exit 2, like most CLIs. */
 export class UsageError extends NvshmemEfaError {
   override readonly exitCode = 2;

@@ -300,6 +300,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
+    .option('--json', 'print what was (with --dry-run: would be) removed and kept as JSON')
     .action(action('clean', async (o) => (await import('./commands/clean.ts')).cleanCommand(o, out)));
 
   for (const c of program.commands) c.showHelpAfterError(`fix: check the options: 'nvshmem-efa ${c.name()} --help' lists them`);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { NvshmemEfaError, WorkDirBusyError } from '../core/errors.ts';
 import { describeHolder, lockHolder } from '../core/lock.ts';
-import { REPORT_MD } from '../core/report.ts';
+import { REPORT_MD, REPORT_SCHEMA } from '../core/report.ts';
 import type { Options } from '../options.ts';
 import { readBackMarkdown, readBackReport } from './read-report.ts';
 
@@ -13,6 +13,7 @@ export async function reportCommand(opts: Options, out: (s: string) => void): Pr
   if (!report) throw new NvshmemEfaError(`no report in ${opts.workDir}`, 'run nvshmem-efa build (or patch) first, or pass the --work-dir it used');
   // A later run still going: the report shown is the one before it, and the reader must know.
   if (running) process.stderr.write(`note: a run is in progress in ${opts.workDir} (${describeHolder(running)}); this is the report of the run before it, replaced when it ends\n`);
-  out(opts.json ? JSON.stringify(report, null, 2) : readBackMarkdown(opts.workDir, path.join(opts.workDir, REPORT_MD)).trimEnd());
+  // An older report has no schema name: printed with it, as every JSON document of the CLI has one.
+  out(opts.json ? JSON.stringify({ schema: REPORT_SCHEMA, ...report }, null, 2) : readBackMarkdown(opts.workDir, path.join(opts.workDir, REPORT_MD)).trimEnd());
   return report.ok ? 0 : 1;
 }

@@ -445,6 +445,9 @@ export function modesColumn(id: string, run: ModeRun): string {
   return m ?? NO_MODES;
 }
 
+/** The schema of `selftest --json` (with --dry-run: `dryRun: true` and the plan). */
+export const SELFTEST_JSON = 'nvshmem-efa-selftest/1';
+
 /**
  * A --work-dir that names no directory (a typo), or one without the build the chosen checks validate, is a
  * mistake on the command line: an error with the fix, not a table of skipped checks that exits 0.
@@ -535,7 +538,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       skipped: order(rows),
       placement: placed,
     };
-    if (o.json) out(JSON.stringify({ dryRun: true, ...plan }, null, 2));
+    if (o.json) out(JSON.stringify({ schema: SELFTEST_JSON, dryRun: true, ...plan }, null, 2));
     else
       out([...header, ...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run${'after' in r ? ` after building ${r.after!.map((n) => BUILD_LABEL[n] ?? n).join(' and ')}` : ''}: ${r.command}`),
         ...plan.skipped.map((r) => `would skip ${r.check}${takesRunModes(r.check) ? ` (modes ${r.modes})` : ''}: ${r.evidence}`)].join('\n') || 'nothing to run');
@@ -671,7 +674,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     // A process that outlived SIGKILL is named, never hidden: it may hold its GPU for whatever runs next.
     const stuckLines = stuck.length ? [`processes that outlived SIGKILL (the GPU driver holds them; they may keep the GPU busy): ${stuck.join('; ')}`] : [];
     const stopLines = interrupted ? [`interrupted after ${formatDuration(seconds)}; not run: ${notRun.join(', ') || 'none'}`] : [];
-    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, ...(interrupted ? { interrupted: true, notRun } : {}), checks: ordered }, null, 2));
+    if (o.json) out(JSON.stringify({ schema: SELFTEST_JSON, results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, ...(interrupted ? { interrupted: true, notRun } : {}), checks: ordered }, null, 2));
     else out([`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)`, ...header, '', renderTable(ordered, seconds), ...stuckLines, ...stopLines, '', `logs: ${results}`].join('\n'));
     if (interrupted) throw interrupted;
     return ordered.some((r) => r.result === 'fail') ? 1 : 0;

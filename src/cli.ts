@@ -22,7 +22,8 @@ Exit codes:
        --export that is not ours, an unpinned ref, a --cuda-arch this nvcc cannot target, a lock named by a
        variable that is not JSON or not a lock
   3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
-  4    a required tool or library is missing (a CUDA_HOME or GDRCOPY_HOME without the toolkit or headers included)
+  4    a required tool or library is missing (a CUDA_HOME or GDRCOPY_HOME without the toolkit or headers included);
+       report, env, selftest, bench: no build (or report) in the work dir, whether it exists or not
   5    a fetched or given source does not match its pin (--efa-io-defs included)
   6    the file system refused, or a path is of the wrong kind: a file where a directory is expected, a
        directory, FIFO or device where a file is expected, read-only or full disk, no permission; the
@@ -181,7 +182,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
 
   program
     .command('env')
-    .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 1 if there is none or it failed')
+    .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 4 if there is none, 1 if it failed')
     .option('--work-dir <dir>', 'the work dir of the build', '.nvshmem-efa')
     .option('--json', 'print it as JSON (set: variables, prepend: path lists)')
     .option('--keep-set', 'variables already set in the environment keep their values (LD_LIBRARY_PATH is still prepended)')

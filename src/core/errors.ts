@@ -48,6 +48,14 @@ export class EnvironmentError extends NvshmemEfaError {
   override readonly exitCode = 4;
 }
 
+/**
+ * The work dir holds no build (or no report) that the command reads: report, env, selftest and bench say this
+ * with one code, whether the directory is missing, empty, or holds only a patch, a run that built nothing, or an
+ * install since deleted (issue 39, item 6: it was 1, 2 or 4 by command). Exit 4: what the command needs is missing,
+ * and the fix is to build it. A build that ran and failed is exit 1 (a step failed), a run still going exit 7.
+ */
+export class NoBuildError extends EnvironmentError {}
+
 /** A fetched source does not match its pin. */
 export class VerificationError extends NvshmemEfaError {
   override readonly exitCode = 5;

@@ -473,8 +473,8 @@ const stateCases: Case[] = [
       return { runs: [{ args, exit: 0 }], check: () => (digest(w) !== before ? 'the run on the copy changed the original work dir' : undefined) };
     },
   },
-  { id: 'garbage-report', cls: 'corrupted state', what: '`report` of a damaged report.json', setup: (s) => { const w = workWithUserFiles(s); s.file('w/report.json', '[1,2'); return { runs: [{ args: ['report', '--work-dir', w, '--json'], exit: 1 }] }; } },
-  { id: 'garbage-report-env', cls: 'corrupted state', what: '`env` of a damaged report.json', setup: (s) => { const w = workWithUserFiles(s); s.file('w/report.json', '{"schema": 7}'); return { runs: [{ args: ['env', '--work-dir', w], exit: 1 }] }; } },
+  { id: 'garbage-report', cls: 'corrupted state', what: '`report` of a damaged report.json: no report it can read, exit 4 as no build (issue 39)', setup: (s) => { const w = workWithUserFiles(s); s.file('w/report.json', '[1,2'); return { runs: [{ args: ['report', '--work-dir', w, '--json'], exit: 4 }] }; } },
+  { id: 'garbage-report-env', cls: 'corrupted state', what: '`env` of a damaged report.json: no build it can read, exit 4 (issue 39)', setup: (s) => { const w = workWithUserFiles(s); s.file('w/report.json', '{"schema": 7}'); return { runs: [{ args: ['env', '--work-dir', w], exit: 4 }] }; } },
   {
     id: 'damaged-copy', cls: 'corrupted state', what: "a damaged work-dir copy: --force repairs it, and the message says so", setup: (s) => {
       const w = workWithUserFiles(s);
@@ -523,7 +523,7 @@ const optionCases: Case[] = [
   { id: 'probe-root-missing', cls: 'bad options', what: 'probe --root /nonexistent', setup: (s) => ({ runs: [{ args: ['probe', '--work-dir', s.p('w'), '--root', s.p('nonexistent')], exit: 2, stderr: /--root .* does not exist/ }], check: () => (existsSync(s.p('w')) ? 'a work dir was made for a refused run' : undefined) }) },
   { id: 'in-place-no-src', cls: 'bad options', what: '--in-place without --nvshmem-src', setup: (s) => ({ runs: [{ args: ['patch', '--in-place', '--work-dir', s.p('w')], exit: 2 }] }) },
   { id: 'export-on-build', cls: 'bad options', what: '--export given to build', setup: (s) => ({ runs: [{ args: ['build', '--export', s.p('e'), '--work-dir', s.p('w')], exit: 2 }] }) },
-  { id: 'selftest-typo', cls: 'bad options', what: 'selftest --work-dir with a typo (item 9)', setup: (s) => ({ runs: [{ args: ['selftest', '--work-dir', s.p('no-such-work')], exit: 2, stderr: /no-such-work/ }] }) },
+  { id: 'selftest-typo', cls: 'bad options', what: 'selftest --work-dir with a typo (item 9): no build there, exit 4 as report, env, bench (issue 39)', setup: (s) => ({ runs: [{ args: ['selftest', '--work-dir', s.p('no-such-work')], exit: 4, stderr: /no-such-work/ }] }) },
   { id: 'selftest-bad-timeout', cls: 'bad options', what: 'selftest --timeout -1', setup: (s) => ({ runs: [{ args: ['selftest', '--work-dir', s.p('w'), '--timeout', '-1'], exit: 2 }] }) },
   { id: 'efa-io-defs-fifo', cls: 'bad options', what: '--efa-io-defs is a FIFO (item 8: no hang)', setup: (s) => { execFileSync('mkfifo', [s.p('fifo')]); return { runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w'), '--offline', '--efa-io-defs', s.p('fifo')], exit: 6, timeoutMs: 30_000, stderr: /--efa-io-defs/ }] }; } },
   { id: 'efa-io-defs-dev-zero', cls: 'bad options', what: '--efa-io-defs /dev/zero (item 8: no hang)', setup: (s) => ({ runs: [{ args: ['patch', '--nvshmem-src', s.nvshmem(), '--work-dir', s.p('w'), '--offline', '--efa-io-defs', '/dev/zero'], exit: 6, timeoutMs: 30_000, stderr: /--efa-io-defs/ }] }) },

@@ -22,12 +22,15 @@ Exit codes:
        --export that is not ours, an unpinned ref, a --cuda-arch this nvcc cannot target, a lock named by a
        variable that is not JSON or not a lock
   3    a source tree (NVSHMEM or DeepEP) does not look as expected; the message says what was changed (nothing, unless it says so)
-  4    a required tool or library is missing (a CUDA_HOME or GDRCOPY_HOME without the toolkit or headers included)
+  4    a required tool or library is missing (a CUDA_HOME or GDRCOPY_HOME without the toolkit or headers included);
+       report, env, selftest, bench: no build (or report) in the work dir, whether it exists or not
   5    a fetched or given source does not match its pin (--efa-io-defs included)
   6    the file system refused, or a path is of the wrong kind: a file where a directory is expected, a
        directory, FIFO or device where a file is expected, read-only or full disk, no permission; the
        message names the path and the option or variable
   7    the work dir is in use by another nvshmem-efa run (the message names its pid and command)
+  8    dry run (build/patch --dry-run): the plan is whole, and the real run would stop on the blockers it
+       lists (each with its fix and the code the run would exit with)
   130  interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT, at any moment (the fix: line says how to resume)`;
 
 /** The arguments of a version query: `--version`, `-V`, each with or without `--json`. */
@@ -59,7 +62,7 @@ function addSourceOptions(c: Command): Command {
     .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
     .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees', '.nvshmem-efa')
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
-    .option('--dry-run', 'show what would change (a unified diff) and change nothing')
+    .option('--dry-run', 'show what would change (a unified diff; build: and the commands it runs) and change nothing; what the real run would stop on is listed as a blocker with its fix (exit 8)')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
     .option('--deepep-src <dir>', 'also patch (and, with build, build) this DeepEP checkout against the NVSHMEM built here')
     .option('--deepep-ref <ref>', `also fetch and verify a pinned DeepEP commit (pinned: ${DEEPEP_PINS.map((p) => p.ref).join(', ')}), then patch and build it; no default: DeepEP is left alone unless --deepep-src or --deepep-ref is given`)
@@ -179,7 +182,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
 
   program
     .command('env')
-    .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 1 if there is none or it failed')
+    .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 4 if there is none, 1 if it failed')
     .option('--work-dir <dir>', 'the work dir of the build', '.nvshmem-efa')
     .option('--json', 'print it as JSON (set: variables, prepend: path lists)')
     .option('--keep-set', 'variables already set in the environment keep their values (LD_LIBRARY_PATH is still prepended)')
@@ -298,6 +301,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
     .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
     .option('--dry-run', 'say what would be deleted')
+    .option('--json', 'print what was (with --dry-run: would be) removed and kept as JSON')
     .action(action('clean', async (o) => (await import('./commands/clean.ts')).cleanCommand(o, out)));
 
   for (const c of program.commands) c.showHelpAfterError(`fix: check the options: 'nvshmem-efa ${c.name()} --help' lists them`);

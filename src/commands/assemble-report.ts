@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { NvshmemEfaError } from '../core/errors.ts';
 import { toolVersion } from '../core/paths.ts';
-import type { Report } from '../core/report.ts';
+import { REPORT_SCHEMA, type Report } from '../core/report.ts';
 import type { StepOutcome } from '../pipeline.ts';
 import { pinFor } from '../steps/get-nvshmem.ts';
 import type { Ctx, FabricBuildResult } from '../steps/types.ts';
@@ -91,6 +91,7 @@ export function assembleReport(ctx: Ctx, outcomes: StepOutcome[], error: unknown
   }
   const err = error instanceof NvshmemEfaError ? error : error ? new NvshmemEfaError(String((error as Error).message ?? error), 'rerun with --verbose; if it persists, report it with the log') : undefined;
   return {
+    schema: REPORT_SCHEMA,
     schemaVersion: 1,
     tool: { name: 'nvshmem-efa', version: toolVersion() },
     command: ctx.opts.command,

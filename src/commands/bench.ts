@@ -4,7 +4,7 @@ import { closeSync, existsSync, readFileSync, rmSync, writeSync } from 'node:fs'
 import { openForAppendSync, writeFileAtomicSync } from '../core/fs-atomic.ts';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { EnvironmentError, UsageError } from '../core/errors.ts';
+import { EnvironmentError, NoBuildError, UsageError } from '../core/errors.ts';
 import { packageRoot } from '../core/paths.ts';
 import { STATE_FILE } from '../core/state.ts';
 import { shellQuote } from '../core/shell-quote.ts';
@@ -75,7 +75,7 @@ export function benchInvocation(o: BenchOptions, root = packageRoot()): BenchInv
   const built = builtInWorkDir(o.workDir);
   const nvshmemHome = o.nvshmemHome ?? built.prefix;
   if (!nvshmemHome || !existsSync(path.join(nvshmemHome, 'lib'))) {
-    throw new EnvironmentError(
+    throw new NoBuildError(
       nvshmemHome ? `the NVSHMEM install ${nvshmemHome} has no lib/` : `no NVSHMEM build in ${o.workDir}`,
       `run nvshmem-efa build --work-dir ${o.workDir} first, or pass --nvshmem-home DIR`,
     );

@@ -203,10 +203,27 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
   return { check: warn ? check('nvshmem-tree', TREE_TITLE, 'warn', `${evidence}; ${warn.detail}`, 'build it with care, or use --nvshmem-ref v3.4.5-0') : check('nvshmem-tree', TREE_TITLE, 'pass', evidence), facts };
 }
 
+/** The schema of `doctor --json`; 2: `verdict` is a value (it was the prose now in `summary`; issue 39, item 6). */
+export const DOCTOR_JSON = 'nvshmem-efa-doctor/2';
+
+/** What the checks add up to, as a value a script compares: any failure, else any warning, else ok. */
+export type DoctorVerdict = 'ok' | 'warn' | 'fail';
+
+export function doctorVerdictValue(checks: readonly HostCheck[]): DoctorVerdict {
+  if (checks.some((c) => c.status === 'fail')) return 'fail';
+  if (checks.some((c) => c.status === 'warn')) return 'warn';
+  return 'ok';
+}
+
+const VERDICT_SUMMARY: Record<DoctorVerdict, string> = {
+  fail: 'not ready: fix the failed checks, then run nvshmem-efa build',
+  warn: 'the build can run; fix the warnings before running jobs on EFA',
+  ok: 'ready',
+};
+
+/** The verdict as the text output says it (the JSON's `summary`). */
 export function doctorVerdict(checks: readonly HostCheck[]): string {
-  if (checks.some((c) => c.status === 'fail')) return 'not ready: fix the failed checks, then run nvshmem-efa build';
-  if (checks.some((c) => c.status === 'warn')) return 'the build can run; fix the warnings before running jobs on EFA';
-  return 'ready';
+  return VERDICT_SUMMARY[doctorVerdictValue(checks)];
 }
 
 export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; nvshmemSrc?: string; json: boolean }, out: (s: string) => void): Promise<number> {
@@ -219,7 +236,8 @@ export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: s
   // NVSHMEM_EFA_SYSROOT: where /sys and /dev are read (tests), as for the host's rdma-core.
   const gdrdrv = detectGdrdrv(process.env.NVSHMEM_EFA_SYSROOT ?? '/');
   const checks = doctorChecks({ env: process.env, survey, pipNvshmem: pip.dir, torchRequiresNvshmem: pip.torchRequires, nodeVersion: process.version, torch, gdrdrv, ...(tree ? { nvshmemTree: tree.check } : {}) });
-  const verdict = doctorVerdict(checks);
-  out(opts.json ? JSON.stringify({ schema: 'nvshmem-efa-doctor/1', checks, verdict, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, verdict));
-  return checks.some((c) => c.status === 'fail') ? 1 : 0;
+  const verdict = doctorVerdictValue(checks);
+  const summary = VERDICT_SUMMARY[verdict];
+  out(opts.json ? JSON.stringify({ schema: DOCTOR_JSON, verdict, summary, checks, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, summary));
+  return verdict === 'fail' ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { EnvironmentError } from '../core/errors.ts';
+import { DRY_RUN_WOULD_FAIL, EnvironmentError } from '../core/errors.ts';
 import { readHeadCommit } from '../core/git.ts';
 import type { Options } from '../options.ts';
 import { renderDiff, seriesNames } from '../patchers/engine/apply.ts';
@@ -19,19 +19,21 @@ import { refusalError } from '../steps/patch-nvshmem.ts';
 import type { Ctx, PatchResult, WorkPaths } from '../steps/types.ts';
 import { efaIoDefsOrigin, loadLock, readEfaIoDefs } from '../steps/vendor-efa-io-defs.ts';
 import { EXPORT_MARKER, exportPatches, type ExportPart } from './export-patches.ts';
-import { preflight, type Found } from './preflight.ts';
+import { preflight, type Found, type PlanBlocker } from './preflight.ts';
+import type { DetectedEnv } from '../core/environment.ts';
 import { shellQuote } from '../core/shell-quote.ts';
 
 /**
  * The tree a read-only plan looks at: the user's own tree (a copy would be identical), or the verified
- * cached clone of a pinned ref. Nothing is copied, fetched or written.
+ * cached clone of a pinned ref. Nothing is copied, fetched or written. A pinned ref not fetched yet is
+ * `missing`: the error a plan that needs the tree (an export) stops on, with the way to get it.
  */
-async function pristineTree(opts: Options): Promise<{ dir: string; note?: string }> {
+async function pristineTree(opts: Options): Promise<{ dir: string; note?: string; missing?: EnvironmentError }> {
   if (opts.nvshmemSrc) return { dir: opts.nvshmemSrc };
   const pin = pinFor(opts.nvshmemRef);
   const dir = nvshmemCloneDir(workPaths(opts.workDir), pin);
   if (existsSync(dir) && (await readHeadCommit(dir)) === pin.commit) return { dir, note: `or any checkout of NVSHMEM ${pin.ref}` };
-  throw new EnvironmentError(`no verified clone of NVSHMEM ${pin.ref} in ${dir} to plan against`, `run 'nvshmem-efa build' once to fetch it, or pass --nvshmem-src DIR`);
+  return { dir, missing: new EnvironmentError(`no verified clone of NVSHMEM ${pin.ref} in ${dir} to plan against`, `run 'nvshmem-efa build' once to fetch it, or pass --nvshmem-src DIR`) };
 }
 
 /** DeepEP as the run would patch it: --deepep-src, or the verified cached clone of --deepep-ref (none yet: said so). */
@@ -56,8 +58,10 @@ interface Omitted {
  * dry run or an export must not need the network, nor differ with whether a download happened to work. It
  * is then named as left out, with where the build gets it, instead of being silently absent.
  */
-async function vendoredPlan(opts: Options, destination: string): Promise<{ vendored: VendoredFile[]; omitted: Omitted[] }> {
+async function vendoredPlan(opts: Options, destination: string, refused: PlanBlocker | undefined): Promise<{ vendored: VendoredFile[]; omitted: Omitted[] }> {
   const lock = await loadLock();
+  // A --efa-io-defs the run would refuse is a blocker of the plan; the plan goes on without its bytes.
+  if (refused) return { vendored: [], omitted: [{ file: `${destination}/${lock.file}`, why: `the --efa-io-defs given is refused (blocker: ${refused.message})` }] };
   if (opts.efaIoDefs) {
     return { vendored: [{ name: lock.file, content: (await readEfaIoDefs(opts.efaIoDefs, lock)).toString('utf8'), origin: efaIoDefsOrigin(lock) }], omitted: [] };
   }
@@ -109,7 +113,7 @@ const commandLine = (c: PlannedCommand) =>
  * itself with --in-place, or the verified clone of a pinned ref) and the patch plan's fixes (which decide the
  * static-library switch).
  */
-async function buildPlan(opts: Options, found: Found & { env: NonNullable<Found['env']> }, tree: string, fixes: PatchResult['fixes'], deepep: string | undefined): Promise<{ commands: PlannedCommand[]; notes: string[] }> {
+async function buildPlan(opts: Options, found: Found & { env: DetectedEnv }, tree: string, fixes: PatchResult['fixes'], deepep: string | undefined): Promise<{ commands: PlannedCommand[]; notes: string[] }> {
   // Only `build --dry-run` plans the build: `patch --dry-run` loads none of the build steps' code.
   const [{ cmakeArgs, linkStubPath }, { deepEpEnv, deepEpGdaPathFix, python, SETUP_ARGS }] = await Promise.all([import('../steps/build-nvshmem.ts'), import('../steps/deepep-setup.ts')]);
   const paths = workPaths(opts.workDir);
@@ -161,56 +165,130 @@ async function buildPlan(opts: Options, found: Found & { env: NonNullable<Found[
 
 const deepepCloneFor = (opts: Options, paths: WorkPaths) => deepEpCloneDir(paths, deepEpPinFor(opts.deepepRef!));
 
-/** `patch --dry-run` / `patch --export DIR [--dry-run]` / `build --dry-run`: plan against the trees, write nothing to them. */
+/** A plan with blockers exits with this (docs/cli.md's exit-code table; the plan's `exitCode`). */
+export const WOULD_FAIL = DRY_RUN_WOULD_FAIL;
+
+/** The schema of the plan `build --dry-run --json` and `patch --dry-run --json` print. */
+export const PLAN_JSON = 'nvshmem-efa-plan/1';
+/** The schema of what `patch --export DIR --json` prints (with or without --dry-run). */
+export const EXPORT_JSON = 'nvshmem-efa-export/1';
+
+/**
+ * The environment a dry run plans with when blockers kept the survey from completing it: what was found, and a
+ * placeholder `<…>` for each part that was not (the blockers say what to install). A plan with placeholders is
+ * still the whole plan: every command, with the holes named.
+ */
+function planningEnv(found: Found): { env: DetectedEnv; placeholders: string[] } | undefined {
+  if (found.env) return { env: found.env, placeholders: [] };
+  const parts = found.parts;
+  if (!parts) return undefined;
+  const placeholders: string[] = [];
+  const take = <T>(v: T | undefined, name: string, stand: T): T => {
+    if (v !== undefined) return v;
+    placeholders.push(name);
+    return stand;
+  };
+  const cuda = take(parts.cuda, '<cuda-home>', { home: '<cuda-home>', nvcc: '<cuda-home>/bin/nvcc', version: 'unknown' });
+  const cmake = take(parts.cmake, '<cmake>', { path: '<cmake>', version: 'unknown' });
+  const libfabric = take(parts.libfabric, '<libfabric-home>', { home: '<libfabric-home>', version: 'unknown', gda: { available: false, reason: 'no libfabric found (a blocker)' } });
+  return { env: { ...parts, cuda, cmake, libfabric, gpus: parts.gpus ?? [], cudaArch: parts.cudaArch ?? '90', libcuda: parts.libcuda ?? { kind: 'none' } }, placeholders };
+}
+
+/** The blockers as the text plan ends: each with its fix and the code the real run would exit with. */
+function blockerLines(blockers: readonly PlanBlocker[], command: string): string[] {
+  if (!blockers.length) return [];
+  return [
+    `# blockers: the real ${command} would stop on ${blockers.length === 1 ? 'this' : `these ${blockers.length}`} (dry run exit ${WOULD_FAIL})`,
+    ...blockers.flatMap((b) => [`#   blocker: ${b.id}: ${b.message} (exit ${b.exitCode})`, `#     fix: ${b.fix}`]),
+  ];
+}
+
+/**
+ * On stderr too, as every failure is said (an error: line, a fix: line): a reader of stdout that stops at the
+ * diff still learns why the exit code is not 0. The first blocker's; the plan lists them all.
+ */
+function wouldFailLine(blockers: readonly PlanBlocker[], command: string): void {
+  const [first] = blockers;
+  if (!first) return;
+  const n = blockers.length;
+  process.stderr.write(`error: dry run: the real ${command} would stop on ${n} blocker${n > 1 ? 's' : ''} (listed at the end of the plan; exit ${WOULD_FAIL}): ${first.message}\nfix: ${first.fix}${n > 1 ? ' (the plan lists the fix of each)' : ''}\n`);
+}
+
+/**
+ * `patch --dry-run` / `patch --export DIR [--dry-run]` / `build --dry-run`: plan against the trees, write nothing
+ * to them. A dry run needs none of the build's prerequisites: what the real run would stop on is listed in the
+ * plan as a blocker with its fix, and the exit code is WOULD_FAIL (issue 39, item 5).
+ */
 export async function planOnly(opts: Options, out: (s: string) => void): Promise<number> {
-  // The checks the real run makes before its first step, all of them: a dry run succeeds only where the run would start.
+  // The checks the real run makes before its first step, all of them; a dry run collects their blockers.
   const found = await preflight(opts);
+  const blockers = found.blockers;
   const paths = workPaths(opts.workDir);
   const tree = await pristineTree(opts);
+  const notes: string[] = [];
+  if (tree.missing) {
+    // An export writes the patches of that tree: it (and its dry run) stops there. A build or patch fetches the
+    // tree first; with --offline the offline-cache blocker already says what is missing.
+    if (opts.exportDir) {
+      if (!opts.dryRun) throw tree.missing;
+      if (!blockers.some((b) => b.id === 'offline-cache')) blockers.push({ id: 'nvshmem-tree', message: tree.missing.message, fix: tree.missing.fix, exitCode: tree.missing.exitCode });
+    }
+    notes.push(`NVSHMEM ${opts.nvshmemRef} is not fetched yet (the ${opts.command} fetches it into ${tree.dir}); its patches are not in this plan`);
+  }
   const template = await loadTemplate();
-  const { vendored, omitted } = await vendoredPlan(opts, template.manifest.destination);
-  const plan = await planNvshmem(tree.dir, template, vendored, { nvshmemDeviceApi: opts.nvshmemDeviceApi });
-  if (plan.refusals.length) throw refusalError(plan, tree.dir);
-  const parts: ExportPart[] = [{ name: 'nvshmem', tree: tree.dir, changes: plan.changes, ...(tree.note ? { note: tree.note } : {}) }];
+  const { vendored, omitted } = await vendoredPlan(opts, template.manifest.destination, blockers.find((b) => b.id === 'efa-io-defs'));
+  const plan = tree.missing ? undefined : await planNvshmem(tree.dir, template, vendored, { nvshmemDeviceApi: opts.nvshmemDeviceApi });
+  if (plan?.refusals.length) throw refusalError(plan, tree.dir);
+  const fixes = plan ? plan.fixes : [];
+  const parts: ExportPart[] = plan ? [{ name: 'nvshmem', tree: tree.dir, changes: plan.changes, ...(tree.note ? { note: tree.note } : {}) }] : [];
   let deepepChanges: FileChange[] = [];
   const dp = await deepEpTree(opts, paths);
   if (dp.dir) {
     const dplan = dp.dir === opts.deepepSrc && found.deepepPlan ? found.deepepPlan : await planDeepEp(dp.dir);
     if (dplan.refusals.length) throw deepEpRefusalError(dplan, dp.dir);
-    plan.fixes.push(...dplan.fixes);
+    fixes.push(...dplan.fixes);
     deepepChanges = dplan.changes;
     parts.push({ name: 'deepep', tree: dp.dir, changes: dplan.changes });
   }
-  const notes = [...omitted.map((o) => `not in this ${opts.exportDir ? 'export' : 'diff'}: ${o.file}, ${o.why}`), ...(dp.missing ? [dp.missing] : [])];
+  notes.unshift(...omitted.map((o) => `not in this ${opts.exportDir ? 'export' : 'diff'}: ${o.file}, ${o.why}`));
+  if (dp.missing) notes.push(dp.missing);
+  const exitCode = blockers.length ? WOULD_FAIL : 0;
+  const verdict = { wouldFail: blockers.length > 0, exitCode, blockers };
   if (opts.exportDir) {
-    // --dry-run changes nothing, the export included: it lists what the export would write.
+    // --dry-run changes nothing, the export included: it lists what the export would write. A real export has
+    // no blockers (each stopped it above).
     const lines = opts.dryRun ? exportListing(opts.exportDir, parts) : await exportPatches(opts.exportDir, parts);
     if (opts.json) {
       // --json is one document here too (it printed the lines above as plain text: issue 36, class 9).
-      out(JSON.stringify({ export: opts.exportDir, dryRun: Boolean(opts.dryRun), parts: parts.map((p) => exportedPart(opts.exportDir!, p)), ...(plan.layout ? { layout: { id: plan.layout.id, summary: plan.layout.summary } } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
-      return 0;
+      out(JSON.stringify({ schema: EXPORT_JSON, export: opts.exportDir, dryRun: Boolean(opts.dryRun), ...verdict, parts: parts.map((p) => exportedPart(opts.exportDir!, p)), ...(plan?.layout ? { layout: { id: plan.layout.id, summary: plan.layout.summary } } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
+      return exitCode;
     }
     for (const line of lines) out(line);
-    if (plan.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
+    if (plan?.layout) out(`nvshmem: planned for the ${layoutLine(plan.layout)}`);
     for (const n of notes) out(`note: ${n}`);
-    return 0;
+    for (const line of blockerLines(blockers, 'export')) out(line);
+    wouldFailLine(blockers, 'export');
+    return exitCode;
   }
   // In the one diff shown, DeepEP's files go under deepep/ so the two trees cannot be confused.
-  const changes = [...plan.changes, ...deepepChanges.map((c) => ({ ...c, file: `deepep/${c.file}` }))];
-  const version = await nvshmemVersion(tree.dir);
-  const layout = plan.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
-  const build = opts.command === 'build' && found.env ? await buildPlan(opts, { ...found, env: found.env }, tree.dir, plan.fixes, dp.dir) : undefined;
+  const changes = [...(plan?.changes ?? []), ...deepepChanges.map((c) => ({ ...c, file: `deepep/${c.file}` }))];
+  const version = tree.missing ? undefined : await nvshmemVersion(tree.dir);
+  const layout = plan?.layout ? { id: plan.layout.id, summary: plan.layout.summary } : undefined;
+  const planning = opts.command === 'build' ? planningEnv(found) : undefined;
+  const build = planning ? await buildPlan(opts, { ...found, env: planning.env }, tree.dir, fixes, dp.dir) : undefined;
+  if (build && planning?.placeholders.length) build.notes.push(`${planning.placeholders.join(', ')}: not found on this host (see the blockers); the build uses what their fixes provide`);
   if (opts.json) {
-    out(JSON.stringify({ tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes: plan.fixes, diff: display(renderDiff(changes)), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
-    return 0;
+    out(JSON.stringify({ schema: PLAN_JSON, command: opts.command, dryRun: true, ...verdict, tree: tree.dir, ...(version ? { version } : {}), ...(layout ? { layout } : {}), fixes, diff: display(renderDiff(changes)), notInDiff: omitted, ...(build ? { build } : {}), ...(notes.length ? { notes } : {}) }, null, 2));
+    return exitCode;
   }
-  out(display(renderDiff(changes)).trimEnd() || `# ${tree.dir}: every patch already present; nothing to change`);
+  out(display(renderDiff(changes)).trimEnd() || (plan ? `# ${tree.dir}: every patch already present; nothing to change` : `# ${tree.dir}: not fetched yet; no diff`));
   // After the diff (stdout stays a patch from its first line): what is not in it, then what it was planned for
   // (the last line of `patch --dry-run`).
   for (const n of notes) out(`# ${n}`);
   if (layout) out(`# NVSHMEM ${version ?? '(version not named in CMakeLists.txt)'}; ${layoutLine(layout)}`);
-  if (build && found.env) {
-    const fab = found.env.fabric;
+  if (build && planning) {
+    const env = planning.env;
+    const fab = env.fabric;
     const fabric = fab
       ? [
           ...(fab.rdmaCore ? [`# rdma-core: ${fab.rdmaCore.action === 'build' ? `build ${fab.rdmaCore.ref} from pinned sources` : 'the host\'s'} (${fab.rdmaCore.why})`] : []),
@@ -218,7 +296,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
         ]
       : [];
     // GDRCopy: the step that builds it is not in the build plan below, so say here which one the build uses.
-    const gdr = found.env.gdrcopy;
+    const gdr = env.gdrcopy;
     fabric.push(gdr
       ? gdr.build ? `# gdrcopy: build libgdrapi from pinned sources (third_party/gdrcopy/lock.json) into ${gdr.home}` : `# gdrcopy: use ${gdr.home}`
       : "# gdrcopy: none: NVSHMEM is built without GDRCopy, and its EFA provider will refuse to start (the warning below says why)");
@@ -233,5 +311,7 @@ export async function planOnly(opts: Options, out: (s: string) => void): Promise
       ].join('\n'),
     );
   }
-  return 0;
+  for (const line of blockerLines(blockers, opts.command)) out(line);
+  wouldFailLine(blockers, opts.command);
+  return exitCode;
 }

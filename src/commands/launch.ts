@@ -148,16 +148,23 @@ export async function launch(o: LaunchOptions, out: (s: string) => void, err: (s
   return { code, ranks, pmi: ended, timedOut, ...(firstFailure ? { reason: firstFailure.reason } : {}) };
 }
 
+/** The schema of `launch --json` (with --dry-run too: `dryRun: true` and each rank's environment and command). */
+export const LAUNCH_JSON = 'nvshmem-efa-launch/1';
+
 export async function launchCommand(o: LaunchOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
   if (o.dryRun) {
-    for (let r = 0; r < o.ranks; r++) {
-      const env = rankEnv(o, r, { PMI_PORT: '127.0.0.1:<port>', PMI_RANK: String(r), PMI_SIZE: String(o.ranks) });
-      out(`${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')} ${o.command.map(shellQuote).join(' ')}${o.outputDir ? ` > ${path.join(o.outputDir, `rank${r}.log`)} 2>&1` : ''}`);
-    }
+    const planned = Array.from({ length: o.ranks }, (_, r) => ({
+      rank: r,
+      env: rankEnv(o, r, { PMI_PORT: '127.0.0.1:<port>', PMI_RANK: String(r), PMI_SIZE: String(o.ranks) }),
+      command: o.command,
+      ...(o.outputDir ? { log: path.join(o.outputDir, `rank${r}.log`) } : {}),
+    }));
+    if (o.json) out(JSON.stringify({ schema: LAUNCH_JSON, dryRun: true, ranks: planned }, null, 2));
+    else for (const p of planned) out(`${Object.entries(p.env).map(([k, v]) => `${k}=${v}`).join(' ')} ${o.command.map(shellQuote).join(' ')}${p.log ? ` > ${p.log} 2>&1` : ''}`);
     return 0;
   }
   const r = await launch(o, o.json ? err : out, err);
-  if (o.json) out(JSON.stringify(r, null, 2));
+  if (o.json) out(JSON.stringify({ schema: LAUNCH_JSON, ...r }, null, 2));
   else {
     const line = r.ranks.map((x) => `rank ${x.rank}: ${x.signal ? x.signal : `exit ${x.code}`}${x.stopped ? ' (stopped)' : ''} after ${x.seconds.toFixed(1)}s`).join('; ');
     err(r.code === 0 ? `launch: ${o.ranks} ranks finished: ${line}` : `error: launch: ${r.reason}; ${line}\nfix: ${r.timedOut ? 'raise --timeout, or look at the ranks\' output for where they waited' : 'look at the failing rank\'s output above (or in --output-dir)'}`);

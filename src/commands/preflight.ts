@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { blockersError, checkCudaArchOption, surveyEnvironment, type DetectedEnv } from '../core/environment.ts';
-import { EnvironmentError, PatchRefusedError, UsageError } from '../core/errors.ts';
+import { EnvironmentError, NvshmemEfaError, PatchRefusedError, UsageError, VerificationError } from '../core/errors.ts';
 import { readHeadCommit } from '../core/git.ts';
 import { checkDirectory } from '../core/small-file.ts';
 import { STATE_FILE } from '../core/state.ts';
@@ -37,7 +37,29 @@ export interface Found {
   envFixes: FixRecord[];
   /** The plan of --deepep-src made by the check (a dry run shows it instead of planning it again). */
   deepepPlan?: Awaited<ReturnType<typeof planDeepEp>>;
+  /** What the environment survey found, blockers or not (a dry run plans with it when `env` is missing). */
+  parts?: Partial<DetectedEnv>;
+  /** A dry run's: what the real run would stop on, each with the typed error's message and fix (in order). */
+  blockers: PlanBlocker[];
 }
+
+/** Something the real run would stop on, found by a dry run, which lists it in the plan instead of stopping. */
+export interface PlanBlocker {
+  /** The preflight check (or environment part: cuda, cmake, nvml, …) that found it. */
+  id: string;
+  message: string;
+  fix: string;
+  /** The exit code the real run would end with. */
+  exitCode: number;
+}
+
+/**
+ * What a dry run lists as a blocker instead of stopping: a missing prerequisite of the build (a tool, a
+ * library, a header, a cache, a Python with torch: exit 4) or a given source that does not match its pin
+ * (exit 5). A command-line mistake, a source tree that is not what it should be, a file-system refusal or a
+ * busy work dir still stop a dry run: they are about what to plan, not what the host lacks (issue 39, item 5).
+ */
+export const isBlocker = (e: unknown): e is NvshmemEfaError => e instanceof EnvironmentError || e instanceof VerificationError;
 
 interface Check {
   id: string;
@@ -215,9 +237,16 @@ export const PREFLIGHT: readonly Check[] = [
       const s = await surveyEnvironment({ cudaHome: o.cudaHome, libfabricHome: o.libfabricHome, libfabricRef: o.libfabricRef, workDir: o.workDir, gdrcopyHome: o.gdrcopyHome, cudaArch: o.cudaArch, env: process.env, requireNvml });
       // A --cuda-arch the toolkit cannot target is a command-line mistake (exit 2), said before what is missing.
       if (o.cudaArch && s.parts.cuda) await checkCudaArchOption(o.cudaArch, s.parts.cuda);
-      if (!s.env) throw blockersError(s.blockers);
-      found.env = s.env;
+      found.parts = s.parts;
       found.envFixes = s.fixes;
+      if (!s.env) {
+        // A dry run lists each one (as doctor does); the run stops at the first, naming the others.
+        const exitCode = blockersError(s.blockers).exitCode;
+        if (o.dryRun) found.blockers.push(...s.blockers.map((b) => ({ ...b, exitCode })));
+        else throw blockersError(s.blockers);
+        return;
+      }
+      found.env = s.env;
     },
   },
   {
@@ -225,7 +254,9 @@ export const PREFLIGHT: readonly Check[] = [
     id: 'fabric-offline',
     applies: (o) => isBuild(o) && o.offline,
     async run(o, found) {
-      const plan = found.env?.fabric;
+      // A dry run with environment blockers goes on with what the survey found.
+      const plan = found.env?.fabric ?? found.parts?.fabric;
+      const gdrcopy = found.env?.gdrcopy ?? found.parts?.gdrcopy;
       const paths = workPaths(o.workDir);
       // Each with why it is built, said once per reason.
       const wanted: { pkg: FabricPackage; pin: FabricPin; why: string }[] = [];
@@ -239,7 +270,7 @@ export const PREFLIGHT: readonly Check[] = [
         if (ft && fabricOrigin('fabtests', ft).kind !== 'git') wanted.push({ pkg: 'fabtests', pin: ft, why: plan.libfabric.why });
       }
       // Detection planned the gdrcopy step: no GDRCopy found or named, and not turned off.
-      if (found.env?.gdrcopy?.build) {
+      if (gdrcopy?.build) {
         wanted.push({ pkg: 'gdrcopy', pin: gdrcopyPin(await loadGdrcopyLock()), why: 'no GDRCopy on this host, and NVSHMEM\'s EFA provider needs it' });
       }
       const missing: typeof wanted = [];
@@ -274,10 +305,21 @@ export const PREFLIGHT: readonly Check[] = [
   },
 ];
 
-/** Runs every applicable check in order; the first failure is thrown, nothing having been written. */
+/**
+ * Runs every applicable check in order; the first failure is thrown, nothing having been written. A dry run
+ * (`--dry-run`) lists each blocker (isBlocker) in `found.blockers` and goes on, so that its plan is whole.
+ */
 export async function preflight(o: Options): Promise<Found> {
-  const found: Found = { envFixes: [] };
-  for (const c of PREFLIGHT) if (c.applies(o)) await c.run(o, found);
+  const found: Found = { envFixes: [], blockers: [] };
+  for (const c of PREFLIGHT) {
+    if (!c.applies(o)) continue;
+    try {
+      await c.run(o, found);
+    } catch (e) {
+      if (!(o.dryRun && isBlocker(e))) throw e;
+      found.blockers.push({ id: c.id, message: e.message, fix: e.fix, exitCode: e.exitCode });
+    }
+  }
   return found;
 }
 

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { InterruptedError, UsageError, WorkDirBusyError } from '../core/errors.ts';
+import { InterruptedError, NoBuildError, UsageError, WorkDirBusyError } from '../core/errors.ts';
 import { describeHolder, lockHolder } from '../core/lock.ts';
 import { openLog, queryTool, run } from '../core/exec.ts';
 import { packageRoot } from '../core/paths.ts';
@@ -445,9 +445,12 @@ export function modesColumn(id: string, run: ModeRun): string {
   return m ?? NO_MODES;
 }
 
+/** The schema of `selftest --json` (with --dry-run: `dryRun: true` and the plan). */
+export const SELFTEST_JSON = 'nvshmem-efa-selftest/1';
+
 /**
- * A --work-dir that names no directory (a typo), or one without the build the chosen checks validate, is a
- * mistake on the command line: an error with the fix, not a table of skipped checks that exits 0.
+ * A --work-dir that names no directory (a typo), or one without the build the chosen checks validate: an error
+ * with the fix (NoBuildError, exit 4, as report, env and bench), not a table of skipped checks that exits 0.
  */
 export async function checkWorkDir(workDir: string, wanted: readonly string[]): Promise<void> {
   const fix = 'pass the --work-dir of a finished nvshmem-efa build (default: .nvshmem-efa in the current directory)';
@@ -455,7 +458,8 @@ export async function checkWorkDir(workDir: string, wanted: readonly string[]): 
   try {
     dir = statSync(workDir).isDirectory();
   } catch {
-    throw new UsageError(`selftest --work-dir ${workDir} does not exist`, fix);
+    // No work dir is no build there: one code for both (NoBuildError), as report, env and bench say it.
+    throw new NoBuildError(`selftest --work-dir ${workDir} does not exist`, fix);
   }
   if (!dir) throw new UsageError(`selftest --work-dir ${workDir} is not a directory`, fix);
   // fi_info and fabtests need only a libfabric (--libfabric-home): they may run without a build.
@@ -466,7 +470,7 @@ export async function checkWorkDir(workDir: string, wanted: readonly string[]): 
   if (running) throw new WorkDirBusyError(`${workDir} holds no NVSHMEM build yet: a run is in progress there, ${describeHolder(running)}`, 'wait for it to end, then rerun selftest');
   const state = path.join(workDir, 'state.json');
   const why = !existsSync(state) ? 'no state.json: not an nvshmem-efa work dir' : b.why?.includes('not readable JSON') ? `${state} is not readable JSON` : 'no run there finished building NVSHMEM';
-  throw new UsageError(`${workDir} holds no NVSHMEM build (${why})`, `${fix}, or build one there: nvshmem-efa build --work-dir ${workDir} --nvshmem-src DIR (or --nvshmem-ref)`);
+  throw new NoBuildError(`${workDir} holds no NVSHMEM build (${why})`, `${fix}, or build one there: nvshmem-efa build --work-dir ${workDir} --nvshmem-src DIR (or --nvshmem-ref)`);
 }
 
 export async function selftestCommand(o: SelftestOptions, out: (s: string) => void, err: (s: string) => void, host: HostQueries = realHost): Promise<number> {
@@ -535,7 +539,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
       skipped: order(rows),
       placement: placed,
     };
-    if (o.json) out(JSON.stringify({ dryRun: true, ...plan }, null, 2));
+    if (o.json) out(JSON.stringify({ schema: SELFTEST_JSON, dryRun: true, ...plan }, null, 2));
     else
       out([...header, ...plan.builds.map((b) => `would build ${b}`), ...plan.runs.map((r) => `would run${'after' in r ? ` after building ${r.after!.map((n) => BUILD_LABEL[n] ?? n).join(' and ')}` : ''}: ${r.command}`),
         ...plan.skipped.map((r) => `would skip ${r.check}${takesRunModes(r.check) ? ` (modes ${r.modes})` : ''}: ${r.evidence}`)].join('\n') || 'nothing to run');
@@ -671,7 +675,7 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
     // A process that outlived SIGKILL is named, never hidden: it may hold its GPU for whatever runs next.
     const stuckLines = stuck.length ? [`processes that outlived SIGKILL (the GPU driver holds them; they may keep the GPU busy): ${stuck.join('; ')}`] : [];
     const stopLines = interrupted ? [`interrupted after ${formatDuration(seconds)}; not run: ${notRun.join(', ') || 'none'}`] : [];
-    if (o.json) out(JSON.stringify({ results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, ...(interrupted ? { interrupted: true, notRun } : {}), checks: ordered }, null, 2));
+    if (o.json) out(JSON.stringify({ schema: SELFTEST_JSON, results, efaemuModes: modeRuns.map((r) => r.label), placement: { hostGpus: s.hostGpus, pesPerGpu: perGpu, runs: placed }, ...(s.mps ? { mps: s.mps } : {}), seconds: Math.round(seconds), stuck, ...(interrupted ? { interrupted: true, notRun } : {}), checks: ordered }, null, 2));
     else out([`nvshmem-efa selftest of ${path.resolve(o.workDir)} through efaemu (an emulated EFA NIC: protocol and code paths, not EFA's speed)`, ...header, '', renderTable(ordered, seconds), ...stuckLines, ...stopLines, '', `logs: ${results}`].join('\n'));
     if (interrupted) throw interrupted;
     return ordered.some((r) => r.result === 'fail') ? 1 : 0;

@@ -18,6 +18,14 @@ export class NvshmemEfaError extends Error {
   }
 }
 
+/**
+ * The exit code of a dry run (`build --dry-run`, `patch --dry-run`, `patch --export --dry-run`) whose plan lists
+ * blockers: the plan is whole, and the real run would stop on them (issue 39, item 5). One code whatever the
+ * blockers are (each names the code the real run would end with), apart from the codes of a dry run that could
+ * not plan at all (2, 3, 6, 7).
+ */
+export const DRY_RUN_WOULD_FAIL = 8;
+
 /** Bad command line: exit 2, like most CLIs. */
 export class UsageError extends NvshmemEfaError {
   override readonly exitCode = 2;
@@ -39,6 +47,14 @@ export class PatchRefusedError extends NvshmemEfaError {
 export class EnvironmentError extends NvshmemEfaError {
   override readonly exitCode = 4;
 }
+
+/**
+ * The work dir holds no build (or no report) that the command reads: report, env, selftest and bench say this
+ * with one code, whether the directory is missing, empty, or holds only a patch, a run that built nothing, or an
+ * install since deleted (issue 39, item 6: it was 1, 2 or 4 by command). Exit 4: what the command needs is missing,
+ * and the fix is to build it. A build that ran and failed is exit 1 (a step failed), a run still going exit 7.
+ */
+export class NoBuildError extends EnvironmentError {}
 
 /** A fetched source does not match its pin. */
 export class VerificationError extends NvshmemEfaError {

@@ -12,7 +12,12 @@ const Fix = z.object({
   detail: z.string().optional(),
 });
 
+/** The schema name every JSON document of the CLI carries (issue 39, item 6); report.json's, with schemaVersion 1. */
+export const REPORT_SCHEMA = 'nvshmem-efa-report/1';
+
 export const ReportSchema = z.object({
+  // Optional: reports written before issue 39 have only schemaVersion (`report --json` prints them with it).
+  schema: z.literal(REPORT_SCHEMA).optional(),
   schemaVersion: z.literal(1),
   tool: z.object({ name: z.literal('nvshmem-efa'), version: z.string() }),
   command: z.string(),

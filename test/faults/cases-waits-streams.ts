@@ -199,11 +199,11 @@ const restCases: Case[] = [
   { id: 'cwd-gone-doctor', cls: 'the rest', what: 'doctor from a current directory that was removed', setup: () => ({ runs: [{ args: ['doctor'], cwdGone: true, exit: 6, stderr: /current directory no longer exists/ }] }) },
   {
     id: 'export-json', cls: 'the rest', what: 'patch --export DIR --json prints one JSON document',
-    setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--export', s.p('exp'), '--json'), exit: 0, stdout: /^\{\n {2}"export": "[^"]+exp",\n {2}"dryRun": false,\n {2}"parts": \[[\s\S]*"apply": "git -C [\s\S]*\}\n$/ }], protect: [s.p('nvshmem')] }),
+    setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--export', s.p('exp'), '--json'), exit: 0, stdout: /^\{\n {2}"schema": "nvshmem-efa-export\/1",\n {2}"export": "[^"]+exp",\n {2}"dryRun": false,\n {2}"wouldFail": false,[\s\S]*"parts": \[[\s\S]*"apply": "git -C [\s\S]*\}\n$/ }], protect: [s.p('nvshmem')] }),
   },
   {
     id: 'export-json-dry-run', cls: 'the rest', what: 'patch --export DIR --dry-run --json: a JSON plan, nothing written',
-    setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--export', s.p('exp'), '--dry-run', '--json'), exit: 0, stdout: /^\{\n {2}"export": "[^"]+exp",\n {2}"dryRun": true,[\s\S]*"files": \[\n {8}"[^"]+\.patch"[\s\S]*\}\n$/ }], protect: [s.p('nvshmem')], check: () => (existsSync(s.p('exp')) ? '--dry-run wrote the export' : undefined) }),
+    setup: (s) => ({ runs: [{ args: patch(s.nvshmem(), s.p('w'), '--export', s.p('exp'), '--dry-run', '--json'), exit: 0, stdout: /^\{\n {2}"schema": "nvshmem-efa-export\/1",\n {2}"export": "[^"]+exp",\n {2}"dryRun": true,[\s\S]*"files": \[\n {8}"[^"]+\.patch"[\s\S]*\}\n$/ }], protect: [s.p('nvshmem')], check: () => (existsSync(s.p('exp')) ? '--dry-run wrote the export' : undefined) }),
   },
   {
     id: 'non-utf8-name-nvshmem', cls: 'the rest', what: 'a Latin-1 file name in the NVSHMEM tree (copy mode)',

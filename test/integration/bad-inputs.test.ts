@@ -105,21 +105,24 @@ describe('archives named by NVSHMEM_EFA_*_URL that are not files (item 8)', () =
 });
 
 describe('variables that are set but wrong are refused like the options (item 9)', () => {
-  it('CUDA_HOME: nonexistent exit 2, a file exit 6, no toolkit exit 4, each naming CUDA_HOME', () => {
-    for (const [home, code] of [[path.join(tmp(), 'nonexistent'), 2], [file('cuda'), 6], [tmp('not-cuda-'), 4]] as const) {
+  it('CUDA_HOME: nonexistent exit 2, a file exit 6, no toolkit a blocker (exit 4 in the build, 8 in a dry run), each naming CUDA_HOME', () => {
+    // A missing toolkit is what the build would stop on (exit 4): the dry run lists it as a blocker, exit 8 (issue 39).
+    for (const [home, code] of [[path.join(tmp(), 'nonexistent'), 2], [file('cuda'), 6], [tmp('not-cuda-'), 8]] as const) {
       const r = dryBuild(['--libfabric-home', t.libfabricHome], { ...tenv, CUDA_HOME: home });
       expect(r.code, `${home}: ${r.stderr}`).toBe(code);
       expect(r.stderr).toContain(`CUDA_HOME=${home}`);
+      if (code === 8) expect(r.stdout).toMatch(new RegExp(`^# {3}blocker: cuda: CUDA_HOME=${home}: .*\\(exit 4\\)$`, 'm'));
       oneLine(r.stderr);
     }
     // --cuda-home wins over CUDA_HOME, as documented.
     expect(dryBuild(homes, { ...tenv, CUDA_HOME: path.join(tmp(), 'nonexistent') }).code).toBe(0);
   });
 
-  it('GDRCOPY_HOME: nonexistent exit 2, without include/gdrapi.h exit 4, each naming GDRCOPY_HOME', () => {
-    for (const [home, code] of [[path.join(tmp(), 'nonexistent'), 2], [tmp('not-gdrcopy-'), 4]] as const) {
+  it('GDRCOPY_HOME: nonexistent exit 2, without include/gdrapi.h a blocker (exit 4 in the build, 8 in a dry run), each naming GDRCOPY_HOME', () => {
+    for (const [home, code] of [[path.join(tmp(), 'nonexistent'), 2], [tmp('not-gdrcopy-'), 8]] as const) {
       const r = dryBuild(homes, { ...tenv, GDRCOPY_HOME: home });
       expect(r.code, `${home}: ${r.stderr}`).toBe(code);
+      if (code === 8) expect(r.stdout).toMatch(/^# {3}blocker: gdrcopy: GDRCOPY_HOME=.*\(exit 4\)$/m);
       expect(r.stderr).toContain(`GDRCOPY_HOME=${home}`);
       oneLine(r.stderr);
     }

@@ -23,47 +23,92 @@ const t = fakeToolchain();
 const { LIBFABRIC_HOME: _lf, CUDA_HOME: _ch, CUDA_PATH: _cp, GDRCOPY_HOME: _gh, ...tenv } = t.env;
 const homes = ['--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome];
 
-describe('build --dry-run refuses where the build refuses (item 7)', () => {
+/** The plan of `--dry-run --json` (issue 39, item 5): the whole plan, and what the real run would stop on. */
+interface Plan {
+  schema: string;
+  dryRun: boolean;
+  wouldFail: boolean;
+  exitCode: number;
+  blockers: { id: string; message: string; fix: string; exitCode: number }[];
+  diff: string;
+  build?: { commands: { argv: string[] }[]; notes: string[] };
+}
+const plan = (stdout: string) => JSON.parse(stdout) as Plan;
+
+describe('build --dry-run lists what the build would stop on as blockers, and plans on (issue 39, item 5; issue 20, item 7)', () => {
   const src = materialize('v3.4-like');
 
-  it('a wrong --efa-io-defs checksum: exit 5, as the build', () => {
+  it('a wrong --efa-io-defs checksum: the whole plan, the blocker with its fix (the build exits 5), exit 8, nothing written', () => {
     const wrong = path.join(tmp('io-'), 'efa_io_defs.h');
     writeFileSync(wrong, '/* not the pinned file */\n');
     const w = path.join(tmp(), 'w');
     const r = run(['build', '--dry-run', '--nvshmem-src', src, '--work-dir', w, ...homes, '--efa-io-defs', wrong], tenv);
     expect(r.signal).toBeNull();
-    expect(r.code, r.stdout).toBe(5);
-    expect(r.stderr).toMatch(/is not the pinned efa_io_defs\.h: sha256/);
+    expect(r.code, r.stderr).toBe(8);
+    // The plan is whole: the diff and the build's commands, then the blocker with its fix.
+    expect(r.stdout).toMatch(/^diff --git a\//);
+    expect(r.stdout).toContain(` -S ${path.join(w, 'sources/nvshmem')} -B ${path.join(w, 'build/nvshmem')} `);
+    expect(r.stdout).toMatch(/^# {3}blocker: efa-io-defs: .*is not the pinned efa_io_defs\.h: sha256.* \(exit 5\)$/m);
+    expect(r.stdout).toMatch(/^# {5}fix: \S/m);
+    expect(r.stdout).toContain(`not in this diff: ${IO_DEFS_IN_TREE}, the --efa-io-defs given is refused`);
+    expect(r.stderr).toMatch(/the real build would stop on 1 blocker .*exit 8\).*is not the pinned efa_io_defs\.h/);
+    const j = run(['build', '--dry-run', '--json', '--nvshmem-src', src, '--work-dir', w, ...homes, '--efa-io-defs', wrong], tenv);
+    expect(j.code, j.stderr).toBe(8);
+    const doc = plan(j.stdout);
+    expect(doc).toMatchObject({ schema: 'nvshmem-efa-plan/1', dryRun: true, wouldFail: true, exitCode: 8 });
+    expect(doc.blockers).toEqual([expect.objectContaining({ id: 'efa-io-defs', exitCode: 5, message: expect.stringMatching(/is not the pinned efa_io_defs\.h/), fix: expect.stringMatching(/\S/) })]);
+    expect(doc.build?.commands).toHaveLength(3);
     expect(existsSync(w)).toBe(false);
   });
 
-  it('DeepEP asked and the Python cannot import torch, or PYTHON names nothing: exit 4, naming it', () => {
+  it('DeepEP asked and the Python cannot import torch, or PYTHON names nothing: a blocker naming it (the build exits 4), exit 8', () => {
     const dp = materialize('v1', GOLDEN_DEEPEP);
     const w = path.join(tmp(), 'w');
-    const noTorch = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: '/bin/false' });
-    expect(noTorch.code, noTorch.stdout).toBe(4);
-    expect(noTorch.stderr).toMatch(/cannot import torch/);
+    const torchBlocker = (r: ReturnType<typeof run>) => {
+      expect(r.code, r.stderr).toBe(8);
+      const doc = plan(r.stdout);
+      expect(doc.blockers.map((b) => [b.id, b.exitCode])).toEqual([['python-torch', 4]]);
+      // The setup.py command is in the plan all the same.
+      expect(doc.build?.commands.some((c) => c.argv.includes('setup.py'))).toBe(true);
+      return doc.blockers[0]!;
+    };
+    const noTorch = torchBlocker(run(['build', '--dry-run', '--json', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: '/bin/false' }));
+    expect(noTorch.message).toMatch(/cannot import torch/);
     // torch 2.11+cu130 without the pip NVSHMEM it requires (uninstalled, as the old advice said): that package is the
     // fix, not reinstalling torch.
     const fake = path.join(tmp('py-'), 'python3');
     writeFileSync(fake, '#!/bin/bash\ncase "$2" in *importlib.metadata*) echo \'{"dir": "", "req": "nvidia-nvshmem-cu13==3.4.5"}\' ;; *) echo "ImportError: libnvshmem_host.so.3: cannot open shared object file" >&2; exit 1 ;; esac\n', { mode: 0o755 });
-    const noNvshmem = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: fake });
-    expect(noNvshmem.code, noNvshmem.stdout).toBe(4);
-    expect(noNvshmem.stderr).toContain('cannot import torch: it needs libnvshmem_host.so.3, from its pip package nvidia-nvshmem-cu13==3.4.5, which this environment lacks');
-    expect(noNvshmem.stderr).toContain(`${fake} -m pip install 'nvidia-nvshmem-cu13==3.4.5' and keep it`);
+    const noNvshmem = torchBlocker(run(['build', '--dry-run', '--json', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: fake }));
+    expect(noNvshmem.message).toContain('cannot import torch: it needs libnvshmem_host.so.3, from its pip package nvidia-nvshmem-cu13==3.4.5, which this environment lacks');
+    expect(noNvshmem.fix).toContain(`${fake} -m pip install 'nvidia-nvshmem-cu13==3.4.5' and keep it`);
     const missing = path.join(tmp(), 'no-python3');
     const none = run(['build', '--dry-run', '--nvshmem-src', src, '--deepep-src', dp, '--work-dir', w, ...homes], { ...tenv, PYTHON: missing });
-    expect(none.code, none.stdout).toBe(4);
-    expect(none.stderr).toContain(`PYTHON=${missing}`);
+    expect(none.code, none.stderr).toBe(8);
+    expect(none.stdout).toContain(`blocker: python-torch: PYTHON=${missing}`);
     expect(none.stderr).not.toMatch(/internal error/);
     expect(existsSync(w)).toBe(false);
   });
 
-  it('--offline with a libfabric to build and no archives: exit 4 naming the archive', () => {
+  it('--offline with a libfabric to build and no archives: a blocker naming the archive, the plan builds it', () => {
     const w = path.join(tmp(), 'w');
     const r = run(['build', '--dry-run', '--offline', '--nvshmem-src', src, '--work-dir', w, '--cuda-home', t.cudaHome, '--libfabric-ref', 'v2.3.0'], tenv);
-    expect(r.code, r.stdout).toBe(4);
-    expect(r.stderr).toMatch(/--offline, and the pinned sources to build are not cached .*libfabric v2\.3\.0/);
+    expect(r.code, r.stderr).toBe(8);
+    expect(r.stdout).toMatch(/^# libfabric: build v2\.3\.0 from pinned sources/m);
+    expect(r.stdout).toMatch(/^# {3}blocker: fabric-offline: --offline, and the pinned sources to build are not cached .*libfabric v2\.3\.0.*\(exit 4\)$/m);
+    expect(existsSync(w)).toBe(false);
+  });
+
+  it('no CUDA toolkit and no cmake: every missing tool a blocker, the commands planned with placeholders', () => {
+    const w = path.join(tmp(), 'w');
+    const noCuda = tmp('no-cuda-');
+    // PATH without the fake toolchain's cmake (the host's may have one: a PATH of an empty folder has none).
+    const r = run(['build', '--dry-run', '--json', '--nvshmem-src', src, '--work-dir', w, '--cuda-home', noCuda, '--libfabric-home', t.libfabricHome, '--efa-io-defs', IO_DEFS], { ...tenv, PATH: tmp('empty-path-') });
+    expect(r.code, r.stderr).toBe(8);
+    const doc = plan(r.stdout);
+    expect(doc.blockers.map((b) => b.id)).toEqual(expect.arrayContaining(['cuda', 'cmake']));
+    for (const b of doc.blockers) expect([b.exitCode, b.fix.length > 0]).toEqual([4, true]);
+    expect(doc.build?.commands[0]!.argv).toEqual(expect.arrayContaining(['<cmake>', '-DCUDA_HOME=<cuda-home>']));
+    expect(doc.build?.notes.join('\n')).toMatch(/<cuda-home>, <cmake>: not found on this host \(see the blockers\)/);
     expect(existsSync(w)).toBe(false);
   });
 
@@ -89,9 +134,13 @@ describe('build --dry-run prints the commands the build runs (item 7)', () => {
     const dry = run(['build', '--dry-run', '--json', ...args], tenv);
     expect(dry.code, dry.stderr).toBe(0);
     expect(existsSync(w)).toBe(false);
-    const plan = JSON.parse(dry.stdout) as { build: { commands: { argv: string[]; cwd?: string }[] } };
+    const doc = plan(dry.stdout);
+    // A clean dry run: no blocker, exit 0, said in the plan too.
+    expect(doc).toMatchObject({ schema: 'nvshmem-efa-plan/1', wouldFail: false, exitCode: 0, blockers: [] });
     const text = run(['build', '--dry-run', ...args], tenv);
     expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).not.toMatch(/blocker/);
+    expect(text.stderr).toBe('');
     expect(text.stdout).toContain(` -S ${path.join(w, 'sources/nvshmem')} -B ${path.join(w, 'build/nvshmem')} `);
     expect(text.stdout).toMatch(/-DNVSHMEM_EFA_NO_STATIC_LIB=ON/);
     expect(text.stdout).toContain(`--build ${path.join(w, 'build/nvshmem')} --parallel 3`);
@@ -99,7 +148,7 @@ describe('build --dry-run prints the commands the build runs (item 7)', () => {
 
     const real = run(['build', ...args], tenv);
     expect(real.code, real.stderr).toBe(0);
-    const [configure, build, install] = plan.build.commands;
+    const [configure, build, install] = doc.build!.commands;
     expect(configure!.argv.slice(1)).toEqual(report(w).nvshmem.cmakeArgs);
     expect(build!.argv.slice(1)).toEqual(['--build', path.join(w, 'build/nvshmem'), '--parallel', '3']);
     expect(install!.argv.slice(1)).toEqual(['--install', path.join(w, 'build/nvshmem')]);

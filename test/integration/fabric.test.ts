@@ -179,7 +179,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(existsSync(w)).toBe(false);
   });
 
-  it('env prints the export block of the report (the same lines), a JSON form, and refuses a failed or missing build (exit 1)', () => {
+  it('env prints the export block of the report (the same lines), a JSON form, and refuses a missing build (exit 4)', () => {
     const r = cli(['env', '--work-dir', work], env);
     expect(r.code, r.stderr).toBe(0);
     const md = readFileSync(path.join(work, 'report.md'), 'utf8');
@@ -193,11 +193,12 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(j).toMatchObject({ schema: 'nvshmem-efa-env/1', gda: 'available', set: { NVSHMEM_REMOTE_TRANSPORT: 'libfabric', NVSHMEM_LIBFABRIC_PROVIDER: 'efa', FI_EFA_ENABLE_SHM_TRANSFER: '0' } });
     expect(j.prepend.LD_LIBRARY_PATH).toHaveLength(3);
     const none = cli(['env', '--work-dir', tmp()], env);
-    expect(none.code).toBe(1);
+    // No build in the work dir: exit 4 in every command that reads one (issue 39, item 6).
+    expect(none.code).toBe(4);
     expect(none.stderr).toMatch(/no report in .*\nfix: run nvshmem-efa build first/);
   });
 
-  it('env refuses a build that failed (exit 1, naming the report) and one whose install is gone', () => {
+  it('env refuses a build that failed (exit 1, naming the report) and one whose install is gone (exit 4: no build)', () => {
     const t = fakeToolchain();
     // A cmake whose build step fails, in front of the fake one.
     const bin = tmp('nvshmem-efa-failing-');
@@ -213,7 +214,7 @@ describe.skipIf(!!NO_LIBFABRIC)(needsLibfabric('libfabric and rdma-core from pin
     expect(cli(['env', '--work-dir', w], t.env).code).toBe(0);
     rmSync(path.join(w, 'install'), { recursive: true });
     const gone = cli(['env', '--work-dir', w], t.env);
-    expect(gone.code).toBe(1);
+    expect(gone.code).toBe(4);
     expect(gone.stderr).toMatch(/is incomplete: .*install\/nvshmem\/lib no longer exist/);
   });
 });

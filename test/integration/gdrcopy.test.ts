@@ -164,8 +164,8 @@ describe.skipIf(!!HOST_GDRCOPY)(`GDRCopy from pinned sources${HOST_GDRCOPY ? ` [
 describe('doctor: the gdrdrv kernel module on a host with EFA devices', () => {
   const doctor = (root: string) => {
     const r = cli(['doctor', '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--json'], { ...BASE, NVSHMEM_EFA_SYSROOT: root });
-    const doc = JSON.parse(r.stdout) as { checks: { id: string; status: string; evidence: string; fix: string }[]; verdict: string };
-    return { code: r.code, gdrdrv: doc.checks.find((c) => c.id === 'gdrdrv'), verdict: doc.verdict };
+    const doc = JSON.parse(r.stdout) as { checks: { id: string; status: string; evidence: string; fix: string }[]; verdict: string; summary: string };
+    return { code: r.code, gdrdrv: doc.checks.find((c) => c.id === 'gdrdrv'), verdict: doc.verdict, summary: doc.summary };
   };
 
   it('an EFA device and no /dev/gdrdrv: a failure with the fix, not a warning', () => {
@@ -175,7 +175,8 @@ describe('doctor: the gdrdrv kernel module on a host with EFA devices', () => {
     expect(d.gdrdrv?.fix).toMatch(/make driver/);
     expect(d.gdrdrv?.fix).toMatch(/dkms/);
     expect(d.code).toBe(1);
-    expect(d.verdict).toMatch(/^not ready/);
+    expect(d.verdict).toBe('fail');
+    expect(d.summary).toMatch(/^not ready/);
   });
 
   it('a gdrdrv older than 2.4 fails, 2.5 passes; a host without EFA devices has no gdrdrv check', () => {

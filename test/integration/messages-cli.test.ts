@@ -231,26 +231,26 @@ describe('report and selftest on a work dir without what they read (item 9)', ()
     }
   }, 300_000);
 
-  it('selftest --work-dir naming no directory: exit 2 with the fix, not a table of skips', () => {
+  it('selftest --work-dir naming no directory: no build there, exit 4 (as report, env, bench) with the fix, not a table of skips', () => {
     const typo = path.join(tmp(), 'no-such-work-dir');
     const r = cli(['selftest', '--work-dir', typo]);
-    expect(r.code, r.stdout).toBe(2);
+    expect(r.code, r.stdout).toBe(4);
     expect(errorLine(r.stderr)).toBe(`error: selftest --work-dir ${typo} does not exist`);
     expect(fixLine(r.stderr)).toMatch(/--work-dir of a finished nvshmem-efa build/);
     expect(r.stdout).not.toMatch(/skipped/);
     expect(existsSync(typo)).toBe(false);
   });
 
-  it('selftest on a directory that holds no build: exit 2 naming what is missing', () => {
+  it('selftest on a directory that holds no build: exit 4 (as report, env, bench) naming what is missing', () => {
     const empty = tmp();
     let r = cli(['selftest', '--work-dir', empty]);
-    expect(r.code, r.stdout).toBe(2);
+    expect(r.code, r.stdout).toBe(4);
     expect(errorLine(r.stderr)).toMatch(new RegExp(`${empty} holds no NVSHMEM build .*not an nvshmem-efa work dir`));
     expect(r.stdout).not.toMatch(/skipped/);
     const work = tmp();
     expect(cli(['patch', '--nvshmem-src', materialize('v3.4-like'), '--work-dir', work, '--offline']).code).toBe(0);
     r = cli(['selftest', '--work-dir', work]);
-    expect(r.code, r.stdout).toBe(2);
+    expect(r.code, r.stdout).toBe(4);
     expect(errorLine(r.stderr)).toMatch(new RegExp(`${work} holds no NVSHMEM build`));
     expect(fixLine(r.stderr)).toContain(`nvshmem-efa build --work-dir ${work}`);
   });

@@ -376,10 +376,11 @@ describe('everything checkable is checked before the long steps (item 6)', () =>
 
   it.skipIf(hostNvml)(`doctor reports a missing nvml.h as a blocker, and not "the build can run"${hostNvml ? ' [skipped: this host has nvml.h]' : ''}`, () => {
     const r = cli(['doctor', '--cuda-home', t.cudaHome, '--libfabric-home', t.libfabricHome, '--json'], { ...ENV, ...t.env });
-    const doc = JSON.parse(r.stdout) as { checks: { id: string; status: string; fix: string }[]; verdict: string };
+    const doc = JSON.parse(r.stdout) as { checks: { id: string; status: string; fix: string }[]; verdict: string; summary: string };
     expect(doc.checks.find((c) => c.id === 'nvml')).toMatchObject({ status: 'fail' });
     expect(doc.checks.find((c) => c.id === 'nvml')?.fix).toContain('libnvidia-ml-dev');
-    expect(doc.verdict).toMatch(/^not ready/);
+    expect(doc.verdict).toBe('fail');
+    expect(doc.summary).toMatch(/^not ready/);
     expect(r.code).toBe(1);
   });
 });

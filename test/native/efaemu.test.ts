@@ -720,9 +720,10 @@ describe('efaemu provider against the system libfabric (CPU, two processes)', ()
     const r = selftest('fi_info');
     expect(r.stdout, r.stderr).toMatch(/^fi_info\s+PASS\s+(?:-|(?:\d+ m )?\d+ s)\s+-\s+fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)$/m);
     expect(r.status).toBe(0);
-    // A GPU check asked of a work dir without a build is a usage mistake (issue 20: a typo must not pass as skips).
+    // A GPU check asked of a work dir without a build is an error, not skips (issue 20), exit 4 as every
+    // command that reads a build (issue 39, item 6).
     const g = selftest('fi_info,gda_kernel');
-    expect(g.status, g.stdout).toBe(2);
+    expect(g.status, g.stdout).toBe(4);
     expect(g.stderr).toMatch(new RegExp(`^error: ${wd.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} holds no NVSHMEM build`, 'm'));
   });
 

@@ -62,14 +62,16 @@ describe('repository hygiene', () => {
     expect([...new Set(ids)].filter((id) => !covered(id))).toEqual([]);
   });
 
-  it('--help and docs/cli.md document every exit code an error can carry', () => {
+  it('--help and docs/cli.md document every exit code an error (or a dry run with blockers) can carry', () => {
     const codes = new Set<number>([0]);
     for (const E of Object.values(errors)) {
       if (typeof E !== 'function' || !(E.prototype instanceof Error)) continue;
       const e = new (E as unknown as new (...a: unknown[]) => { exitCode?: number })('m', 'f', [], 'p', 'c');
       if (typeof e.exitCode === 'number') codes.add(e.exitCode);
     }
-    expect([...codes].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 130]);
+    // Not an error's: a dry run whose plan lists blockers (issue 39, item 5).
+    codes.add(errors.DRY_RUN_WOULD_FAIL);
+    expect([...codes].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 130]);
     const help = cli(['--help']).stdout;
     const reference = doc('cli.md');
     const exitSection = reference.slice(reference.indexOf('### Exit codes'), reference.indexOf('### Environment variables'));

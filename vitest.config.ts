@@ -15,7 +15,8 @@ export default defineConfig({
     setupFiles: ['test/setup-env.ts'],
     // A line as each file starts and ends (stderr): a run is many minutes on 2 cores.
     reporters: ['default', './test/reporters/progress.ts'],
-    globalSetup: ['test/global-setup.ts'],
+    // The bundle first (it may write dist/), then the guard that fails a run which leaves new files in the checkout.
+    globalSetup: ['test/global-setup.ts', 'test/checkout-guard.ts'],
     projects: [
       { extends: true, test: { name: 'fast', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SLOW] } },
       { extends: true, test: { name: 'slow', include: SLOW } },

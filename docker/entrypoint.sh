@@ -10,11 +10,23 @@
 #   NVSHMEM_EFA_LOCK_WAIT   seconds to wait while another container builds into the same volume (default 3600)
 #   NVSHMEM_EFA_BIN         the nvshmem-efa command (default nvshmem-efa)
 # Variables already set in the container's environment keep their values; LD_LIBRARY_PATH is prepended to.
+#
+# A command of nvshmem-efa itself (`IMAGE --help`, `IMAGE doctor`, `IMAGE env --json`, ...) is run at once, without
+# the build: asking the tool something must not first spend a build. Its work dir is NVSHMEM_EFA_WORK_DIR's, which
+# the CLI reads itself. No command at all builds, then starts bash, as before.
 set -uo pipefail
 
 bin=${NVSHMEM_EFA_BIN:-nvshmem-efa}
 work=${NVSHMEM_EFA_WORK_DIR:-/cache/nvshmem-efa}
 wait_max=${NVSHMEM_EFA_LOCK_WAIT:-3600}
+
+# The CLI's commands (nvshmem-efa --help lists them; test/integration/entrypoint-dispatch.test.ts keeps this list
+# equal to it) and its options (--help, --version, -V, ...).
+cli_commands=" build patch report env probe doctor bench selftest launch clean help "
+if [ "$#" -gt 0 ] && { [[ $1 == -* ]] || [[ $cli_commands == *" $1 "* ]]; }; then
+  export NVSHMEM_EFA_WORK_DIR="$work"
+  exec "$bin" "$@"
+fi
 if [ -n "${NVSHMEM_EFA_BUILD_ARGS+set}" ]; then
   read -r -a build_args <<< "$NVSHMEM_EFA_BUILD_ARGS"
 else

@@ -10,6 +10,7 @@ import { GDRCOPY_PREFIXES } from './core/gdrcopy-prefixes.ts';
 import { installSignalHandlers, RERUN_RESUMES, setResume } from './core/signals.ts';
 import { toolVersion } from './core/paths.ts';
 import { checkDirectory } from './core/small-file.ts';
+import { defaultWorkDir, WORK_DIR_VARIABLE } from './core/work-dir-default.ts';
 import type { Command as Cmd, Options } from './options.ts';
 import { DEEPEP_PINS, DEFAULT_NVSHMEM_REF, NVSHMEM_PINS } from './pins.ts';
 
@@ -60,7 +61,7 @@ function addSourceOptions(c: Command): Command {
   return c
     .option('--nvshmem-src <dir>', 'NVSHMEM source tree to use (copied into the work dir unless --in-place)')
     .option('--nvshmem-ref <tag>', `pinned NVSHMEM tag to fetch and verify (default ${DEFAULT_NVSHMEM_REF}; pinned: ${NVSHMEM_PINS.map((p) => p.ref).join(', ')})`)
-    .option('--work-dir <dir>', 'where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees', '.nvshmem-efa')
+    .option('--work-dir <dir>', `where copies, builds, logs, state and the report go: new, empty, or an nvshmem-efa work dir, apart from the source trees (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--in-place', 'patch the --nvshmem-src tree itself instead of a copy')
     .option('--dry-run', 'show what would change (a unified diff; build: and the commands it runs) and change nothing; what the real run would stop on is listed as a blocker with its fix (exit 8)')
     .option('--offline', 'never use the network; a pinned ref must already be cached in the work dir')
@@ -176,14 +177,14 @@ async function runCli(argv: readonly string[]): Promise<number> {
   program
     .command('report')
     .description("print the last run's report (Markdown, or JSON with --json)")
-    .option('--work-dir <dir>', 'the work dir of the run', '.nvshmem-efa')
+    .option('--work-dir <dir>', `the work dir of the run (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--json', 'print report.json')
     .action(action('report', async (o) => (await import('./commands/report.ts')).reportCommand(o, out)));
 
   program
     .command('env')
     .description('print the run-time environment of the last build (the export block of its report): eval "$(nvshmem-efa env)"; exit 4 if there is none, 1 if it failed')
-    .option('--work-dir <dir>', 'the work dir of the build', '.nvshmem-efa')
+    .option('--work-dir <dir>', `the work dir of the build (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--json', 'print it as JSON (set: variables, prepend: path lists)')
     .option('--keep-set', 'variables already set in the environment keep their values (LD_LIBRARY_PATH is still prepended)')
     .action(action('env', async (o) => (await import('./commands/env.ts')).envCommand(o, out)));
@@ -191,7 +192,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
   program
     .command('probe')
     .description('build (once) and run the standalone EFA/GDA probe (native/probe); exit 1 when a check fails')
-    .option('--work-dir <dir>', 'where the probe is built', '.nvshmem-efa')
+    .option('--work-dir <dir>', `where the probe is built (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--libfabric-home <dir>', 'libfabric to build the probe against (GDA checks need >= 2.3.0)')
     .option('--cuda-home <dir>', 'CUDA toolkit (for cuda.h)')
     .option('--root <dir>', 'read /sys, /proc and /dev under this prefix (testing)')
@@ -211,7 +212,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
   program
     .command('bench')
     .description("one run on a host with 2 GPUs: put table (256 B .. 64 MiB), EFA GDA vs NVSHMEM's CPU proxy, and DeepEP low-latency dispatch/combine with signals over GDA vs the proxy, with the ratio (through efaemu it measures our device path and the emulator, not EFA)")
-    .option('--work-dir <dir>', 'the work dir of the build to measure', '.nvshmem-efa')
+    .option('--work-dir <dir>', `the work dir of the build to measure (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--nvshmem-home <dir>', 'NVSHMEM install to use (default: the work dir\'s build)')
     .option('--deepep-dir <dir>', "DeepEP built in place (default: the work dir's DeepEP build; none: that part is skipped, and says so)")
     .option('--fabric <name>', 'efaemu (the emulated NIC, default) or efa (a host with 2 EFA NICs)', 'efaemu')
@@ -241,7 +242,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
     .description('validate a build on a host with one GPU or more through efaemu, an emulated EFA NIC (protocol and code paths, not EFA speed): ' +
       'fi_info, fabtests, NVSHMEM put bandwidth and atomics, EFA GDA kernels, DeepEP low-latency, negative controls; prints a table ' +
       '(check, result, evidence), says why for every check it skips, exit 1 on any failure')
-    .option('--work-dir <dir>', 'the work dir of the build to validate', '.nvshmem-efa')
+    .option('--work-dir <dir>', `the work dir of the build to validate (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--checks <list>', `comma-separated subset: ${SELFTEST_CHECKS.map((c) => c.id).join(', ')}`)
     .option('--libfabric-home <dir>', 'libfabric >= 2.3.0 to build efaemu against (default: the one the build used)')
     .option('--efaemu-build <dir>', 'a prebuilt efaemu build dir (default: built into the results dir)')
@@ -299,7 +300,7 @@ async function runCli(argv: readonly string[]): Promise<number> {
   program
     .command('clean')
     .description('delete what nvshmem-efa created in the work dir, never anything else (the dir itself only if nvshmem-efa made it and it is then empty)')
-    .option('--work-dir <dir>', 'the work dir to delete', '.nvshmem-efa')
+    .option('--work-dir <dir>', `the work dir to delete (when not given: ${WORK_DIR_VARIABLE} if set)`, defaultWorkDir())
     .option('--dry-run', 'say what would be deleted')
     .option('--json', 'print what was (with --dry-run: would be) removed and kept as JSON')
     .action(action('clean', async (o) => (await import('./commands/clean.ts')).cleanCommand(o, out)));

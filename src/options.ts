@@ -3,6 +3,7 @@ import path from 'node:path';
 import * as z from 'zod';
 import { parseCudaArch } from './core/environment.ts';
 import { UsageError } from './core/errors.ts';
+import { defaultWorkDir } from './core/work-dir-default.ts';
 import { DEFAULT_NVSHMEM_REF } from './pins.ts';
 
 /** The most parallel jobs --jobs takes. */
@@ -13,7 +14,7 @@ export type Command = 'build' | 'patch' | 'report' | 'clean' | 'probe' | 'doctor
 const Raw = z.object({
   nvshmemSrc: z.string().optional(),
   nvshmemRef: z.string().optional(),
-  workDir: z.string().default('.nvshmem-efa'),
+  workDir: z.string().optional(),
   inPlace: z.boolean().default(false),
   dryRun: z.boolean().default(false),
   export: z.string().optional(),
@@ -89,7 +90,7 @@ export interface Options {
 const abs = (p: string | undefined, cwd: string) => (p === undefined ? undefined : path.resolve(cwd, p));
 
 /** Validates what commander parsed; every rejection says what to pass instead. */
-export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd()): Options {
+export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd(), env: NodeJS.ProcessEnv = process.env): Options {
   const r = Raw.safeParse(raw);
   if (!r.success) throw new UsageError(`invalid options: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'see nvshmem-efa --help');
   const o = r.data;
@@ -122,7 +123,7 @@ export function resolveOptions(command: Command, raw: unknown, cwd = process.cwd
     ...(o.nvshmemSrc ? { nvshmemSrc: abs(o.nvshmemSrc, cwd)! } : {}),
     nvshmemRef: o.nvshmemRef ?? DEFAULT_NVSHMEM_REF,
     refExplicit: !!o.nvshmemRef,
-    workDir: abs(o.workDir, cwd)!,
+    workDir: abs(o.workDir ?? defaultWorkDir(env), cwd)!,
     inPlace: o.inPlace,
     dryRun: o.dryRun,
     ...(o.export ? { exportDir: abs(o.export, cwd)! } : {}),

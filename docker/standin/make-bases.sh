@@ -5,15 +5,22 @@
 # here, from Debian's mirror and the npm registry; test/container/image.test.ts builds the image from these
 # with --network none.
 #
-#   docker/standin/make-bases.sh         make what is missing (podman images, cached tarballs in .cache/standin)
+#   docker/standin/make-bases.sh         make what is missing
 #   FORCE=1 docker/standin/make-bases.sh remake them
 #
-# Images: localhost/nvshmem-efa-standin/debian:bookworm, localhost/nvshmem-efa-standin/node:20.
+# Images: localhost/nvshmem-efa-standin/debian:bookworm, localhost/nvshmem-efa-standin/node:20, in a podman store
+# of their own under NVSHMEM_EFA_STANDIN_CACHE (default ~/.cache/nvshmem-efa/standin: images/, run/, storage.conf),
+# with the downloads they are made from in downloads/: nothing in the checkout, nothing in root's default store.
+# The image test reads that store as an additional image store of its own temporary one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/docker/standin/containers.conf}"
-cache=.cache/standin
-mkdir -p "$cache"
+root=${NVSHMEM_EFA_STANDIN_CACHE:-$HOME/.cache/nvshmem-efa/standin}
+cache=$root/downloads
+mkdir -p "$cache" "$root/images" "$root/run"
+# Written each time: the store's paths are this cache's, wherever it is.
+printf '[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n' "$root/images" "$root/run" > "$root/storage.conf"
+export CONTAINERS_STORAGE_CONF="$root/storage.conf"
 NODE_VERSION=20.19.5
 NPM_VERSION=10.8.2
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -50,4 +57,4 @@ EOC
   podman build --quiet --network none -t localhost/nvshmem-efa-standin/node:20 "$ctx" >/dev/null
   rm -rf "$ctx"
 fi
-say "ready: localhost/nvshmem-efa-standin/debian:bookworm, localhost/nvshmem-efa-standin/node:20"
+say "ready in $root: localhost/nvshmem-efa-standin/debian:bookworm, localhost/nvshmem-efa-standin/node:20"

@@ -4,14 +4,15 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, tmp, waitFor } from '../helpers/cli.ts';
 import { slurmUnavailable, startSlurm } from '../helpers/slurm.ts';
-import { imageBuildArgs, imageTestUnavailable, podman, podmanEnv, prepareStandins, STANDIN_INSTALLER_VERSION, type StandinContexts } from '../helpers/standin-image.ts';
+import { imageBuildArgs, imageTestUnavailable, podman, podmanEnv, prepareStandins, removeStore, STANDIN_CACHE, STANDIN_INSTALLER_VERSION, storeDir, type StandinContexts } from '../helpers/standin-image.ts';
 
 /**
  * docker/Dockerfile, built by rootful podman from stand-ins (docker/standin/make-bases.sh's Debian and Node
  * images, the fake toolchain where the CUDA image has its toolkit, our own EFA installer, GDRCopy and NVSHMEM
  * miniatures as --build-context directories) with --network none, then run with --network none: doctor,
  * patch, the entrypoint's build into a cache volume, its exit code and signals, and the baked image a launcher
- * without ENTRYPOINT (Pyxis/enroot) runs. .ci/run makes the base images and sets NVSHMEM_EFA_IMAGE_TEST=1,
+ * without ENTRYPOINT (Pyxis/enroot) runs. Everything lives in a podman store of the test's own in a temporary
+ * directory (never root's default store), which reads the stand-in bases from make-bases.sh's cache store. .ci/run makes the base images and sets NVSHMEM_EFA_IMAGE_TEST=1,
  * under which a host that cannot run this fails it; elsewhere it is skipped and says why.
  */
 const REQUIRED = process.env.NVSHMEM_EFA_IMAGE_TEST === '1';
@@ -61,7 +62,35 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     for (const c of containers) podman(['rm', '-f', c]);
     for (const v of volumes) podman(['volume', 'rm', '-f', v]);
     for (const t of [IMG, BAKED, BASE]) podman(['rmi', '-f', t]);
+    const left = removeStore();
+    if (left) throw new Error(left);
   }, 120_000);
+
+  it("builds in a podman store of its own in a temporary directory, not in root's default store", () => {
+    const info = podman(['info', '--format', '{{.Store.GraphRoot}} {{.Store.RunRoot}}']);
+    expect(info.out.trim()).toBe(`${storeDir()}/root ${storeDir()}/run`);
+    expect(podman(['image', 'exists', IMG]).code).toBe(0);
+    // The default store (no CONTAINERS_STORAGE_CONF) has none of the test's images.
+    const env = { ...process.env };
+    delete env.CONTAINERS_STORAGE_CONF;
+    for (const t of [IMG, BAKED, BASE]) expect(spawnSync('podman', ['image', 'exists', t], { env }).status, t).toBe(1);
+    expect(STANDIN_CACHE.startsWith(ROOT + path.sep)).toBe(false);
+  });
+
+  it('`IMAGE --help`, `IMAGE doctor` and `IMAGE env` answer at once, without the build (issue 39 item 8)', () => {
+    const v = volume();
+    const help = run(IMG, ['--help'], { volume: v });
+    expect(help.code, help.all).toBe(0);
+    expect(help.out).toContain('Usage: nvshmem-efa');
+    expect(help.all).not.toMatch(/Configure, build and install NVSHMEM|nvshmem-efa entrypoint:/);
+    const doctor = run(IMG, ['doctor', '--json'], { volume: v });
+    expect(doctor.all).not.toMatch(/Configure, build and install NVSHMEM/);
+    expect(JSON.parse(doctor.out).schema).toMatch(/doctor/);
+    // No build in the volume yet: env says so about the entrypoint's work dir, which the CLI read from NVSHMEM_EFA_WORK_DIR.
+    const env = run(IMG, ['env'], { volume: v });
+    expect(env.code).toBe(1);
+    expect(env.err).toContain('no report in /cache/nvshmem-efa');
+  });
 
   it('installs the EFA installer (container flags) and GDRCopy user library, and runs as uid 1000', () => {
     const r = run(IMG, ['-c', 'cat /opt/amazon/efa/standin-installer-args; ls /opt/gdrcopy/lib /opt/gdrcopy/include; id -u; ls /opt/nvshmem-efa-src'], { entry: '/bin/bash' });
@@ -160,8 +189,11 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     const realSrun = spawnSync('sh', ['-c', 'command -v srun'], { encoding: 'utf8' }).stdout.trim();
     const bin = tmp('nvshmem-efa-pyxis-');
     mkdirSync(bin, { recursive: true });
+    const penv = podmanEnv();
     writeFileSync(path.join(bin, 'srun'), `#!/bin/bash
 # Stand-in for Pyxis (test fixture): --container-image and --container-mounts run the command in that image.
+# The test's own podman store and settings, whatever environment Slurm gives the job.
+export CONTAINERS_CONF='${penv.CONTAINERS_CONF}' CONTAINERS_STORAGE_CONF='${penv.CONTAINERS_STORAGE_CONF}'
 args=(); cmd=(); image=; mounts=
 for a in "$@"; do
   if [ \${#cmd[@]} -gt 0 ]; then cmd+=("$a"); continue; fi

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { IO_DEFS, LOCK, ROOT } from './cli.ts';
@@ -17,19 +17,64 @@ export const STANDIN = {
   node: 'localhost/nvshmem-efa-standin/node:20',
 };
 export const CONTAINERS_CONF = path.join(ROOT, 'docker/standin/containers.conf');
-export const podmanEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CONTAINERS_CONF });
+/**
+ * Where docker/standin/make-bases.sh keeps the stand-in base images: a podman store of their own (images/, run/)
+ * and its downloads, outside the checkout and outside root's default store (NVSHMEM_EFA_STANDIN_CACHE moves it).
+ */
+export const STANDIN_CACHE = process.env.NVSHMEM_EFA_STANDIN_CACHE ?? path.join(os.homedir(), '.cache/nvshmem-efa/standin');
+
+/**
+ * The test's own podman storage, in a temporary directory (issue 39 item 9): what it builds, runs and mounts
+ * never lands in root's default store (/var/lib/containers/storage), and is gone with the directory. The stand-in
+ * bases are read from the cache store as an additional, read-only image store: nothing is copied. libpod's own
+ * state (tmp_dir, its database, volumes) goes there too, through a containers.conf of its own.
+ */
+function makeStore(): { dir: string; env: NodeJS.ProcessEnv } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-podman-'));
+  const storage = path.join(dir, 'storage.conf');
+  writeFileSync(
+    storage,
+    ['[storage]', 'driver = "overlay"', `graphroot = "${dir}/root"`, `runroot = "${dir}/run"`, '[storage.options]', `additionalimagestores = ["${STANDIN_CACHE}/images"]`, ''].join('\n'),
+  );
+  const conf = path.join(dir, 'containers.conf');
+  writeFileSync(conf, readFileSync(CONTAINERS_CONF, 'utf8').replace(/^\[engine\]$/m, `[engine]\ntmp_dir = "${dir}/tmp"\nvolume_path = "${dir}/volumes"`));
+  return { dir, env: { CONTAINERS_CONF: conf, CONTAINERS_STORAGE_CONF: storage } };
+}
+let store: ReturnType<typeof makeStore> | undefined;
+const theStore = () => (store ??= makeStore());
+/** The temporary store's directory (removed by removeStore). */
+export const storeDir = () => theStore().dir;
+/** The environment every podman of the test runs with (the Slurm jobs' podman included). */
+export const podmanEnv = (): NodeJS.ProcessEnv => ({ ...process.env, ...theStore().env });
 
 export function podman(args: string[], o: { timeout?: number } = {}) {
   const r = spawnSync('podman', args, { env: podmanEnv(), encoding: 'utf8', timeout: o.timeout ?? 600_000, maxBuffer: 64 << 20 });
   return { code: r.status ?? (r.signal ? 128 : 1), out: r.stdout ?? '', err: r.stderr ?? '', all: `${r.stdout ?? ''}${r.stderr ?? ''}` };
 }
 
-/** Why the image test cannot run here, or undefined. */
+/** Removes the temporary store: its images and containers first (podman unmounts their layers), then the directory. */
+export function removeStore(): string | undefined {
+  if (!store) return undefined;
+  podman(['rm', '-a', '-f']);
+  podman(['rmi', '-a', '-f']);
+  podman(['volume', 'prune', '-f']);
+  try {
+    rmSync(store.dir, { recursive: true, force: true });
+    return undefined;
+  } catch (e) {
+    return `could not remove the test's podman store ${store.dir}: ${(e as Error).message}`;
+  }
+}
+
+/** Why the image test cannot run here, or undefined. Asks the cache store itself: no temporary store is made for a skip. */
 export function imageTestUnavailable(): string | undefined {
   if (spawnSync('sh', ['-c', 'command -v podman']).status !== 0) return 'no podman (apt-get install podman buildah runc, or run .ci/run)';
   if (process.getuid?.() !== 0) return 'not root: the image test uses rootful podman';
+  const conf = path.join(STANDIN_CACHE, 'storage.conf');
+  if (!existsSync(conf)) return `no stand-in base images in ${STANDIN_CACHE} (run docker/standin/make-bases.sh, as .ci/run does)`;
   for (const img of Object.values(STANDIN)) {
-    if (podman(['image', 'exists', img]).code !== 0) return `no ${img} (run docker/standin/make-bases.sh, as .ci/run does)`;
+    const r = spawnSync('podman', ['image', 'exists', img], { env: { ...process.env, CONTAINERS_CONF, CONTAINERS_STORAGE_CONF: conf } });
+    if (r.status !== 0) return `no ${img} in ${STANDIN_CACHE} (run docker/standin/make-bases.sh, as .ci/run does)`;
   }
   return undefined;
 }

@@ -1,12 +1,14 @@
 // efaemu on the CPU: the provider plugin built against the system libfabric (Debian's 1.17 in CI), driven by
 // two processes on host memory (and on the stand-in driver's "GPU" memory), plus the NVSHMEM-shaped program.
-// The native build is cached in .cache/efaemu-build (ignored), so reruns only rebuild what changed.
+// The native build is cached outside the checkout (nativeBuildCache: ~/.cache/nvshmem-efa, one per checkout), so
+// reruns only rebuild what changed and no test writes in the tree.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { nativeBuildCache } from '../helpers/build-cache.ts';
 import { skipTitle } from '../helpers/skip-title.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -61,7 +63,7 @@ const NO_PCI = !pciDevice && 'no PCI device under /sys/bus/pci/devices';
 const NO_FI_INFO = !hasFiInfo && 'no fi_info (apt-get install libfabric-bin, or run .ci/run)';
 
 describe('efaemu provider against the system libfabric (CPU, two processes)', () => {
-  const dir = build(path.join(ROOT, '.cache/efaemu-build'));
+  const dir = build(nativeBuildCache('efaemu-build'));
   const run = runner(dir);
   const rdm = (scenario: string, checks: string[], extra: Record<string, string> = {}) =>
     passed(run('efaemu_rdm_test', [scenario], extra), checks);
@@ -960,7 +962,7 @@ const LF23 = process.env.EFAEMU_LIBFABRIC_PREFIX ?? path.join(ROOT, '.cache/libf
 const haveLf23 = existsSync(path.join(LF23, 'include/rdma/fi_ext_efa.h')) && existsSync(path.join(LF23, 'lib/libfabric.so'));
 
 describe.skipIf(!haveLf23)(skipTitle(`efaemu against libfabric 2.3.0 at ${LF23}`, !haveLf23 && 'libfabric 2.3.0 was not built there (EFAEMU_LIBFABRIC_PREFIX); CI does not build it, see docs/contributing.md'), () => {
-  const dir = haveLf23 ? build(path.join(ROOT, '.cache/efaemu-build-2.3.0'), LF23) : ''; // a skipped suite is still collected
+  const dir = haveLf23 ? build(nativeBuildCache('efaemu-build-2.3.0'), LF23) : ''; // a skipped suite is still collected
   const prov = `+${path.join(dir, 'prov/libefa-fi.so')}`;
   const env = (extra: Record<string, string> = {}) => ({
     ...process.env,

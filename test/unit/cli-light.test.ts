@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -64,22 +64,38 @@ describe('the CLI loads only light modules for --help and usage mistakes (source
   });
 });
 
+/**
+ * The package tree bundle.mjs bundles, in a temporary directory (a test writes nothing in the checkout): scripts/
+ * and bin/ copied (bundle.mjs takes the tree above itself), native/efaemu copied with what running the tests or
+ * the GPU checks can leave beside warmup/sitecustomize.py, a Python byte-code cache that must not ship; the rest
+ * linked to the checkout.
+ */
+function packageCopy(): string {
+  const pkg = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-pkg-'));
+  for (const d of ['native', 'test', 'bench']) mkdirSync(path.join(pkg, d));
+  for (const d of ['scripts', 'bin', 'native/efaemu']) cpSync(path.join(ROOT, d), path.join(pkg, d), { recursive: true, filter: (f) => path.basename(f) !== '__pycache__' });
+  for (const d of ['src', 'node_modules', 'package.json', 'templates', 'third_party', 'native/probe', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) symlinkSync(path.join(ROOT, d), path.join(pkg, d));
+  mkdirSync(path.join(pkg, 'native/efaemu/gpu/warmup/__pycache__'));
+  writeFileSync(path.join(pkg, 'native/efaemu/gpu/warmup/__pycache__/sitecustomize.cpython-311.pyc'), '');
+  return pkg;
+}
+
 describe('the standalone bundle keeps the commands lazy (code splitting)', () => {
   let dir = '';
   let meta: { outputs: Record<string, { imports: { path: string; kind: string; external?: boolean }[]; inputs: Record<string, unknown> }> };
   /** The entry chunk and every chunk it imports statically: what loads before any action runs. */
   let eager = new Set<string>();
+  let abs = (out: string) => out;
 
   beforeAll(() => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'nvshmem-efa-standalone-'));
-    // What running the tests leaves beside warmup/sitecustomize.py (ignored by git), which must not ship.
-    mkdirSync(path.join(ROOT, 'native/efaemu/gpu/warmup/__pycache__'), { recursive: true });
-    writeFileSync(path.join(ROOT, 'native/efaemu/gpu/warmup/__pycache__/sitecustomize.cpython-311.pyc'), '');
+    const pkg = packageCopy();
     const metafile = path.join(dir, 'meta.json');
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts/bundle.mjs'), '--standalone', dir, '--metafile', metafile], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [path.join(pkg, 'scripts/bundle.mjs'), '--standalone', dir, '--metafile', metafile], { cwd: pkg, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     meta = JSON.parse(readFileSync(metafile, 'utf8'));
-    const abs = (out: string) => path.resolve(ROOT, out);
+    // The metafile's paths are relative to the directory bundle.mjs ran in.
+    abs = (out: string) => path.resolve(pkg, out);
     const byFile = new Map(Object.entries(meta.outputs).map(([k, v]) => [abs(k), v]));
     const todo = [path.join(dir, 'cli.mjs')];
     while (todo.length) {
@@ -96,7 +112,7 @@ describe('the standalone bundle keeps the commands lazy (code splitting)', () =>
   });
 
   it("the entry's static imports bundle no heavy package, only commander", () => {
-    const outputs = new Map(Object.entries(meta.outputs).map(([k, v]) => [path.resolve(ROOT, k), v]));
+    const outputs = new Map(Object.entries(meta.outputs).map(([k, v]) => [abs(k), v]));
     expect(outputs.has(path.join(dir, 'cli.mjs')), 'the metafile names the entry cli.mjs').toBe(true);
     const inputs = [...eager].flatMap((f) => Object.keys(outputs.get(f)?.inputs ?? {}));
     const packages = [...new Set(inputs.map(packageOf).filter((p): p is string => !!p))].sort();

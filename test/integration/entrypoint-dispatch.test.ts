@@ -65,11 +65,11 @@ describe('docker/entrypoint.sh passes nvshmem-efa commands through', () => {
     expect(listed?.sort()).toEqual(commands.sort());
   });
 
-  it('with the real CLI, `env` answers from NVSHMEM_EFA_WORK_DIR at once (no build there: exit 1 naming it)', () => {
+  it('with the real CLI, `env` answers from NVSHMEM_EFA_WORK_DIR at once (no build there: exit 4 naming it)', () => {
     const work = path.join(tmp('nvshmem-efa-cache-'), 'nvshmem-efa');
     const r = entrypoint(['env'], { NVSHMEM_EFA_BIN: BIN, NVSHMEM_EFA_WORK_DIR: work, NO_COLOR: '1' });
     expect(r.stderr).toContain(`no report in ${work}`);
     expect(r.stderr).not.toContain('nvshmem-efa entrypoint:');
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(4);
   });
 });

@@ -39,7 +39,7 @@ describe('NVSHMEM_EFA_WORK_DIR', () => {
     const env = { ...ENV, NVSHMEM_EFA_WORK_DIR: dir };
     for (const c of ['report', 'env']) {
       const r = cli([c], env);
-      expect(r.code, c).toBe(1);
+      expect(r.code, c).toBe(4);
       expect(r.stderr, c).toContain(`no report in ${dir}`);
       const w = cli([c, '--work-dir', other], env);
       expect(w.stderr, c).toContain(`no report in ${other}`);

@@ -13,12 +13,25 @@
 /* The calling warp's global index (1-D grids): the channel of the default rail policy. */
 EFA_GDA_DEV uint32_t efa_gda_warp_channel() { return (uint32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 
+/* x % n for a rail count n (1 .. NVSHMEMX_EFA_GDA_MAX_RAILS), without the integer divide: every address a post
+ * loads from hangs on its rail, and a 32-bit % is a dozen dependent instructions (a float reciprocal, conversions,
+ * two corrections) before the first of those loads can go out. 1, 2 and 4 are masks; 3 is the exact multiply by
+ * 0xAAAAAAAB >> 33, which equals x / 3 for every 32-bit x. Anything else (a state this code does not know) takes the
+ * divide, so the result is x % n for every n > 0; 0 gives 0, as the policy always did for n <= 1. */
+static_assert(NVSHMEMX_EFA_GDA_MAX_RAILS <= 4, "efa_gda_mod_rails: a rail count above 4 needs its own exact multiply");
+EFA_GDA_DEV uint32_t efa_gda_mod_rails(uint32_t x, uint32_t n) {
+    if (n <= 1) return 0u;
+    if (n == 3) return x - 3u * (uint32_t)(((uint64_t)x * 0xAAAAAAABull) >> 33);
+    if ((n & (n - 1)) == 0) return x & (n - 1);
+    return x % n;
+}
+
 /* The rail policy: rail = (pe + channel) % n_rails (0 with one rail). Spreads a kernel's warps over the
  * rails (each warp's posts to one PE stay on one rail) and starts different destinations on different rails.
- * The read of n_rails (read-only, at a fixed offset) is what choosing a rail costs. */
+ * The read of n_rails (read-only, at a fixed offset) is what choosing a rail costs; the remainder is a mask or a
+ * multiply (efa_gda_mod_rails). */
 EFA_GDA_DEV uint32_t efa_gda_rail_of(const nvshmemx_efa_gda_device_state_t *s, int pe, uint32_t channel) {
-    const uint32_t n = efa_gda_ro(&s->n_rails);
-    return n > 1 ? ((uint32_t)pe + channel) % n : 0u;
+    return efa_gda_mod_rails((uint32_t)pe + channel, efa_gda_ro(&s->n_rails));
 }
 
 /* Whether rail (named by a caller) is one GDA runs on. */

@@ -1427,6 +1427,31 @@ int main() {
         CHECK(r.violations().empty(), r.violations());
     });
 
+    test("the rail policy without a divide: efa_gda_mod_rails(x, n) is x % n for every rail count (1 to 4, and a count "
+         "past the maximum) at the ends of the 32-bit range and on a stride through it; efa_gda_rail_of on a 3-rail state "
+         "is (pe + channel) % 3",
+         [] {
+             uint64_t checked = 0, wrong = 0;
+             std::string first;
+             auto at = [&](uint32_t x) {
+                 for (uint32_t n = 1; n <= 6; n++) {
+                     checked++;
+                     const uint32_t got = efa_gda_mod_rails(x, n), want = x % n;
+                     if (got != want && wrong++ == 0)
+                         first = std::to_string(x) + " % " + std::to_string(n) + ": " + std::to_string(got) + ", not " + std::to_string(want);
+                 }
+             };
+             for (uint32_t x = 0; x < (1u << 18); x++) at(x), at(~x);
+             for (uint64_t x = 0; x < (1ull << 32); x += 40009) at((uint32_t)x);
+             CHECK(wrong == 0, std::to_string(wrong) + " of " + std::to_string(checked) + " wrong, first " + first);
+             CHECK(efa_gda_mod_rails(12345u, 0) == 0, "a count of 0 (no rail) gives rail 0, as the policy always did");
+             static nvshmemx_efa_gda_device_state_t s; /* large: not on the stack */
+             s.n_rails = 3;
+             for (int pe = 0; pe < 70; pe++)
+                 for (uint32_t ch : {0u, 1u, 2u, 1000u, 0xfffffff0u})
+                     CHECK(efa_gda_rail_of(&s, pe, ch) == ((uint32_t)pe + ch) % 3, "rail of pe " + std::to_string(pe));
+         });
+
     bounded_wait_tests();
     peer_wait_tests();
 

@@ -80,6 +80,38 @@ EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, uint32_t 
     }
 }
 
+/* What a post reads first, in one round: the queue's counters (before the fetch-and-add, so that nothing waits for
+ * the atom before they are issued), the slot's fetch-and-add, and the hot slots of rail rl and fast entry fi. On the
+ * GPU in one inline PTX block, so that the compiler can put nothing between them that waits for one of them: the
+ * loads and the atom go out back to back and the post pays one trip to L2 for all of them. */
+EFA_GDA_DEV void efa_gda_post_loads(nvshmemx_efa_gda_qp_t *qp, const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, efa_gda_counters *c,
+                                    uint32_t *slot, efa_gda_hot_words &w) {
+#if defined(__CUDA_ARCH__)
+    asm volatile(
+        "ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%20];\n\t"
+        "atom.global.add.u32 %4, [%20], 1;\n\t"
+        "ld.volatile.global.v2.u64 {%5, %6}, [%21];\n\t"
+        "ld.volatile.global.u64 %7, [%21+16];\n\t"
+        "ld.volatile.global.v2.u64 {%8, %9}, [%22];\n\t"
+        "ld.volatile.global.v2.u64 {%10, %11}, [%21+32];\n\t"
+        "ld.volatile.global.u64 %12, [%21+48];\n\t"
+        "ld.volatile.global.v2.u64 {%13, %14}, [%22+16];\n\t"
+        "ld.volatile.global.v2.u64 {%15, %16}, [%21+64];\n\t"
+        "ld.volatile.global.u64 %17, [%21+80];\n\t"
+        "ld.volatile.global.v2.u64 {%18, %19}, [%22+32];"
+        : "=r"(c->reserved), "=r"(c->rung), "=r"(c->retired), "=r"(c->fatal), "=r"(*slot),
+          "=l"(w.base[0]), "=l"(w.len[0]), "=l"(w.key_word[0]), "=l"(w.rbase[0]), "=l"(w.rkey_word[0]),
+          "=l"(w.base[1]), "=l"(w.len[1]), "=l"(w.key_word[1]), "=l"(w.rbase[1]), "=l"(w.rkey_word[1]),
+          "=l"(w.base[2]), "=l"(w.len[2]), "=l"(w.key_word[2]), "=l"(w.rbase[2]), "=l"(w.rkey_word[2])
+        : "l"(&qp->sq_reserved), "l"(rl->hot), "l"(rl->fast[fi].hot)
+        : "memory");
+#else
+    *c = efa_gda_load_counters(qp);
+    *slot = efa_gda_fetch_slots(qp, 1);
+    efa_gda_load_hot(rl, fi, w);
+#endif
+}
+
 /* Posts one RDMA read or write of any size on rail (< n_rails: the caller checked) from the calling thread:
  * one WQE per piece, every piece on that rail. Without an immediate, the first slot's fetch-and-add and every
  * load the first piece needs (the rail's queue constants and counters, n_pes, the peer's fast entry and the
@@ -97,14 +129,16 @@ EFA_GDA_DEV int efa_gda_rma_nbi_rail(nvshmemx_efa_gda_device_state_t *s, uint32_
         if ((uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes)) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
         return efa_gda_rma_pieces(s, rail, efa_gda_sq_of(s, qp), op, efa_gda_peer(rl, pe), l, y, bytes, 0, pe, true, imm, 0);
     }
-    const efa_gda_counters c = efa_gda_load_counters(qp);
-    const uint32_t slot = efa_gda_fetch_slots(qp, 1);
+    const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
+    efa_gda_counters c;
+    uint32_t slot;
+    efa_gda_hot_words w;
+    efa_gda_post_loads(qp, rl, fi, &c, &slot, w);
     const efa_gda_sq q = efa_gda_sq_of(s, qp);
     const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
-    const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
     nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&rl->fast[fi].addr);
     efa_gda_piece p;
-    const bool hot = efa_gda_hot_piece(rl, fi, l, y, bytes, q.max_rdma, &p);
+    const bool hot = efa_gda_hot_select(w, l, y, bytes, q.max_rdma, &p);
     if (!hot || (uint32_t)pe >= n_pes || fi != (uint32_t)pe) {
         int err = (uint32_t)pe < n_pes ? NVSHMEMX_EFA_GDA_OK : NVSHMEMX_EFA_GDA_ERR_BAD_PE;
         if (!err) {

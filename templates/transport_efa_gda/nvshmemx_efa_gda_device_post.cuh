@@ -80,22 +80,24 @@ EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, uint32_t 
     }
 }
 
-/* What a post reads first, in one round: the queue's counters (before the fetch-and-add, so that nothing waits for
- * the atom before they are issued), the slot's fetch-and-add, and hot slot 0 of rail rl and fast entry fi: the slot
- * the host fills first, with the heap's first region, where NVSHMEM's and DeepEP's buffers are (the common case:
- * efa_gda_hot_slot0 then needs nothing more; a miss reads slots 1 and up, efa_gda_load_hot). Three words of one slot
- * instead of every slot's: fewer loads for the LSU to issue before the post's first dependent step, and a selection
- * over one slot. On the GPU in one inline PTX block, so that the compiler can put nothing between them that waits
- * for one of them: the loads and the atom go out back to back and the post pays one trip to L2 for all of them. */
+/* What a post reads first, in one round: the queue's counters, hot slot 0 of rail rl and fast entry fi, and last the
+ * slot's fetch-and-add: every load before the atom, as efa_gda_reserve issues the counters first, so that no load
+ * the memory system might keep behind the atom's round trip costs a second one (the atom, three instructions later,
+ * is the round trip the post waits for anyway). Hot slot 0 is the slot the host fills first, with the heap's first
+ * region, where NVSHMEM's and DeepEP's buffers are (the common case: efa_gda_hot_slot0 then needs nothing more; a
+ * miss reads slots 1 and up, efa_gda_load_hot). Three words of one slot instead of every slot's: fewer loads for the
+ * LSU to issue before the post's first dependent step, and a selection over one slot. On the GPU in one inline PTX
+ * block, so that the compiler can put nothing between them that waits for one of them: they go out back to back and
+ * the post pays one trip to L2 for all of them. */
 EFA_GDA_DEV void efa_gda_post_loads(nvshmemx_efa_gda_qp_t *qp, const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, efa_gda_counters *c,
                                     uint32_t *slot, efa_gda_hot_words &w) {
 #if defined(__CUDA_ARCH__)
     asm volatile(
         "ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%10];\n\t"
-        "atom.global.add.u32 %4, [%10], 1;\n\t"
         "ld.volatile.global.v2.u64 {%5, %6}, [%11];\n\t"
         "ld.volatile.global.u64 %7, [%11+16];\n\t"
-        "ld.volatile.global.v2.u64 {%8, %9}, [%12];"
+        "ld.volatile.global.v2.u64 {%8, %9}, [%12];\n\t"
+        "atom.global.add.u32 %4, [%10], 1;"
         : "=r"(c->reserved), "=r"(c->rung), "=r"(c->retired), "=r"(c->fatal), "=r"(*slot),
           "=l"(w.base[0]), "=l"(w.len[0]), "=l"(w.key_word[0]), "=l"(w.rbase[0]), "=l"(w.rkey_word[0])
         : "l"(&qp->sq_reserved), "l"(rl->hot), "l"(rl->fast[fi].hot)

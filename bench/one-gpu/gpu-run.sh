@@ -10,8 +10,10 @@
 #   PHASE=wait    waits for that selftest up to WAIT_S, then copies what it has
 #   PHASE=proof   the softefa proof (.carry/bins/efa_gda_proof, built here: cmake -S native/softefa): --quick,
 #                 --signals new --quick, --concurrent-quiet owned --quick (the GDA race tests a post change must pass)
-#   PHASE=postcost the GDA post cost of each carried variant (.carry/bins/efa_gda_post_cost.*: before, after), 3 runs each,
-#                 alternating, so the ratios of both come from one machine and one call (issue 38)
+#   PHASE=postcost the GDA post cost of each carried variant (.carry/bins/efa_gda_post_cost.*: before, any variants of
+#                 bench/efa-gda-post-cost-pair.sh --variant, after; in the order of .carry/bins/post_cost_order.txt when
+#                 carried), 3 rounds, each running every variant once, so the ratios of all come from one machine and
+#                 one call; then the median of the 3 runs of each ratio per variant (bench/post-cost-medians.sh) (issue 38)
 #   PHASE=patchtime bench/patch-time/patch-time.mjs --bundle: the carried bundle's `patch --dry-run` of the carried
 #                 NVSHMEM 3.4.5 against `node -e 0`, 5 paired rounds, on an idle 16-core host (issue 38 item 3)
 #   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
@@ -31,7 +33,7 @@ phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
 # Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
-  cp "$OG"/{build,quick,full,probe,proof,postcost,patchtime}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
+  cp "$OG"/{build,quick,full,probe,proof,postcost,postcost-medians,patchtime}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
   local tmp; tmp=$(mktemp -d)
   (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
       -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
@@ -66,14 +68,29 @@ if phase proof; then
 fi
 
 if phase postcost; then
-  stamp "GDA post cost, before and after, 3 runs each"
+  stamp "GDA post cost, every carried variant, 3 runs each"
   B=$REPO/.carry/bins
-  # Every carried variant (efa_gda_post_cost.NAME: before, after, and any other built for the comparison), in turn.
-  for i in 1 2 3; do for f in "$B"/efa_gda_post_cost.*; do
-    echo "== ${f##*.} run $i"; timeout -k 5 60 "$f" 2>&1; echo "exit $?"
+  # Every carried variant (efa_gda_post_cost.NAME), in the order of post_cost_order.txt where it was carried with them
+  # (bench/efa-gda-post-cost-pair.sh writes it: before, each --variant, after), else before, the others by name, after;
+  # round by round, so each round runs every variant once.
+  names=()
+  if [ -f "$B/post_cost_order.txt" ]; then
+    while read -r n; do [ -x "$B/efa_gda_post_cost.$n" ] && names+=("$n"); done <"$B/post_cost_order.txt"
+  fi
+  for f in "$B"/efa_gda_post_cost.before "$B"/efa_gda_post_cost.* "$B"/efa_gda_post_cost.after; do
+    n=${f##*/efa_gda_post_cost.}
+    [ -x "$f" ] && [[ " ${names[*]} " != *" $n "* ]] && [ "$n" != after ] && names+=("$n")
+  done
+  [ -x "$B/efa_gda_post_cost.after" ] && [[ " ${names[*]} " != *" after "* ]] && names+=(after)
+  echo "variants: ${names[*]:-none carried}"
+  for i in 1 2 3; do for n in "${names[@]}"; do
+    echo "== $n run $i"; timeout -k 5 60 "$B/efa_gda_post_cost.$n" 2>&1; echo "exit $?"
   done; done >"$OG/postcost.txt"
-  grep -iE '^==|ratio|minimal|single|handle|owned|exit' "$OG/postcost.txt" | cut -c1-200
-  cp "$OG/postcost.txt" "$OUT/"
+  grep -E '^(==|templates:|\| (minimal|single post)|exit)' "$OG/postcost.txt" | cut -c1-200
+  # The medians of the 3 runs per variant (each ratio is to the minimal sequence of its own run).
+  printf '%s\n' "${names[@]}" >"$OG/postcost-order.txt"
+  bash "$HERE/../post-cost-medians.sh" "$OG/postcost.txt" "$OG/postcost-order.txt" | tee "$OG/postcost-medians.txt"
+  cp "$OG/postcost.txt" "$OG/postcost-medians.txt" "$OUT/"
 fi
 
 if phase patchtime; then

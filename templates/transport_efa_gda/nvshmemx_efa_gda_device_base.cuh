@@ -64,7 +64,7 @@ EFA_GDA_DEV void efa_gda_store64(uint64_t *p, uint64_t v) { *(volatile uint64_t 
  * these fences: every hand-off is a store read by a later load), nor an acquire: a release fence orders every
  * earlier load and store of the thread before every later store, which is all both arguments use (the sq_rung
  * load a poster spins on comes before its fence, the doorbell store after it). The post path acquires nothing
- * through these fences: the counters and turns it reads are volatile loads, the hot slots too (efa_gda_load2),
+ * through these fences: the counters and turns it reads are volatile loads, the hot slots too (efa_gda_load_hot),
  * and the constants are read-only. So the fence is fence.release.sys, not __threadfence_system's fence.sc.sys
  * (MEMBAR.SC.SYS) nor the fence.acq_rel.sys of NCCL's EFA GDA ring (gin_efa_gda.h, ringDoorbell): on one H200
  * the acquire half made every post fetch its constants again from L2 (n_rails first), and the release fence took

@@ -13,12 +13,25 @@
 /* The calling warp's global index (1-D grids): the channel of the default rail policy. */
 EFA_GDA_DEV uint32_t efa_gda_warp_channel() { return (uint32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 
+/* x % n for a rail count n (1 .. NVSHMEMX_EFA_GDA_MAX_RAILS), without the integer divide: every address a post
+ * loads from hangs on its rail, and a 32-bit % is a dozen dependent instructions (a float reciprocal, conversions,
+ * two corrections) before the first of those loads can go out. 1, 2 and 4 are masks; 3 is the exact multiply by
+ * 0xAAAAAAAB >> 33, which equals x / 3 for every 32-bit x. Anything else (a state this code does not know) takes the
+ * divide, so the result is x % n for every n > 0; 0 gives 0, as the policy always did for n <= 1. */
+static_assert(NVSHMEMX_EFA_GDA_MAX_RAILS <= 4, "efa_gda_mod_rails: a rail count above 4 needs its own exact multiply");
+EFA_GDA_DEV uint32_t efa_gda_mod_rails(uint32_t x, uint32_t n) {
+    if (n <= 1) return 0u;
+    if (n == 3) return x - 3u * (uint32_t)(((uint64_t)x * 0xAAAAAAABull) >> 33);
+    if ((n & (n - 1)) == 0) return x & (n - 1);
+    return x % n;
+}
+
 /* The rail policy: rail = (pe + channel) % n_rails (0 with one rail). Spreads a kernel's warps over the
  * rails (each warp's posts to one PE stay on one rail) and starts different destinations on different rails.
- * The read of n_rails (read-only, at a fixed offset) is what choosing a rail costs. */
+ * The read of n_rails (read-only, at a fixed offset) is what choosing a rail costs; the remainder is a mask or a
+ * multiply (efa_gda_mod_rails). */
 EFA_GDA_DEV uint32_t efa_gda_rail_of(const nvshmemx_efa_gda_device_state_t *s, int pe, uint32_t channel) {
-    const uint32_t n = efa_gda_ro(&s->n_rails);
-    return n > 1 ? ((uint32_t)pe + channel) % n : 0u;
+    return efa_gda_mod_rails((uint32_t)pe + channel, efa_gda_ro(&s->n_rails));
 }
 
 /* Whether rail (named by a caller) is one GDA runs on. */
@@ -101,40 +114,86 @@ EFA_GDA_DEV int efa_gda_find_piece(const nvshmemx_efa_gda_device_state_t *s, uin
                               left, max, p);
 }
 
-/* The piece, from the hot regions of rail rl alone (see nvshmemx_efa_gda_hot_local_t): every load's address
- * comes from rl and fi (the peer's fast entry, fi < NVSHMEMX_EFA_GDA_FAST_PES), so they go out together, with
- * the slot's fetch-and-add. false: a region is not hot (or a slot is not filled yet, or retired); ask the
- * table. The remote region's length is this PE's: the host makes a region hot only where it has one length
- * everywhere. */
-EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, uint64_t local, uint64_t sym, uint64_t left,
-                                   uint64_t max, efa_gda_piece *p) {
-    constexpr int K = NVSHMEMX_EFA_GDA_HOT_REGIONS;
-    uint64_t base[K], len[K], key_word[K], rbase[K], rkey_word[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) { /* every load first, so that they go out together */
-        uint64_t unused;
-        efa_gda_load2(&rl->hot[k].base, &base[k], &len[k]);
-        efa_gda_load2(&rl->hot[k].lkey, &key_word[k], &unused);
-        efa_gda_load2(&rl->fast[fi].hot[k].base, &rbase[k], &rkey_word[k]);
+/* The words of the hot regions of rail rl and of its fast peer entry fi (fi < NVSHMEMX_EFA_GDA_FAST_PES), as a post
+ * reads them (see nvshmemx_efa_gda_hot_local_t): for slot k, this PE's base and length, its key word (key in the low
+ * half, present in the high half: little endian, as GPUs and hosts are), and the peer's base and key word. */
+struct efa_gda_hot_words {
+    uint64_t base[NVSHMEMX_EFA_GDA_HOT_REGIONS], len[NVSHMEMX_EFA_GDA_HOT_REGIONS], key_word[NVSHMEMX_EFA_GDA_HOT_REGIONS],
+        rbase[NVSHMEMX_EFA_GDA_HOT_REGIONS], rkey_word[NVSHMEMX_EFA_GDA_HOT_REGIONS];
+};
+static_assert(NVSHMEMX_EFA_GDA_HOT_REGIONS == 3, "efa_gda_load_hot's inline PTX reads three hot slots");
+static_assert(offsetof(nvshmemx_efa_gda_hot_local_t, length) == 8 && offsetof(nvshmemx_efa_gda_hot_local_t, lkey) == 16 &&
+                  offsetof(nvshmemx_efa_gda_hot_remote_t, rkey) == 8 && sizeof(nvshmemx_efa_gda_hot_remote_t) == 16 &&
+                  offsetof(nvshmemx_efa_gda_fast_peer_t, hot) == 16,
+              "the offsets efa_gda_load_hot's inline PTX reads at");
+/* Hot slots [first, end) of rl and fast entry fi into w. On the GPU in one inline PTX block of volatile loads (each
+ * word read whole, before or after the host wrote it; no fence of the post path invalidates L1, so they go to L2):
+ * nothing the compiler schedules can come between them, so they go out back to back and cost one round trip. */
+EFA_GDA_DEV void efa_gda_load_hot(const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, efa_gda_hot_words &w, int first = 0,
+                                  int end = NVSHMEMX_EFA_GDA_HOT_REGIONS) {
+#if defined(__CUDA_ARCH__)
+    const nvshmemx_efa_gda_hot_local_t *L = rl->hot;
+    const nvshmemx_efa_gda_hot_remote_t *R = rl->fast[fi].hot;
+    if (first == 0 && end == 3) {
+        asm volatile(
+            "ld.volatile.global.v2.u64 {%0, %1}, [%15];\n\t"
+            "ld.volatile.global.u64 %2, [%15+16];\n\t"
+            "ld.volatile.global.v2.u64 {%3, %4}, [%16];\n\t"
+            "ld.volatile.global.v2.u64 {%5, %6}, [%15+32];\n\t"
+            "ld.volatile.global.u64 %7, [%15+48];\n\t"
+            "ld.volatile.global.v2.u64 {%8, %9}, [%16+16];\n\t"
+            "ld.volatile.global.v2.u64 {%10, %11}, [%15+64];\n\t"
+            "ld.volatile.global.u64 %12, [%15+80];\n\t"
+            "ld.volatile.global.v2.u64 {%13, %14}, [%16+32];"
+            : "=l"(w.base[0]), "=l"(w.len[0]), "=l"(w.key_word[0]), "=l"(w.rbase[0]), "=l"(w.rkey_word[0]),
+              "=l"(w.base[1]), "=l"(w.len[1]), "=l"(w.key_word[1]), "=l"(w.rbase[1]), "=l"(w.rkey_word[1]),
+              "=l"(w.base[2]), "=l"(w.len[2]), "=l"(w.key_word[2]), "=l"(w.rbase[2]), "=l"(w.rkey_word[2])
+            : "l"(L), "l"(R));
+        return;
     }
+#pragma unroll
+    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
+        if (k < first || k >= end) continue;
+        asm volatile(
+            "ld.volatile.global.v2.u64 {%0, %1}, [%5];\n\t"
+            "ld.volatile.global.u64 %2, [%5+16];\n\t"
+            "ld.volatile.global.v2.u64 {%3, %4}, [%6];"
+            : "=l"(w.base[k]), "=l"(w.len[k]), "=l"(w.key_word[k]), "=l"(w.rbase[k]), "=l"(w.rkey_word[k])
+            : "l"(&L[k]), "l"(&R[k]));
+    }
+#else
+    for (int k = first; k < end; k++) {
+        uint64_t unused;
+        efa_gda_load2(&rl->hot[k].base, &w.base[k], &w.len[k]);
+        efa_gda_load2(&rl->hot[k].lkey, &w.key_word[k], &unused);
+        efa_gda_load2(&rl->fast[fi].hot[k].base, &w.rbase[k], &w.rkey_word[k]);
+    }
+#endif
+}
+
+/* The piece, from hot slots [0, end) of w (efa_gda_load_hot): false when a region is not hot there (or a slot is not
+ * filled yet, or retired); then ask the table. The remote region's length is this PE's: the host makes a region hot
+ * only where it has one length everywhere. */
+EFA_GDA_DEV bool efa_gda_hot_select(const efa_gda_hot_words &w, uint64_t local, uint64_t sym, uint64_t left, uint64_t max,
+                                    efa_gda_piece *p, int end = NVSHMEMX_EFA_GDA_HOT_REGIONS) {
     /* Branch-free selection (bitwise ands, selects): a branch would let the compiler sink a load into it. */
     bool have_local = false, have_sym = false;
     uint64_t local_end = 0, sym_base = 0, sym_end = 0, remote_base = 0;
     uint32_t lkey = 0, rkey = 0;
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-        /* key words: key in the low half, present in the high half (little endian, as GPUs and hosts are) */
-        const bool filled = (base[k] != 0) & ((key_word[k] >> 32) != 0);
-        const bool is_local = filled & (local - base[k] < len[k]);
-        const bool is_sym = filled & (sym - base[k] < len[k]) & (rbase[k] != 0) & ((rkey_word[k] >> 32) != 0);
+    for (int k = 0; k < NVSHMEMX_EFA_GDA_HOT_REGIONS; k++) {
+        if (k >= end) break;
+        const bool filled = (w.base[k] != 0) & ((w.key_word[k] >> 32) != 0);
+        const bool is_local = filled & (local - w.base[k] < w.len[k]);
+        const bool is_sym = filled & (sym - w.base[k] < w.len[k]) & (w.rbase[k] != 0) & ((w.rkey_word[k] >> 32) != 0);
         have_local |= is_local;
-        local_end = is_local ? base[k] + len[k] : local_end;
-        lkey = is_local ? (uint32_t)key_word[k] : lkey;
+        local_end = is_local ? w.base[k] + w.len[k] : local_end;
+        lkey = is_local ? (uint32_t)w.key_word[k] : lkey;
         have_sym |= is_sym;
-        sym_base = is_sym ? base[k] : sym_base;
-        sym_end = is_sym ? base[k] + len[k] : sym_end;
-        remote_base = is_sym ? rbase[k] : remote_base;
-        rkey = is_sym ? (uint32_t)rkey_word[k] : rkey;
+        sym_base = is_sym ? w.base[k] : sym_base;
+        sym_end = is_sym ? w.base[k] + w.len[k] : sym_end;
+        remote_base = is_sym ? w.rbase[k] : remote_base;
+        rkey = is_sym ? (uint32_t)w.rkey_word[k] : rkey;
     }
     if (!have_local || !have_sym) return false;
     uint64_t n = left;
@@ -147,6 +206,15 @@ EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_rail_t *rl, uint32_t f
     p->lkey = lkey;
     p->rkey = rkey;
     return true;
+}
+
+/* The piece, from the hot regions of rail rl alone: every load's address comes from rl and fi (the peer's fast
+ * entry, fi < NVSHMEMX_EFA_GDA_FAST_PES), so they go out together (efa_gda_load_hot). false: ask the table. */
+EFA_GDA_DEV bool efa_gda_hot_piece(const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, uint64_t local, uint64_t sym, uint64_t left,
+                                   uint64_t max, efa_gda_piece *p) {
+    efa_gda_hot_words w;
+    efa_gda_load_hot(rl, fi, w);
+    return efa_gda_hot_select(w, local, sym, left, max, p);
 }
 
 /* The piece for pe on rail (pe < n_pes, rail < n_rails, checked by the caller): hot regions first, then the

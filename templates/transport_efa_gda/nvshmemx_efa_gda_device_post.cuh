@@ -80,6 +80,45 @@ EFA_GDA_DEV int efa_gda_rma_pieces(nvshmemx_efa_gda_device_state_t *s, uint32_t 
     }
 }
 
+/* What a post reads first, in one round: the queue's counters, hot slot 0 of rail rl and fast entry fi, and last the
+ * slot's fetch-and-add: every load before the atom, as efa_gda_reserve issues the counters first, so that no load
+ * the memory system might keep behind the atom's round trip costs a second one (the atom, three instructions later,
+ * is the round trip the post waits for anyway). Hot slot 0 is the slot the host fills first, with the heap's first
+ * region, where NVSHMEM's and DeepEP's buffers are (the common case: efa_gda_hot_slot0 then needs nothing more; a
+ * miss reads slots 1 and up, efa_gda_load_hot). Three words of one slot instead of every slot's: fewer loads for the
+ * LSU to issue before the post's first dependent step, and a selection over one slot. On the GPU in one inline PTX
+ * block, so that the compiler can put nothing between them that waits for one of them: they go out back to back and
+ * the post pays one trip to L2 for all of them. */
+EFA_GDA_DEV void efa_gda_post_loads(nvshmemx_efa_gda_qp_t *qp, const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, efa_gda_counters *c,
+                                    uint32_t *slot, efa_gda_hot_words &w) {
+#if defined(__CUDA_ARCH__)
+    asm volatile(
+        "ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%10];\n\t"
+        "ld.volatile.global.v2.u64 {%5, %6}, [%11];\n\t"
+        "ld.volatile.global.u64 %7, [%11+16];\n\t"
+        "ld.volatile.global.v2.u64 {%8, %9}, [%12];\n\t"
+        "atom.global.add.u32 %4, [%10], 1;"
+        : "=r"(c->reserved), "=r"(c->rung), "=r"(c->retired), "=r"(c->fatal), "=r"(*slot),
+          "=l"(w.base[0]), "=l"(w.len[0]), "=l"(w.key_word[0]), "=l"(w.rbase[0]), "=l"(w.rkey_word[0])
+        : "l"(&qp->sq_reserved), "l"(rl->hot), "l"(rl->fast[fi].hot)
+        : "memory");
+#else
+    *c = efa_gda_load_counters(qp);
+    *slot = efa_gda_fetch_slots(qp, 1);
+    efa_gda_load_hot(rl, fi, w, 0, 1);
+#endif
+}
+/* The piece from the hot regions, slot 0 first (w holds it: efa_gda_post_loads); only when both sides are not in it,
+ * the other slots, read now (a second round trip, for a region the host made hot later). The same piece as
+ * efa_gda_hot_piece: a region is in one slot at most while it is present (the host retires a slot before its region
+ * goes; a slot retired while this reads it is safe to use either way, nvshmemx_efa_gda_hot_local_t). */
+EFA_GDA_DEV bool efa_gda_hot_slot0(const nvshmemx_efa_gda_rail_t *rl, uint32_t fi, efa_gda_hot_words &w, uint64_t local, uint64_t sym,
+                                   uint64_t left, uint64_t max, efa_gda_piece *p) {
+    if (efa_gda_hot_select(w, local, sym, left, max, p, 1)) return true;
+    efa_gda_load_hot(rl, fi, w, 1);
+    return efa_gda_hot_select(w, local, sym, left, max, p);
+}
+
 /* Posts one RDMA read or write of any size on rail (< n_rails: the caller checked) from the calling thread:
  * one WQE per piece, every piece on that rail. Without an immediate, the first slot's fetch-and-add and every
  * load the first piece needs (the rail's queue constants and counters, n_pes, the peer's fast entry and the
@@ -97,14 +136,16 @@ EFA_GDA_DEV int efa_gda_rma_nbi_rail(nvshmemx_efa_gda_device_state_t *s, uint32_
         if ((uint32_t)pe >= efa_gda_ro((const uint32_t *)&s->n_pes)) return NVSHMEMX_EFA_GDA_ERR_BAD_PE;
         return efa_gda_rma_pieces(s, rail, efa_gda_sq_of(s, qp), op, efa_gda_peer(rl, pe), l, y, bytes, 0, pe, true, imm, 0);
     }
-    const efa_gda_counters c = efa_gda_load_counters(qp);
-    const uint32_t slot = efa_gda_fetch_slots(qp, 1);
+    const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
+    efa_gda_counters c;
+    uint32_t slot;
+    efa_gda_hot_words w;
+    efa_gda_post_loads(qp, rl, fi, &c, &slot, w);
     const efa_gda_sq q = efa_gda_sq_of(s, qp);
     const uint32_t n_pes = efa_gda_ro((const uint32_t *)&s->n_pes);
-    const uint32_t fi = (uint32_t)pe < NVSHMEMX_EFA_GDA_FAST_PES ? (uint32_t)pe : 0u; /* in bounds whatever pe is */
     nvshmemx_efa_gda_peer_t peer = efa_gda_ro(&rl->fast[fi].addr);
     efa_gda_piece p;
-    const bool hot = efa_gda_hot_piece(rl, fi, l, y, bytes, q.max_rdma, &p);
+    const bool hot = efa_gda_hot_slot0(rl, fi, w, l, y, bytes, q.max_rdma, &p);
     if (!hot || (uint32_t)pe >= n_pes || fi != (uint32_t)pe) {
         int err = (uint32_t)pe < n_pes ? NVSHMEMX_EFA_GDA_OK : NVSHMEMX_EFA_GDA_ERR_BAD_PE;
         if (!err) {

@@ -110,9 +110,22 @@ EFA_GDA_DEV int efa_gda_time_out(nvshmemx_efa_gda_qp_t *qp) {
 /* Consumes the TX completions that have arrived, marks their slots done and advances the retired prefix;
  * one poller at a time (others return at once). A failed completion records the NIC's status as the QP's
  * error. */
+/* Whether the CQE at the consumer position holds a completion not taken yet (its phase is the one expected there):
+ * what a waiter checks before it takes the poller's lock, so that a spin with nothing arrived costs two loads and no
+ * atomic (review 3, finding 8). A stale cq_head (another poller moved on) only errs towards taking the lock, which
+ * then reads the current head: the CQE at an old head keeps the phase it was written with until the NIC wraps the
+ * ring past the current head. */
+EFA_GDA_DEV bool efa_gda_cq_ready(const nvshmemx_efa_gda_qp_t *qp) {
+    const uint32_t head = efa_gda_load(&qp->cq_head);
+    const uint8_t *cqe = qp->cq_buf + (size_t)(head & (qp->cq_entries - 1)) * qp->cq_entry_size;
+    const uint8_t flags = *(const volatile uint8_t *)(cqe + EFA_GDA_CQE_FLAGS_OFFSET);
+    return EFA_GDA_GET(EFA_IO_CDESC_COMMON_PHASE_MASK, flags) == efa_gda_cq_expected_phase(head, qp->cq_log2);
+}
+
 EFA_GDA_DEV void efa_gda_poll_cq(nvshmemx_efa_gda_qp_t *qp) {
-    /* A plain load first (test and test-and-set): waiters that find the lock taken leave on a load, and queue no
-     * atomics on its line ahead of the holder's release. */
+    /* Nothing arrived: leave on two loads. Then a plain load of the lock first (test and test-and-set): waiters that
+     * find it taken leave on a load, and queue no atomics on its line ahead of the holder's release. */
+    if (!efa_gda_cq_ready(qp)) return;
     if (efa_gda_load(&qp->cq_lock) != 0u || atomicCAS(&qp->cq_lock, 0u, 1u) != 0u) return;
     __threadfence();
     uint32_t head = efa_gda_load(&qp->cq_head);

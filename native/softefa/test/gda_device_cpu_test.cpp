@@ -927,6 +927,32 @@ int main() {
         CHECK(r.emu->violations().empty(), r.violations());
     });
 
+    test("hot regions, slot 0 first: a post finds its regions in any hot slot, each side in its own (local in slot 0 or 2, "
+         "symmetric in 0, 1 or 2), not only when both are in slot 0",
+         [] {
+             // Regions 0, 1 and 2 in hot slots 0, 1 and 2, PE 1's base of each shifted by 1 MiB: a put that lands shifted
+             // took the hot slots for both sides, one that lands unshifted went to the region table.
+             Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, false);
+             for (int k = 0; k < 3; k++) {
+                 r.make_hot(k, k);
+                 r.s0.rail[0].fast[1].hot[k].base += 1 << 20;
+             }
+             const uint64_t R1 = Rig::kPieces[0], R2 = Rig::kPieces[0] + Rig::kPieces[1];
+             struct Case {
+                 const char *what;
+                 uint64_t src, dst;
+             } cases[] = {{"both in slot 0", 0, 4096}, {"local in slot 0, symmetric in slot 1", 64, R1 + 4096},
+                          {"local in slot 2, symmetric in slot 0", R2 + 128, 8192}, {"both in slot 2", R2 + 192, R2 + 4096},
+                          {"local in slot 0, symmetric in slot 2", 256, R2 + 8192}};
+             for (const Case &c : cases) {
+                 for (uint64_t i = 0; i < 64; i++) r.heap0[c.src + i] = (uint8_t)(c.src + c.dst + i + 1);
+                 CHECK(efa_gda_put_nbi(&r.s0, r.sym(c.dst), r.sym(c.src), 64, 1) == 0 && efa_gda_quiet(&r.s0) == 0, c.what);
+                 CHECK(memcmp(r.heap1.data() + c.dst + (1 << 20), r.heap0.data() + c.src, 64) == 0,
+                       std::string(c.what) + ": not through the hot slots");
+             }
+             CHECK(r.emu->violations().empty(), r.violations());
+         });
+
     test("prepared handle: puts and gets within its regions land; other posts go the general way; a failed set-up reports", [] {
         Rig r("random:3:4");
         efa_gda_handle h;
@@ -1426,6 +1452,31 @@ int main() {
         CHECK(r.s0.rail[0].qp.sq_reserved == 0 && r.s0.rail[1].qp.sq_reserved == 52, "nothing reserved by the refused calls");
         CHECK(r.violations().empty(), r.violations());
     });
+
+    test("the rail policy without a divide: efa_gda_mod_rails(x, n) is x % n for every rail count (1 to 4, and a count "
+         "past the maximum) at the ends of the 32-bit range and on a stride through it; efa_gda_rail_of on a 3-rail state "
+         "is (pe + channel) % 3",
+         [] {
+             uint64_t checked = 0, wrong = 0;
+             std::string first;
+             auto at = [&](uint32_t x) {
+                 for (uint32_t n = 1; n <= 6; n++) {
+                     checked++;
+                     const uint32_t got = efa_gda_mod_rails(x, n), want = x % n;
+                     if (got != want && wrong++ == 0)
+                         first = std::to_string(x) + " % " + std::to_string(n) + ": " + std::to_string(got) + ", not " + std::to_string(want);
+                 }
+             };
+             for (uint32_t x = 0; x < (1u << 18); x++) at(x), at(~x);
+             for (uint64_t x = 0; x < (1ull << 32); x += 40009) at((uint32_t)x);
+             CHECK(wrong == 0, std::to_string(wrong) + " of " + std::to_string(checked) + " wrong, first " + first);
+             CHECK(efa_gda_mod_rails(12345u, 0) == 0, "a count of 0 (no rail) gives rail 0, as the policy always did");
+             static nvshmemx_efa_gda_device_state_t s; /* large: not on the stack */
+             s.n_rails = 3;
+             for (int pe = 0; pe < 70; pe++)
+                 for (uint32_t ch : {0u, 1u, 2u, 1000u, 0xfffffff0u})
+                     CHECK(efa_gda_rail_of(&s, pe, ch) == ((uint32_t)pe + ch) % 3, "rail of pe " + std::to_string(pe));
+         });
 
     bounded_wait_tests();
     peer_wait_tests();

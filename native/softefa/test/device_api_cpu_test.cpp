@@ -334,8 +334,10 @@ static void proxy_flush_checks() {
                  else nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
                  uint32_t after = 0;
                  for (uint32_t k = 0; k < r.n_rails; k++) after += r.s0.rail[k].qp.sq_reserved;
-                 // A quiet flushes the flag's PE (a GDA write, a read per rail); a fence flushes nothing more.
-                 CHECK(after - before == (by_quiet ? 2u : 0u), "the second call posted " + std::to_string(after - before) + " WQEs");
+                 // A quiet flushes the flag's PE (a GDA write, a read per rail; not in the build whose quiet flushes
+                 // no GDA-written PE); a fence flushes nothing more.
+                 const uint32_t want = by_quiet && !broken("NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH") ? 2u : 0u;
+                 CHECK(after - before == want, "the second call posted " + std::to_string(after - before) + " WQEs");
              });
     }
 }

@@ -170,6 +170,11 @@ describe('software EFA (CPU)', () => {
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
       "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
+      // A peer's failure (issue 35 item 6): a trap by default; with NVSHMEM_EFA_SHIM_PEER_ERRORS=mask the rank is masked
+      // and nothing more is sent to it (the mask test fails on a shim whose failures always trap).
+      "NVSHMEM_EFA_SHIM_PEER_ERRORS=trap (the default): with PE 1 refusing, its count's wait traps, naming the quiet of the signal's rail and peer",
+      "NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: with PE 1 refusing, its count is not written and rank 1 is masked (once, said on stdout) instead of a trap; later tokens, counts and barrier writes to it post nothing; DeepEP's quiet does not trap",
+      'NVSHMEM_EFA_SHIM_PEER_ERRORS: unset, empty and trap trap; mask masks; anything else is refused',
       // DeepEP's own receive waits end at NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS when it is set (a failed signal write is
       // seen by its sender only; the receiver would wait DeepEP's 100 s).
       "DeepEP's receive-wait bound (NUM_TIMEOUT_CYCLES in the kernels that include the shim) is DeepEP's own until NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS sets it; the value is validated",

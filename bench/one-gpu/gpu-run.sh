@@ -18,7 +18,8 @@
 #                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
 #                 pair that does not end, every process left is described (state, wait channel, kernel stack)
 #   PHASE=rails-build  (issue 35; after build) AWS's multi-rail NVSHMEM 3.5.7 (.carry/nvshmem-aws-357.tar.gz: make-carry.sh
-#                 rails) with DeepEP into /tmp/qs/wd-rails, libfabric and GDRCopy from the build's install, started in its
+#                 rails) into /tmp/qs/wd-rails (RAILS_DEEPEP=1: with DeepEP, for deepep_rails; the device API checks need
+#                 none), libfabric and GDRCopy from the build's install, started in its
 #                 own session; waits up to the call's time; call it again to keep waiting (logs: $OUT/rails-build.txt)
 #   PHASE=rails-check  selftest of /tmp/qs/wd-rails, CHECKS (default device_api,neg_device_api) with DEVICE_API_PROGRAMS
 #                 (default device_api_order,device_api_order+rails): device_api_order on 2 NICs per PE and the controls
@@ -89,10 +90,14 @@ if phase rails-build; then
   else
     mkdir -p "$W/src"
     [ -d "$W/src/nvshmem-aws-357" ] || tar xzf "$REPO/.carry/nvshmem-aws-357.tar.gz" -C "$W/src"
-    # DeepEP built in place: a copy of its own for this build.
-    [ -d "$W/src/deepep-357" ] || { tar xzf "$REPO/.carry/deepep-567632d.tar.gz" -C "$W/src" && cp -r "$W/src/deepep-567632d" "$W/src/deepep-357"; }
+    # DeepEP built in place: a copy of its own for this build, only with RAILS_DEEPEP=1.
+    deepep=()
+    if [ "${RAILS_DEEPEP:-0}" = 1 ]; then
+      [ -d "$W/src/deepep-357" ] || { tar xzf "$REPO/.carry/deepep-567632d.tar.gz" -C "$W/src" && cp -r "$W/src/deepep-567632d" "$W/src/deepep-357"; }
+      deepep=(--deepep-src "$W/src/deepep-357")
+    fi
     gdr=(); [ -d "$W/wd/install/gdrcopy" ] && gdr=(--gdrcopy-home "$W/wd/install/gdrcopy")
-    in_session rails-build "$(tool_env) && ./node bundle/nvshmem-efa.mjs build --nvshmem-src $W/src/nvshmem-aws-357 --deepep-src $W/src/deepep-357 \
+    in_session rails-build "$(tool_env) && ./node bundle/nvshmem-efa.mjs build --nvshmem-src $W/src/nvshmem-aws-357 ${deepep[*]} \
       --libfabric-home $W/wd/install/libfabric ${gdr[*]} --efa-io-defs $REPO/.carry/efa_io_defs.h --work-dir $W/wd-rails; \
       rc=\$?; grep -E 'layout|EFA GDA|NVSHMEM device API' $W/wd-rails/report.md | cut -c1-300; exit \$rc"
   fi

@@ -3,11 +3,12 @@
 # (bench/quickstart/gpu-host.sh and the scripts that source it): node, the standalone bundle, and the pinned sources,
 # each made from a git mirror at the commit the project pins (src/pins.ts, third_party/*/lock.json) and checked.
 #
-#   MIRRORS=/work/.mirror bash bench/carry/make-carry.sh [pplx]
+#   MIRRORS=/work/.mirror bash bench/carry/make-carry.sh [pplx] [rails]
 #
 # MIRRORS holds one bare clone per repository, named owner+name/repo (the library's `fetch` makes them):
-# NVIDIA+nvshmem, deepseek-ai+DeepEP, ofiwg+libfabric, linux-rdma+rdma-core, NVIDIA+gdrcopy, and with `pplx`
-# ppl-ai+pplx-kernels. Where a release archive is not reachable, what is carried says so:
+# NVIDIA+nvshmem, deepseek-ai+DeepEP, ofiwg+libfabric, linux-rdma+rdma-core, NVIDIA+gdrcopy, with `pplx`
+# ppl-ai+pplx-kernels, and with `rails` a-szegel+NVSHMEM (AWS's multi-rail NVSHMEM 3.5.7, for the checks on 2 NICs
+# per PE: bench/one-gpu/gpu-run.sh PHASE=rails-build,rails-check). Where a release archive is not reachable, what is carried says so:
 # - libfabric and fabtests are `make dist-bzip2` of the pinned v2.3.0 tree, rdma-core a `git archive` of the pinned
 #   v60.1 commit. Their sha256 differ from the release archives', so qs/fabric-lock.json is the project's lock with
 #   ours in their place (the scripts pass it as NVSHMEM_EFA_FABRIC_LOCK); the commits are the pinned ones.
@@ -105,8 +106,17 @@ rc.archive.note = "git archive of the pinned commit (bench/carry/make-carry.sh),
 fs.writeFileSync(out, JSON.stringify(j, null, 2) + "\n");
 ' "$L" "$Q" "$lv" "$rv" "$Q/fabric-lock.json"
 
+# AWS's multi-rail NVSHMEM 3.5.7 (a-szegel/NVSHMEM devel-aws-2025-11-25, "transport/libfabric: Implement multi-rail",
+# the tree bench/results/multirail-patch-cpu.md and device-api-layouts.md patched), as bench/efaemu/unkind-gpu.sh and
+# bench/one-gpu/gpu-run.sh unpack it: a single-rail NVSHMEM gives GDA one NIC per PE, so the device API's 2-NIC
+# checks (device_api_order+rails, neg_device_api's warp_rail and no_proxy_flush) need this build. About 0.8 MB.
+AWS357=8765344313b18560048f1f80dced06c4359c87d0
+if [[ " $* " == *" rails "* ]]; then
+  archive "$(git_dir a-szegel+NVSHMEM)" "$AWS357" nvshmem-aws-357 "$C/nvshmem-aws-357.tar.gz"
+fi
+
 # pplx-kernels and pytest's wheels, for bench/pplx/gpu-run.sh.
-if [ "${1:-}" = pplx ]; then
+if [[ " $* " == *" pplx "* ]]; then
   L=$REPO/third_party/pplx-kernels/lock.json
   ref=$(json "$L" 'j.pplxKernels.pins[0].ref') file=$(json "$L" 'j.pplxKernels.pins[0].archive.file')
   archive "$(git_dir ppl-ai+pplx-kernels)" "$(json "$L" 'j.pplxKernels.pins[0].commit')" "pplx-kernels-$ref" "$C/$file"

@@ -19,6 +19,15 @@
 #   PHASE=probe   bench/one-gpu/mpg_probe.cu: two processes on GPU 0 ping-pong through efaemu's path (mapped host
 #                 memory, a peer thread's cudaMemcpyAsync), by grid size and launch kind; each pair bounded, and after a
 #                 pair that does not end, every process left is described (state, wait channel, kernel stack)
+#   PHASE=rails-build  (issue 35; after build) AWS's multi-rail NVSHMEM 3.5.7 (.carry/nvshmem-aws-357.tar.gz: make-carry.sh
+#                 rails) into /tmp/qs/wd-rails (RAILS_DEEPEP=1: with DeepEP, for deepep_rails; the device API checks need
+#                 none), libfabric and GDRCopy from the build's install, started in its
+#                 own session; waits up to the call's time; call it again to keep waiting (logs: $OUT/rails-build.txt)
+#   PHASE=rails-check  selftest of /tmp/qs/wd-rails, CHECKS (default device_api,neg_device_api) with DEVICE_API_PROGRAMS
+#                 (default device_api_order,device_api_order+rails): device_api_order on 2 NICs per PE and the controls
+#                 warp_rail and no_proxy_flush; own session, waits, call again to keep waiting ($OUT/rails-check.txt)
+#   PHASE=shrink  selftest --checks deepep_shrink of /tmp/qs/wd (6 PEs on the GPU; rank 1 refusing GDA, the shim masking
+#                 a failed peer); own session, waits, call again to keep waiting ($OUT/shrink.txt)
 # PHASE may list several (build,quick,start). CHECKS: selftest --checks instead of the full list (start). CALL_S: the
 # call's limit (default 590 s): the quick selftest and the probe stop in time for the logs to come back.
 # What comes back: $OUT/{build,quick,full,probe}.txt and $OUT/og.tgz (every log, no programs).
@@ -33,7 +42,7 @@ phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
 # Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
-  cp "$OG"/{build,quick,full,probe,proof,postcost,postcost-medians,patchtime}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
+  cp "$OG"/{build,quick,full,probe,proof,postcost,postcost-medians,patchtime,rails-build,rails-check,shrink}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
   local tmp; tmp=$(mktemp -d)
   (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
       -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
@@ -53,6 +62,66 @@ run_selftest() {  # run_selftest NAME ARGS...: the tool's selftest of /tmp/qs/wd
     echo "selftest exit $? in $(($(date +%s) - s0)) s" >>"$OG/$name.txt"
   )
 }
+
+# in_session NAME CMD: CMD (a bash command line) in a session of its own, output in $OG/NAME.txt, unless a call before
+# started it; then waits until it is done or the call's time (CALL_S, less KEEP_S for the logs) is nearly out. Prints
+# the tail; NAME.done holds the exit status. Every wait is bounded: a rerun of the phase waits again.
+in_session() {
+  local name=$1 cmd=$2
+  if [ ! -e "$OG/$name.started" ]; then
+    touch "$OG/$name.started"
+    stamp "$name: started in its own session"
+    setsid bash -c "( $cmd ) >\"$OG/$name.txt\" 2>&1; echo \$? >\"$OG/$name.done\"" </dev/null >/dev/null 2>&1 &
+  else
+    stamp "$name: started by an earlier call; waiting"
+  fi
+  until [ -e "$OG/$name.done" ] || [ $(($(date +%s) - t0)) -ge $((${CALL_S:-590} - ${KEEP_S:-30})) ]; do sleep 5; done
+  stamp "$name: $([ -e "$OG/$name.done" ] && echo "done, exit $(cat "$OG/$name.done")" || echo 'still running (call this phase again)')"
+  tail -25 "$OG/$name.txt" 2>/dev/null | cut -c1-400
+  cp "$OG/$name.txt" "$OUT/" 2>/dev/null
+}
+# tool_env: the start of the build's and selftest's command line: gpu-host.sh's environment (the carried sources through
+# the mirror variables, NVLink multicast off, CI, PYTHON), then the node and bundle the build phase unpacked into $W.
+tool_env() { echo "cd $REPO && W=$W OUT=$OG && source bench/quickstart/gpu-host.sh && cd $W"; }
+
+if phase rails-build; then
+  if [ ! -e "$W/wd/install/libfabric/lib/libfabric.so" ] && ! ls "$W"/wd/install/libfabric/lib*/libfabric.so >/dev/null 2>&1; then
+    stamp "rails-build: no libfabric in $W/wd/install (run PHASE=build first)"
+  elif [ ! -s "$REPO/.carry/nvshmem-aws-357.tar.gz" ]; then
+    stamp "rails-build: .carry/nvshmem-aws-357.tar.gz is missing (MIRRORS=/work/.mirror bash bench/carry/make-carry.sh rails)"
+  else
+    mkdir -p "$W/src"
+    [ -d "$W/src/nvshmem-aws-357" ] || tar xzf "$REPO/.carry/nvshmem-aws-357.tar.gz" -C "$W/src"
+    # DeepEP built in place: a copy of its own for this build, only with RAILS_DEEPEP=1.
+    deepep=()
+    if [ "${RAILS_DEEPEP:-0}" = 1 ]; then
+      [ -d "$W/src/deepep-357" ] || { tar xzf "$REPO/.carry/deepep-567632d.tar.gz" -C "$W/src" && cp -r "$W/src/deepep-567632d" "$W/src/deepep-357"; }
+      deepep=(--deepep-src "$W/src/deepep-357")
+    fi
+    gdr=(); [ -d "$W/wd/install/gdrcopy" ] && gdr=(--gdrcopy-home "$W/wd/install/gdrcopy")
+    in_session rails-build "$(tool_env) && ./node bundle/nvshmem-efa.mjs build --nvshmem-src $W/src/nvshmem-aws-357 ${deepep[*]} \
+      --libfabric-home $W/wd/install/libfabric ${gdr[*]} --efa-io-defs $REPO/.carry/efa_io_defs.h --work-dir $W/wd-rails; \
+      rc=\$?; grep -E 'layout|EFA GDA|NVSHMEM device API' $W/wd-rails/report.md | cut -c1-300; exit \$rc"
+  fi
+fi
+
+if phase rails-check; then
+  if [ ! -e "$OG/rails-build.done" ] || [ "$(cat "$OG/rails-build.done")" != 0 ]; then
+    stamp "rails-check: the multi-rail build is not done (PHASE=rails-build first)"
+  else
+    in_session rails-check "$(tool_env) && DEVICE_API_PROGRAMS=${DEVICE_API_PROGRAMS:-device_api_order,device_api_order+rails} \
+      ./node bundle/nvshmem-efa.mjs selftest --work-dir $W/wd-rails --checks ${CHECKS:-device_api,neg_device_api}"
+    grep -E '^(RESULT|device_api:)|device_api_order|passed, ' "$OG/rails-check.txt" 2>/dev/null | cut -c1-600 | tail -20
+  fi
+fi
+
+if phase shrink; then
+  if [ ! -e "$W/wd/state.json" ]; then
+    stamp "shrink: no build in $W/wd (PHASE=build first)"
+  else
+    in_session shrink "$(tool_env) && ./node bundle/nvshmem-efa.mjs selftest --work-dir $W/wd --checks deepep_shrink"
+  fi
+fi
 
 if phase proof; then
   stamp "softefa proof"

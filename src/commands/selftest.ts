@@ -606,6 +606,9 @@ export async function selftestCommand(o: SelftestOptions, out: (s: string) => vo
         ...(o.timeoutSec ? { CHECK_TIMEOUT: String(o.timeoutSec) } : {}),
         PE_GPUS: String(s.hostGpus),
         PES_PER_GPU: String(perGpu),
+        // device_api's and neg_device_api's runs on 2 NICs per PE (device_api_order+rails, warp_rail, no_proxy_flush)
+        // show something only where NVSHMEM gives GDA both NICs: left out, and said so, on a single-rail build.
+        DEVICE_API_RAILS: s.missing.rails ? '0' : '1',
         NO_MPS_DIR: noMps,
         ...quickEnv,
         // Without GPUs (only fi_info and fabtests run) the NIC entries point at any PCI function.

@@ -65,6 +65,15 @@
 // stopped ends within it: cycles = ms x the device's peak clock in kHz (a slower SM clock waits longer). Unset:
 // DeepEP's own. Not the GDA bound (NVSHMEM_EFA_GDA_TIMEOUT_MS): a peer may be late for its own reasons (its
 // compute, a checkpoint), which no NIC timeout should judge.
+//
+// Peer errors: NVSHMEM_EFA_SHIM_PEER_ERRORS (read at init, validated) says what a failed GDA completion caused by one
+// peer (the peer refused or did not answer: a remote status, which the transport keeps per PE and which leaves the
+// queue usable) does. "trap" (the default): the kernel stops with the reason, as every other failure does. "mask":
+// this PE masks that rank: the failed signal is not written, and nothing more is sent to that rank over GDA (its puts,
+// signals and barrier writes are dropped), while the other ranks' traffic flows on. DeepEP's own rank masking
+// (is_rank_masked, --shrink-test) then serves: the ranks waiting for the masked rank's data time out (DeepEP's
+// receive bound, NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS) and mask it in DeepEP's mask buffer. A failure of the queue itself
+// (a local status, a bad completion, a timeout) still traps in both modes: no rank is to blame for it.
 #pragma once
 
 #include <nvshmem.h>
@@ -113,7 +122,16 @@ struct State {
     int signals_over_gda;                  // 1: low-latency signals are GDA writes; 0: through NVSHMEM (proxy)
 #endif
     unsigned long long recv_timeout_cycles;  // DeepEP's receive-wait bound (NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS); 0: DeepEP's own
+    int mask_peer_errors;                    // 1: NVSHMEM_EFA_SHIM_PEER_ERRORS=mask (a peer's failure masks it); 0: trap
 };
+
+// NVSHMEM_EFA_SHIM_PEER_ERRORS (nullptr: unset): 0 for "trap", unset or empty; 1 for "mask"; -1 for anything else.
+inline int parse_peer_errors(const char* v) {
+    if (v == nullptr || *v == 0) return 0;
+    if (v[0] == 't' && v[1] == 'r' && v[2] == 'a' && v[3] == 'p' && v[4] == 0) return 0;
+    if (v[0] == 'm' && v[1] == 'a' && v[2] == 's' && v[3] == 'k' && v[4] == 0) return 1;
+    return -1;
+}
 
 // The value of NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS (nullptr: unset): *ms = 0 for unset or empty, else a whole number
 // of milliseconds in 1 .. 86400000 (a day). Returns -1 for anything else (a sign, a unit, 0, past a day).
@@ -139,6 +157,9 @@ constexpr int kPeerP2p = 1, kPeerRemote = 2;
 __device__ State state_d = {};
 __device__ int peer_kind_d[kMaxCachedPeers] = {};
 __device__ int64_t peer_delta_d[kMaxCachedPeers] = {};
+// NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: 0, or the status of the failure that masked the rank (never cleared while
+// kernels run; zeroed at init). Ranks past kMaxCachedPeers are never masked: their failures trap.
+__device__ int masked_d[kMaxCachedPeers] = {};
 // Set (never cleared while kernels run) once a shim function has sent an operation through NVSHMEM: only
 // then does nvshmemi_ibgda_quiet need NVSHMEM's quiet (a proxy operation) on top of the GDA quiet.
 __device__ int proxy_used_d = 0;
@@ -170,6 +191,14 @@ inline int signals_over_gda_from_env() {
     if (strcmp(v, "proxy") == 0) return 0;
     fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_SIGNALS=%s is not gda or proxy\n", v);
     return -1;
+}
+
+// NVSHMEM_EFA_SHIM_PEER_ERRORS: 0 trap (default), 1 mask; -1, with the reason on stderr, for a value it refuses.
+inline int peer_errors_from_env() {
+    const char* v = getenv("NVSHMEM_EFA_SHIM_PEER_ERRORS");
+    const int m = parse_peer_errors(v);
+    if (m < 0) fprintf(stderr, "nvshmem-efa shim: NVSHMEM_EFA_SHIM_PEER_ERRORS=%s is not trap or mask\n", v);
+    return m;
 }
 
 // NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS: DeepEP's receive-wait bound in ms (1 .. 86400000), as SM cycles at the
@@ -256,6 +285,8 @@ inline int init_state() {
     const int over_gda = signals_over_gda_from_env();
     if (over_gda < 0) return -1;
     if (recv_timeout_cycles_from_env(device, &s.recv_timeout_cycles) != 0) return -1;
+    s.mask_peer_errors = peer_errors_from_env();
+    if (s.mask_peer_errors < 0) return -1;
     // One line from PE 0 says which path remote operations take (nothing is switched off silently).
     const bool say = nvshmem_my_pe() == 0;
     if (say && test_switch())
@@ -292,8 +323,9 @@ inline int init_state() {
             snprintf(signals, sizeof signals, "through NVSHMEM's proxy (NVSHMEM_EFA_SHIM_SIGNALS=proxy)");
         else
             snprintf(signals, sizeof signals, "through NVSHMEM's proxy: %s", why_not);
-        fprintf(stderr, "nvshmem-efa shim: EFA GDA active on %u rail%s; payload over GDA%s; low-latency signals %s\n", rails,
-                rails == 1 ? "" : "s", rails > 1 ? ", one rail per (expert, rank)" : "", signals);
+        fprintf(stderr, "nvshmem-efa shim: EFA GDA active on %u rail%s; payload over GDA%s; low-latency signals %s; peer errors %s\n", rails,
+                rails == 1 ? "" : "s", rails > 1 ? ", one rail per (expert, rank)" : "", signals,
+                s.mask_peer_errors ? "mask the rank (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask)" : "trap");
     } else if (say)
         fprintf(stderr, "nvshmem-efa shim: EFA GDA not in use (%s); every remote operation goes through NVSHMEM\n",
                 status ? status() : "no GDA transport in the loaded NVSHMEM");
@@ -313,6 +345,8 @@ inline int init_state() {
     if (cudaMemcpyToSymbol(peer_kind_d, no_kinds, sizeof no_kinds) != cudaSuccess) return -1;
     static const int unused = 0;
     if (cudaMemcpyToSymbol(proxy_used_d, &unused, sizeof unused) != cudaSuccess) return -1;
+    static const int none_masked[kMaxCachedPeers] = {};
+    if (cudaMemcpyToSymbol(masked_d, none_masked, sizeof none_masked) != cudaSuccess) return -1;
     return cudaMemcpyToSymbol(state_d, &s, sizeof s) == cudaSuccess ? 0 : -1;
 }
 #else
@@ -320,6 +354,7 @@ extern __device__ State state_d;
 extern __device__ int peer_kind_d[kMaxCachedPeers];
 extern __device__ int64_t peer_delta_d[kMaxCachedPeers];
 extern __device__ int proxy_used_d;
+extern __device__ int masked_d[kMaxCachedPeers];
 #endif
 
 // Before a shim function sends anything through NVSHMEM (so that a later quiet of ours includes NVSHMEM's).
@@ -370,6 +405,11 @@ __device__ __forceinline__ nvshmem_efa_shim::State* ibgda_get_state() {
     return &nvshmem_efa_shim::state_d;
 }
 
+// Whether this PE masked rank pe after its failure (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask): nothing more goes to it.
+__device__ __forceinline__ bool nvshmem_efa_shim_masked(int pe) {
+    return pe >= 0 && pe < nvshmem_efa_shim::kMaxCachedPeers && *reinterpret_cast<volatile int*>(&nvshmem_efa_shim::masked_d[pe]) != 0;
+}
+
 // NVLink peers: the address NVSHMEM maps for them (nvshmem_ptr); 0 when the peer is reached over the network.
 // NVSHMEM maps a peer's whole heap at one offset, so the offset is learned once per peer and cached: the hot
 // path is then one load, as in the IBGDA original, instead of a call per token.
@@ -404,18 +444,62 @@ __device__ __forceinline__ uint64_t nvshmemi_get_p2p_ptr(const uint64_t& ptr, co
 // pe: the quiet says the payload is queued towards pe's PCIe, a read through each rail's NIC says it landed
 // (efa_gda_flush). Found by efaemu's EFAEMU_PLACE_DEFER_US: without it the proxy's count or tail add overtook the
 // tokens and chunks it announced (ll_pattern with signals through NVSHMEM, normal_mode).
+// NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: masks pe when err is pe's own failure (a remote status: the peer refused or did
+// not answer; the transport keeps it per PE and the queue stays usable), says so once, and returns true: the caller
+// sends nothing more to pe instead of trapping. false in trap mode and for every other error (the queue's).
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE bool nvshmem_efa_shim_mask_peer(int err, int pe) {
+    if (!nvshmem_efa_shim::state_d.mask_peer_errors || !efa_gda_status_of_peer(static_cast<uint32_t>(err)) || pe < 0 ||
+        pe >= nvshmem_efa_shim::kMaxCachedPeers)
+        return false;
+    if (atomicCAS(&nvshmem_efa_shim::masked_d[pe], 0, err) == 0)
+        EFA_GDA_REPORT("nvshmem-efa shim: rank %d masked after its GDA failure (status %d): nothing more is sent to it "
+                       "(NVSHMEM_EFA_SHIM_PEER_ERRORS=mask)\n", pe, err);
+    return true;
+}
+// The quiet of every queue: in mask mode, every rank with a failure of its own on a shared queue is masked, and such a
+// failure does not trap (efa_gda_quiet reports the first error of each queue, whichever rank caused it).
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE int nvshmem_efa_shim_gda_quiet_masked(nvshmemx_efa_gda_device_state_t* gda) {
+    const int err = efa_gda_quiet(gda);
+    if (!err || !nvshmem_efa_shim::state_d.mask_peer_errors) return err;
+    int left = 0;
+    const uint32_t rails = efa_gda_ro(&gda->n_rails), n_pes = efa_gda_ro(reinterpret_cast<const uint32_t*>(&gda->n_pes));
+    for (uint32_t r = 0; r < rails && r < NVSHMEMX_EFA_GDA_MAX_RAILS; r++) {
+        const nvshmemx_efa_gda_qp_t* qp = &gda->rail[r].qp;
+        const int fatal = static_cast<int>(efa_gda_load(&qp->fatal));
+        if (fatal) return fatal;
+        const uint32_t* per_pe = efa_gda_pe_errors(qp);
+        if (!per_pe) {  // a queue that keeps no PEs: its error is the queue's
+            const int e = static_cast<int>(efa_gda_load(&qp->error));
+            if (e && !left) left = e;
+            continue;
+        }
+        for (uint32_t pe = 0; pe < n_pes; pe++) {
+            const int e = static_cast<int>(efa_gda_load(&per_pe[pe]));
+            if (e && !nvshmem_efa_shim_mask_peer(e, static_cast<int>(pe)) && !left) left = e;
+        }
+    }
+    return left;
+}
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_flush_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
-    efa_gda_check_quiet(gda, efa_gda_quiet_flush(gda, pe), "quiet and flush", pe);
+    if (nvshmem_efa_shim_masked(pe)) return;
+    int err = nvshmem_efa_shim_gda_quiet_masked(gda);
+    if (!err && !nvshmem_efa_shim_masked(pe)) err = efa_gda_flush(gda, pe);
+    if (nvshmem_efa_shim_mask_peer(err, pe)) return;
+    efa_gda_check_quiet(gda, err, "quiet and flush", pe);
 }
 static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_checked(nvshmemx_efa_gda_device_state_t* gda, int pe) {
-    efa_gda_check_quiet(gda, efa_gda_quiet(gda), "quiet", pe);
+    efa_gda_check_quiet(gda, nvshmem_efa_shim_gda_quiet_masked(gda), "quiet", pe);
 }
 #ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL
 // One rail's queue only: what a signal waits for (its payload took that rail).
-// What a signal to pe waits for: the WQEs to pe on its rail (efa_gda_quiet_rail_pe), not those to other PEs.
-static __device__ NVSHMEM_EFA_SHIM_NOINLINE void nvshmem_efa_shim_gda_quiet_rail_checked(nvshmemx_efa_gda_device_state_t* gda,
+// What a signal to pe waits for: the WQEs to pe on its rail (efa_gda_quiet_rail_pe), not those to other PEs. false:
+// pe failed and is masked (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask): the signal is not to be written.
+static __device__ NVSHMEM_EFA_SHIM_NOINLINE bool nvshmem_efa_shim_gda_quiet_rail_checked(nvshmemx_efa_gda_device_state_t* gda,
                                                                                          uint32_t rail, int pe) {
-    efa_gda_check_quiet(gda, efa_gda_quiet_rail_pe(gda, rail, pe), "quiet of the signal's rail and peer", pe);
+    const int err = efa_gda_quiet_rail_pe(gda, rail, pe);
+    if (nvshmem_efa_shim_mask_peer(err, pe)) return false;
+    efa_gda_check_quiet(gda, err, "quiet of the signal's rail and peer", pe);
+    return true;
 }
 #endif
 // The rail of everything the shim sends for one (destination PE, qp_id): DeepEP's qp_id is the expert, and the
@@ -471,11 +555,15 @@ __device__ __forceinline__ void nvshmemi_ibgda_put_nbi_warp(
     nvshmem_efa_shim_order_async_writes();
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim::state_d.gda) {
+        // A masked rank (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask) gets nothing more: DeepEP masks it on its side.
+        if (nvshmem_efa_shim_masked(dst_pe))
+            return;
         // The rail of this (expert, rank): its signal takes it too (nvshmem_efa_shim_rail).
         const uint32_t rail = nvshmem_efa_shim_rail(gda, dst_pe, qp_id);
-        // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens.
+        // DeepEP has no way to hear of a failed put: stop with the reason rather than drop the tokens (or, in mask
+        // mode, mask the rank whose failure it was).
         const int err = nvshmem_efa_shim_gda_put(gda, rail, req_rptr, req_lptr, bytes, dst_pe);
-        if (err && (threadIdx.x & 31) == 0)
+        if (err && (threadIdx.x & 31) == 0 && !nvshmem_efa_shim_mask_peer(err, dst_pe))
             nvshmem_efa_shim_gda_put_failed(gda, err, req_rptr, req_lptr, dst_pe, bytes);
         return;
     }
@@ -542,16 +630,19 @@ __device__ __forceinline__ nvshmemx_efa_gda_device_state_t* nvshmem_efa_shim_gda
 // DeepEP orders them before the signal (a release/acquire counter or a bar.sync, see below). Other rails and other
 // peers are not waited for: a slow NIC or peer delays only its own signals. Failures stop the kernel with the reason.
 __device__ __forceinline__ void nvshmem_efa_shim_gda_signal(nvshmemx_efa_gda_device_state_t* gda, int* rptr, int value, int pe, int qp_id) {
+    if (nvshmem_efa_shim_masked(pe))
+        return;
     const uint32_t rail = nvshmem_efa_shim_rail(gda, pe, qp_id);
 #ifndef NVSHMEM_EFA_SHIM_TEST_NO_QUIET_BEFORE_SIGNAL
-    nvshmem_efa_shim_gda_quiet_rail_checked(gda, rail, pe);
+    if (!nvshmem_efa_shim_gda_quiet_rail_checked(gda, rail, pe))
+        return;
 #endif
     uint32_t write_rail = rail;
 #ifdef NVSHMEM_EFA_SHIM_TEST_SIGNAL_OTHER_RAIL
     write_rail = (rail + 1) % efa_gda_ro(&gda->n_rails);
 #endif
     const int err = efa_gda_write_value_nbi_on(gda, write_rail, rptr, static_cast<uint32_t>(value), sizeof(int), pe);
-    if (err)
+    if (err && !nvshmem_efa_shim_mask_peer(err, pe))
         efa_gda_check(gda, err, "signal write", rptr, nullptr, pe, sizeof(int));
 }
 #endif
@@ -614,9 +705,11 @@ __device__ __forceinline__ void nvshmemi_ibgda_rma_p(
 #ifdef NVSHMEM_EFA_SHIM_GDA
     if (auto* gda = nvshmem_efa_shim_gda_signals()) {
         nvshmem_efa_shim_gda_quiet_checked(gda, dst_pe);
+        if (nvshmem_efa_shim_masked(dst_pe))
+            return;
         const int err = efa_gda_write_value_nbi_on(gda, nvshmem_efa_shim_rail(gda, dst_pe, qp_id), rptr, static_cast<uint32_t>(value),
                                                    sizeof(int), dst_pe);
-        if (err)
+        if (err && !nvshmem_efa_shim_mask_peer(err, dst_pe))
             efa_gda_check(gda, err, "barrier write", rptr, nullptr, dst_pe, sizeof(int));
         return;
     }

@@ -110,10 +110,10 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
     }
     const char *g_why = nullptr;
     if (!g->d_api) {
-        /* The shared block, then flushed_at[n_pes], then the unflushed bits: zero, but for the pointers to them and to
-         * g's scratch. */
+        /* The shared block, then flushed_at[n_pes], then the unflushed bits, then the proxy's unflushed bits: zero, but
+         * for the pointers to them and to g's scratch. */
         const size_t n_pes = (size_t)g->boot.n_pes, words = (n_pes + 31) / 32;
-        const size_t bytes = sizeof(nvshmemx_efa_gda_api_shared_t) + (n_pes + words) * sizeof(unsigned int);
+        const size_t bytes = sizeof(nvshmemx_efa_gda_api_shared_t) + (n_pes + 2 * words) * sizeof(unsigned int);
         CUdeviceptr d = 0;
         nvshmemx_efa_gda_api_shared_t h;
         memset(&h, 0, sizeof h);
@@ -121,6 +121,7 @@ extern "C" int nvshmemx_efa_gda_get_api_slot(nvshmemx_efa_gda_api_slot_t *slot) 
         if (r == CUDA_SUCCESS) {
             h.flushed_at = (unsigned int *)(uintptr_t)(d + sizeof h);
             h.unflushed = h.flushed_at + n_pes;
+            h.proxy_unflushed = h.unflushed + words;
             g_why = start_g(*g, h);
             r = g->cu.memsetD8(d, 0, bytes);
         }

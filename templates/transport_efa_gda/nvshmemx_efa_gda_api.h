@@ -8,8 +8,9 @@
 
 #include "nvshmemx_efa_gda.h"
 
-#define NVSHMEMX_EFA_GDA_API_ABI 4 /* 2: g over GDA (g_value, g_lock, g_slots); 3: READS_OVER_GDA, PROXY_UNORDERED_READ;
-                                    * 4: unflushed (quiet flushes every PE written over GDA) */
+#define NVSHMEMX_EFA_GDA_API_ABI 5 /* 2: g over GDA (g_value, g_lock, g_slots); 3: READS_OVER_GDA, PROXY_UNORDERED_READ;
+                                    * 4: unflushed (quiet flushes every PE written over GDA); 5: proxy_unflushed (fence
+                                    * and quiet flush every PE the proxy wrote to, through every rail) */
 
 /* Why an operation went through NVSHMEM's proxy while GDA was on (counted in the shared block). */
 enum {
@@ -43,7 +44,12 @@ typedef struct {
      * operation to p), which flushes p: a completion is only "queued towards the receiver's PCIe", and OpenSHMEM's quiet
      * promises the writes are visible at every PE, which NVSHMEM's barrier relies on (review 3, finding 2). */
     unsigned int *unflushed;
-    unsigned long long reserved[1];
+    /* ABI 5, in the word ABI 4 reserved: [(n_pes + 31) / 32] bits, PE p's set once the device API handed the proxy a
+     * write to p (put, p, non-fetching atomic, signal), taken by the next fence or quiet, which quiets the proxy and
+     * then flushes p through every rail. On multi-rail NVSHMEM (AWS 3.5.7+) the proxy's write leaves through a NIC of
+     * its choosing, and its quiet only means "queued towards p's PCIe" there: a GDA write after the fence, on p's GDA
+     * rail, could land first (review 3, finding 7). A read through every rail lands it, whichever NIC it took. */
+    unsigned int *proxy_unflushed;
 } nvshmemx_efa_gda_api_shared_t;
 
 typedef struct {

@@ -35,10 +35,14 @@
  *  - quiet: the GDA quiet of every queue, then a flush of every PE sent a GDA write since its last flush (quiet
  *    promises visibility at every PE, and NVSHMEM's barrier, a quiet then signals to its k-ary neighbours only,
  *    relies on it), then the proxy's quiet only if this PE sent the proxy anything since the last proxy quiet
- *    (counters in GPU memory: no read over PCIe when it sent nothing).
- *  - fence: the GDA quiet and the proxy's as above, without the flush: a fence orders, and every GDA write to a PE
- *    takes one NIC. A GDA write ordered after a proxy operation must not pass it, and the proxy's own fence only
- *    orders the proxy's operations.
+ *    (counters in GPU memory: no read over PCIe when it sent nothing), then a flush of every PE the proxy wrote to
+ *    since its last flush (proxy_unflushed).
+ *  - fence: the GDA quiet and the proxy's as above, without the flush of GDA-written PEs (a fence orders, and every
+ *    GDA write to a PE takes one NIC), but with the flush of every PE the proxy wrote to: on multi-rail NVSHMEM (AWS
+ *    3.5.7+) the proxy's write leaves through a NIC of its choosing, and its quiet means "queued towards the PE's
+ *    PCIe" on that NIC only, so a GDA write after the fence, on the PE's GDA rail, could land first (review 3,
+ *    finding 7). A read through every rail lands it whichever NIC it took. The proxy's own fence only orders the
+ *    proxy's operations.
  *
  * Every wait is bounded (NVSHMEM_EFA_GDA_TIMEOUT_MS); an operation that fails traps with a message naming the
  * operation, the PEs and the queue (efa_gda_check): the device API returns nothing a caller could check. */
@@ -71,12 +75,20 @@ extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
 /* --- the proxy side ------------------------------------------------------------------------------------- */
 
 /* After an operation was handed to the proxy: counted, so the next quiet knows the proxy has work. Counted after
- * the hand-over, never before: a quiet that reads the count then covers every operation it counts. */
-EFA_GDA_DEV void efa_gda_api_sent_to_proxy(int reason) {
+ * the hand-over, never before: a quiet that reads the count then covers every operation it counts. written_pe: the PE
+ * a write lands at (put, p, non-fetching atomic, signal), marked in proxy_unflushed after the count, so a fence or
+ * quiet that takes the mark and then quiets the proxy covers the write; -1 for a read or a fetching atomic, whose
+ * result the caller waits for. */
+EFA_GDA_DEV void efa_gda_api_sent_to_proxy(int reason, int written_pe) {
     nvshmemx_efa_gda_api_shared_t *sh = nvshmemi_efa_gda_api_d.shared;
     __threadfence();
     atomicAdd(&sh->proxy_issued, 1ull);
     atomicAdd(&sh->proxy_reason[reason], 1ull);
+    unsigned int *w = sh->proxy_unflushed;
+    if (!w || written_pe < 0) return;
+    __threadfence();
+    const unsigned int bit = 1u << (written_pe & 31);
+    if (!(efa_gda_load(&w[written_pe >> 5]) & bit)) atomicOr(&w[written_pe >> 5], bit);
 }
 
 /* pe was sent a GDA write: marked until a quiet or a proxy operation to pe flushes it. Checked before it is set, so
@@ -156,6 +168,34 @@ EFA_GDA_DEV void efa_gda_api_proxy_quiet_if_pending(bool use_membar) {
     atomicMax(&sh->proxy_quieted, issued);
 }
 
+/* Fence's and quiet's part for the proxy's writes: the proxy's quiet, then, for every PE it wrote to since the last
+ * flush (proxy_unflushed), a read through each rail (efa_gda_flush), which that NIC serves after the writes it placed
+ * before. On multi-rail NVSHMEM the proxy's NIC need not be the PE's GDA rail, and its quiet only means "queued
+ * towards the PE's PCIe" on that NIC: without the flush, a GDA write after the fence could land first (review 3,
+ * finding 7). Per word: the marks are taken, then the proxy is quieted (a mark is set after its operation was counted,
+ * so the quiet covers it), then the PEs are flushed. A proxy quiet happens even where no PE is marked, if pending. */
+EFA_GDA_DEV void efa_gda_api_proxy_quiet_flush(nvshmemx_efa_gda_device_state_t *s, bool use_membar) {
+    unsigned int *w = nvshmemi_efa_gda_api_d.shared->proxy_unflushed;
+#ifdef NVSHMEMX_EFA_GDA_API_TEST_NO_PROXY_FLUSH
+    w = nullptr;
+#endif
+    if (w) {
+        const uint32_t words = ((uint32_t)s->n_pes + 31) / 32;
+        for (uint32_t i = 0; i < words; i++) {
+            if (!efa_gda_load(&w[i])) continue;
+            unsigned int bits = atomicExch(&w[i], 0u);
+            if (!bits) continue;
+            __threadfence();
+            efa_gda_api_proxy_quiet_if_pending(use_membar);
+            for (; bits; bits &= bits - 1) {
+                const int pe = (int)(i * 32 + (uint32_t)__ffs(bits) - 1);
+                efa_gda_check_quiet(s, efa_gda_flush(s, pe), "flush after the proxy's quiet (its writes there before later GDA writes)", pe);
+            }
+        }
+    }
+    efa_gda_api_proxy_quiet_if_pending(use_membar);
+}
+
 /* --- the leader's work ------------------------------------------------------------------------------------ */
 
 /* The rail of every GDA operation to pe: one NIC per destination (the policy's rail with channel 0, pe mod the
@@ -202,7 +242,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_nbi_leader(void *rptr, voi
     if (efa_gda_api_post(rptr, lptr, bytes, pe, put, &why)) return;
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
-    efa_gda_api_sent_to_proxy(why);
+    efa_gda_api_sent_to_proxy(why, put ? pe : -1);
 }
 
 /* Blocking: the post, then its completion (the GDA quiet covers it; a get's data is in place at completion). */
@@ -215,7 +255,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_rma_leader(void *rptr, void *l
     }
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, put ? NVSHMEMI_OP_PUT : NVSHMEMI_OP_GET);
-    efa_gda_api_sent_to_proxy(why);
+    efa_gda_api_sent_to_proxy(why, put ? pe : -1);
     efa_gda_api_proxy_quiet_if_pending(false);
 }
 
@@ -244,7 +284,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_p_leader(void *rptr, uint64_t 
         case 4: nvshmemi_proxy_rma_p<uint32_t>(rptr, (uint32_t)value, pe); break;
         default: nvshmemi_proxy_rma_p<uint64_t>(rptr, value, pe); break;
     }
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_VALUE);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_VALUE, pe);
 }
 
 /* Put with signal by the group's first thread. The signal never lands before its payload: over GDA it is posted
@@ -259,12 +299,12 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_put_signal_leader(void *rptr, 
         nvshmemi_proxy_rma_nbi(rptr, lptr, bytes, pe, NVSHMEMI_OP_PUT);
         nvshmemi_proxy_fence();
         nvshmemi_proxy_amo_nonfetch<uint64_t>(sig_addr, signal, pe, sig_op);
-        efa_gda_api_sent_to_proxy(why);
-        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+        efa_gda_api_sent_to_proxy(why, pe);
+        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC, pe);
     } else if (sig_op != NVSHMEMI_AMO_SIGNAL_SET || !efa_gda_api_write_value(sig_addr, signal, 8, pe, true)) {
         nvshmemi_efa_gda_api_before_proxy(pe);
         nvshmemi_proxy_amo_nonfetch<uint64_t>(sig_addr, signal, pe, sig_op);
-        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+        efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC, pe);
     }
     if (!is_nbi) {
         efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet of a blocking put with signal", pe);
@@ -277,14 +317,14 @@ template <typename T>
 NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_amo_nonfetch(void *rptr, T value, int pe, nvshmemi_amo_t op) {
     nvshmemi_efa_gda_api_before_proxy(pe);
     nvshmemi_proxy_amo_nonfetch<T>(rptr, value, pe, op);
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC, pe);
 }
 template <typename T>
 NVSHMEMX_EFA_GDA_API_ENTRY T nvshmemi_efa_gda_api_amo_fetch(void *rptr, T value, T compare, int pe, nvshmemi_amo_t op) {
     nvshmemi_efa_gda_api_before_proxy(pe);
     T ret;
     nvshmemi_proxy_amo_fetch<T>(rptr, (void *)&ret, value, compare, pe, op);
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_ATOMIC, -1);
     return ret;
 }
 
@@ -331,7 +371,7 @@ NVSHMEMX_EFA_GDA_API_ENTRY T nvshmemi_efa_gda_api_rma_g(void *rptr, int pe) {
     }
     nvshmemi_efa_gda_api_before_proxy(pe);
     r = nvshmemi_proxy_rma_g<T>(rptr, pe); /* waits for its own completion */
-    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE);
+    efa_gda_api_sent_to_proxy(NVSHMEMX_EFA_GDA_API_PROXY_GET_VALUE, -1);
     return r;
 }
 
@@ -362,7 +402,7 @@ NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_quiet_leader(bool use_membar) 
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
     efa_gda_check_quiet(s, efa_gda_quiet(s), "quiet", s->my_pe);
     efa_gda_api_flush_written(s);
-    efa_gda_api_proxy_quiet_if_pending(use_membar);
+    efa_gda_api_proxy_quiet_flush(s, use_membar);
     if (use_membar) __threadfence_system();
 }
 template <threadgroup_t SCOPE>
@@ -372,14 +412,15 @@ NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_quiet(bool use_membar) {
 }
 
 /* A fence is a quiet of both paths: EFA delivers writes in no order, and what the proxy sent must be done before
- * a GDA write ordered after it is posted. (A GDA write ordered before a proxy operation is handled by that
- * operation: nvshmemi_efa_gda_api_before_proxy.) */
+ * a GDA write ordered after it is posted, and placed where the proxy's NIC is not that write's (a flush of every PE
+ * the proxy wrote to: efa_gda_api_proxy_quiet_flush). (A GDA write ordered before a proxy operation is handled by
+ * that operation: nvshmemi_efa_gda_api_before_proxy.) */
 NVSHMEMX_EFA_GDA_API_FN void nvshmemi_efa_gda_api_fence_leader() {
-#ifndef NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET
     nvshmemx_efa_gda_device_state_t *s = nvshmemi_efa_gda_api_d.state;
+#ifndef NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET
     efa_gda_check_quiet(s, efa_gda_quiet(s), "fence", s->my_pe);
 #endif
-    efa_gda_api_proxy_quiet_if_pending(false);
+    efa_gda_api_proxy_quiet_flush(s, false);
 }
 template <threadgroup_t SCOPE>
 NVSHMEMX_EFA_GDA_API_ENTRY void nvshmemi_efa_gda_api_fence() {

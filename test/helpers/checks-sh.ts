@@ -52,7 +52,8 @@ export function checksWorld(): ChecksWorld {
   script(p('python'), `[[ "$*" == *test_low_latency.py* ]] || exec python3 "$@"\n${DISPATCH}`);
   // device_api and neg_device_api find their programs by name under NVSHMEM_TESTS.
   for (const t of ['device_api_order', 'device_api_order_fence_no_gda_quiet', 'device_api_order_signal_no_wait',
-    'device_api_order_no_flush_before_proxy', 'device_api_order_quiet_no_flush']) standIn(p('tests/ours', t));
+    'device_api_order_no_flush_before_proxy', 'device_api_order_quiet_no_flush', 'device_api_order_warp_rail', 'device_api_order_no_proxy_flush'])
+    standIn(p('tests/ours', t));
   for (const t of ['shmem_put_bw', 'shmem_p_latency']) standIn(p('tests/perftest', t));
   for (const t of ['put-block', 'ring-bcast']) standIn(p('tests/examples', t));
   // nvshmem-efa launch: N ranks with PMI_RANK, each into DIR/rank<R>.log; exit status that of the first rank that failed.
@@ -100,7 +101,7 @@ export interface Verdict { verdict: string; evidence: string }
 /** Runs checks.sh (or SCRIPT) on NAMES under SCENARIO in a fresh RESULTS; resolves to each check's RESULT line. Not
  * spawnSync: the tests of a file run their invocations side by side (each in a world of its own). */
 export async function runChecks(world: ChecksWorld, names: string[], scenario: Scenario, extra: Record<string, string> = {},
-  scriptPath = world.script) {
+  scriptPath = world.script, killAfterMs = 280_000) {
   const scen = world.env.SCEN!;
   rmSync(scen, { recursive: true, force: true });
   rmSync(world.env.RESULTS!, { recursive: true, force: true });
@@ -110,7 +111,7 @@ export async function runChecks(world: ChecksWorld, names: string[], scenario: S
   let stdout = '', stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
   child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 280_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
   clearTimeout(timer);
   const results = new Map<string, Verdict>();

@@ -82,6 +82,26 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"bytes": 64}}}, "efaemu1": {"
     for (const rank of [0, 1]) expect(seen(tmp, `rails.${rank}`)).toBe(`host=efaemu-node${rank} gpu=0\nnic0=${real}\nnic1=${real}`);
   });
 
+  // Issue 35: device_api_order+rails through the real nvshmem-efa launch, PE_RAILS=2 in --pe-exec.
+  it('device_api_order+rails: each PE of the launch a host of its own with both NICs at the one GPU (EFAEMU_NICS=2), the 2-NIC tests named', () => {
+    const tmp = scratch();
+    const tests = path.join(tmp, 'nvshmem-tests', 'ours');
+    mkdirSync(tests, { recursive: true });
+    standIn(path.join(tests, 'device_api_order'), `
+{ echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES nics=$EFAEMU_NICS order=$CUDA_DEVICE_ORDER args=$*"; for n in 0 1; do echo "nic$n=$(readlink -f /sys/class/infiniband/efaemu$n/device)"; done; } > "${tmp}/dao.$PMI_RANK"
+printf '{"paths":{"gda":{"write":{"bytes":4096},"read":{"bytes":0}},"rdm":{"write":{"bytes":0,"gpu_bytes":0},"read":{"bytes":0}}}}' > "$EFAEMU_STATS/efaemu-$$.json"
+echo "nvshmem-efa: PE $PMI_RANK at finalize: EFA GDA active on 2 rails (efaemu0, efaemu1); NVSHMEM device API over GDA on"
+`);
+    const r = checks(tmp, ['device_api'], {
+      NVSHMEM_TESTS: path.join(tmp, 'nvshmem-tests'), DEVICE_API_PROGRAMS: 'device_api_order+rails',
+      NVSHMEM_EFA_LAUNCH: `${process.execPath} ${path.join(ROOT, 'bin/nvshmem-efa.js')}`,
+    }, 180_000);
+    expect(r.stdout, r.out).toMatch(/^RESULT\tdevice_api\tpass\t1 runs: device_api_order\+rails on: ok \d+s, GDA w\/r 8192\/0 B/m);
+    const real = spawnSync('readlink', ['-f', `/sys/bus/pci/devices/${pci}`], { encoding: 'utf8' }).stdout.trim();
+    for (const rank of [0, 1])
+      expect(seen(tmp, `dao.${rank}`)).toBe(`host=efaemu-node${rank} gpu=0 nics=2 order=PCI_BUS_ID args=100 fence signal xwarp_p xwarp_signal proxy_fence_gda\nnic0=${real}\nnic1=${real}`);
+  }, 300_000);
+
   // 1x H200, gda_kernel under modes all with both PEs on the GPU: a credit refresh of 513 writes outlasted the 5 s GPU
   // wait bound at about 13 ms a write, none lost (the emulator's CUDA copies wait for timeslices).
   it('gda_kernel and gda_rails on a shared GPU bound their GPU waits at 60 s; one PE per GPU keeps the product\'s default', () => {
@@ -100,10 +120,11 @@ printf '{"per_nic": {"efaemu0": {"gda": {"write": {"bytes": 64}}}, "efaemu1": {"
   const python = (tmp: string) => standIn(path.join(tmp, 'python'), `
 case "$*" in *test_low_latency.py*) ;; *) exec python3 "$@" ;; esac
 all="$*"
-echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES rank=$RANK world=$WORLD_SIZE recv_ms=\${NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS:-} bench=\${DEEPEP_BENCH_ITERS:-} args=\${all#*--disable-nvlink }" > "${tmp}/deepep.$RANK"
+echo "host=$(cat /proc/sys/kernel/hostname) gpu=$CUDA_VISIBLE_DEVICES rank=$RANK world=$WORLD_SIZE recv_ms=\${NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS:-} bench=\${DEEPEP_BENCH_ITERS:-} args=\${all#*--disable-nvlink } refuse=\${EFAEMU_FAIL_AS_TARGET:-} peer_errors=\${NVSHMEM_EFA_SHIM_PEER_ERRORS:-}" > "${tmp}/deepep.$RANK"
 case "$*" in *--shrink-test*) case $RANK in 1) echo "Rank 1 failed when first calling dispatch communication API, exit..." ;; 3) echo "Rank 3 failed when first calling combine communication API, exit..." ;; 5) echo "Rank 5 failed when first calling clean communication API, exit..." ;; esac ;; esac
 [ "$RANK" = 0 ] && echo "nvshmem-efa shim: EFA GDA active on 1 rail" && echo "[rank 0] Dispatch + combine bandwidth: 1.00 GB/s"
-printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_bytes": 0}}}}' > "$EFAEMU_STATS/efaemu-$$.json"
+refused=0; [ "\${EFAEMU_FAIL_AS_TARGET:-}" = gda ] && refused=5
+printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_bytes": 0}}}, "faults": {"refused": %d}}' $refused > "$EFAEMU_STATS/efaemu-$$.json"
 `);
 
   it('deepep_shrink runs on 6 PEs (24 experts, the shim\'s receive bound), deepep_ll_4pes on 4, each rank a host of its own on the one GPU, DeepEP\'s benchmarks cut', () => {
@@ -112,9 +133,10 @@ printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_byt
     mkdirSync(path.join(tmp, 'tests'));
     const env = { PYTHON: python(tmp), DEEPEP_DIR: tmp, DEEPEP_ARGS: undefined };
     const shrink = checks(tmp, ['deepep_shrink'], env);
-    expect(shrink.stdout, shrink.out).toMatch(/^RESULT\tdeepep_shrink\tpass\t--shrink-test passed on 6 PEs on 1 GPU \(time-sliced, each PE a host of its own\): failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others; GDA bytes 24576, GPU-sourced RDM write bytes 0; receive bound 10000 ms; /m);
+    expect(shrink.stdout, shrink.out).toMatch(/^RESULT\tdeepep_shrink\tpass\t--shrink-test passed on 6 PEs on 1 GPU \(time-sliced, each PE a host of its own\): failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others; rank 1 refusing GDA \(EFAEMU_FAIL_AS_TARGET=gda, 5 refused\), the shim's peer errors mask \(0 masks said\); GDA bytes 24576, GPU-sourced RDM write bytes 0; receive bound 10000 ms; /m);
+    // Rank 1 alone refuses GDA (issue 35); every rank's shim masks a failed peer.
     for (let r = 0; r < 6; r++)
-      expect(seen(tmp, `deepep.${r}`)).toBe(`host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=6 recv_ms=10000 bench=3 args=--shrink-test --num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 24`);
+      expect(seen(tmp, `deepep.${r}`)).toBe(`host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=6 recv_ms=10000 bench=3 args=--shrink-test --num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 24 refuse=${r === 1 ? 'gda' : ''} peer_errors=mask`);
     const four = checks(tmp, ['deepep_ll_4pes'], env);
     expect(four.stdout, four.out).toMatch(/^RESULT\tdeepep_ll_4pes\tpass\ttest_low_latency\.py --disable-nvlink, 4 x 1 GPU \(4 PEs on 1 GPU \(time-sliced, each PE a host of its own\)\): passed over the shim's own GDA path/m);
     for (let r = 0; r < 4; r++) expect(seen(tmp, `deepep.${r}`)).toMatch(new RegExp(`^host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=4 recv_ms= bench=3 `));

@@ -57,8 +57,15 @@ ${o.fail ? `[ "$RANK" = 1 ] && { printf 'Traceback (most recent call last):\\n  
 exit 0`;
 // deepep_counters: GDA off, the RDM path's GPU-sourced payload (all but the signal-sized bytes) per rank.
 const counters = (payload: number) => `${st({ paths: { rdm: { write: { gpu_bytes: payload + 32, small_gpu_bytes: 32 } }, gda: { write: { ops: 0 } } } })}`;
-const shrink = (ok: boolean) => `case $RANK in 1) echo "Rank 1 failed when first calling dispatch communication API, exit..." ;; 3) echo "Rank 3 failed when first calling combine communication API, exit..." ;; 5) echo "Rank 5 failed when first calling clean communication API, exit..." ;; esac
-${st({ paths: { gda: { write: { bytes: 4096 } }, rdm: { write: { gpu_bytes: 0 } } } })}
+// deepep_shrink: rank 1 refuses GDA (EFAEMU_FAIL_AS_TARGET=gda, its environment alone) and every rank's shim masks a
+// failed peer (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask); REFUSED: the refusals efaemu counted on rank 1.
+const shrink = (ok: boolean, refused = 3) => `[ "\${NVSHMEM_EFA_SHIM_PEER_ERRORS:-}" = mask ] || { echo "RuntimeError: the shim traps on a peer's failure"; exit 1; }
+if [ "$RANK" = 1 ]; then [ "\${EFAEMU_FAIL_AS_TARGET:-}" = gda ] || { echo "RuntimeError: rank 1 is not refusing"; exit 1; }
+elif [ -n "\${EFAEMU_FAIL_AS_TARGET:-}" ]; then echo "RuntimeError: rank $RANK refuses too"; exit 1; fi
+[ "$RANK" = 0 ] && echo "nvshmem-efa shim: rank 1 masked after its GDA failure (status 13): nothing more is sent to it (NVSHMEM_EFA_SHIM_PEER_ERRORS=mask)"
+case $RANK in 1) echo "Rank 1 failed when first calling dispatch communication API, exit..." ;; 3) echo "Rank 3 failed when first calling combine communication API, exit..." ;; 5) echo "Rank 5 failed when first calling clean communication API, exit..." ;; esac
+[ "$RANK" = 1 ] && ${st({ paths: { gda: { write: { bytes: 4096 } }, rdm: { write: { gpu_bytes: 0 } } }, faults: { refused } })}
+[ "$RANK" = 1 ] || ${st({ paths: { gda: { write: { bytes: 4096 } }, rdm: { write: { gpu_bytes: 0 } } } })}
 ${ok ? '' : '[ "$RANK" = 2 ] && { echo "RuntimeError: DeepEP error: timeout (dispatch CPU)"; exit 1; }'}
 exit 0`;
 const pressure = (ok: boolean) => `[ "$RANK" = 0 ] && for s in 0 1; do echo "Testing with seed $s ..."; echo "[rank 0] Dispatch + combine bandwidth: 0.03 GB/s"; done
@@ -121,9 +128,11 @@ echo "${proxyLine}"`;
 const order = (caught: boolean) => `t=\${@: -1}
 if ${caught ? 'true' : 'false'} && [ "$RANK" = 0 ]; then echo "PE0 FAIL $t: 180224 data errors in 100 rounds of 32768 B; first at round 3 word 17: got 0x0000000000000000 want 0x0000000300000011"; exit 1; fi
 echo "PE$RANK ok $t: 100 rounds of 32768 B checked, 0.41 s"`;
-const CONTROLS = ['fence_no_gda_quiet', 'signal_no_wait', 'no_flush_before_proxy', 'quiet_no_flush'];
+// warp_rail and no_proxy_flush run on 2 NICs per PE (PE_RAILS=2), after the unbroken program there.
+const CONTROLS = ['fence_no_gda_quiet', 'signal_no_wait', 'no_flush_before_proxy', 'quiet_no_flush', 'warp_rail', 'no_proxy_flush'];
 const negDeviceApi = (notCaught?: string, alsoPlain?: string): Scenario => ({
   'neg_device_api.unbroken': order(false),
+  'neg_device_api.unbroken.rails': `[ "$PE_RAILS" = 2 ] && [ "$EFAEMU_NICS" = 2 ] || { echo "PE$RANK FAIL setup: not on 2 NICs"; exit 2; }\n${order(false)}`,
   ...Object.fromEntries(CONTROLS.flatMap((c) => [[`neg_device_api.${c}.modes`, order(c !== notCaught)], [`neg_device_api.${c}.plain`, order(c === alsoPlain)]])),
 });
 
@@ -198,6 +207,10 @@ const ALL = ['fi_info', 'fabtests', 'nvshmem_perf', 'gda_kernel', 'gda_rails', '
 // The bounds short enough for a CPU run: silent_bound's 1 s wait + 3 s slack, deepep_silent_bound's 1 s start-up.
 const ENV = { GDA_TIMEOUT_MS: '1000', SLACK_S: '3', DEEPEP_START_S: '1', PRESSURE_SECONDS: '5', DEVICE_API_PROGRAMS: 'shmem_put_bw,put-block,ring-bcast' };
 
+// Every check in one run: about 250 s of stand-ins beside the other tests on a loaded 2-core host, over the helper's
+// default 280 s once neg_device_api gained its 2-NIC runs (issue 35).
+const ALL_MS = 540_000;
+
 function verdicts(results: Map<string, Verdict>, want: Record<string, [string, RegExp]>, out: string) {
   for (const [check, [verdict, evidence]] of Object.entries(want)) {
     const got = results.get(check);
@@ -227,7 +240,7 @@ describe.concurrent('gpu/checks.sh verdicts on the CPU (stand-in programs printi
   afterAll(() => { for (const w of worlds) dropWorld(w); });
 
   it('every check passes when its programs print what a passing run prints', async () => {
-    const r = await runChecks(newWorld(), ALL, GOOD, ENV);
+    const r = await runChecks(newWorld(), ALL, GOOD, ENV, undefined, ALL_MS);
     verdicts(r.results, {
       fi_info: ['pass', /fi_info -p efa: efa-direct efaemu0-rdm,efa efaemu0-rdm \(efa-direct first\)/],
       fabtests: ['pass', /fi_rdm_pingpong: 1m 275.37 MB\/s 3807.93 us; fi_rma_bw write: .*fi_rma_bw writedata: 1m 275.37 MB\/s/],
@@ -238,7 +251,7 @@ describe.concurrent('gpu/checks.sh verdicts on the CPU (stand-in programs printi
       deepep_ll_4pes: ['pass', /4 x 1 GPU \(4 PEs, 1 per GPU\): passed .*GDA carried 16384 bytes/],
       deepep_rails: ['pass', /on 2 rails per PE: passed over the shim's own GDA path \(PE 0: EFA GDA active on 2 rails\), GDA active on 2 rails; both PEs wrote over both NICs/],
       deepep_counters: ['pass', /GDA off: passed; the RDM path carried 8064 GPU-sourced payload bytes = the 8064 the GDA path carried/],
-      deepep_shrink: ['pass', /--shrink-test passed on 6 PEs, 1 per GPU: failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others/],
+      deepep_shrink: ['pass', /--shrink-test passed on 6 PEs, 1 per GPU: failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others; rank 1 refusing GDA \(EFAEMU_FAIL_AS_TARGET=gda, 3 refused\), the shim's peer errors mask \(1 masks said\)/],
       deepep_pressure: ['pass', /--pressure-test bounded to 5s: 3 test_main runs, 0 repeats matched .*2 seed\(s\) started, no error/],
       ll_pattern: ['pass', /ll_pattern: 200 rounds x 4 experts x 64 tokens of 7168 B: every token byte there when its count signal arrived; /],
       normal_mode: ['pass', /normal_mode: every chunk there when the tail .*efaemu modes defer: +EFAEMU_PLACE_DEFER_US=20-400/],
@@ -251,12 +264,12 @@ describe.concurrent('gpu/checks.sh verdicts on the CPU (stand-in programs printi
       silent_bound: ['pass', /both PEs ended by themselves -?[0-4]s after the kernels started \(bound 1000 ms \+ 3s; rc 1\/1\); PE 0: nvshmem-efa: EFA GDA quiet on PE 0/],
       deepep_silent_bound: ['pass', /both PEs ended by themselves in \d+s \(start-up allowance 1s \+ bound 1000 ms; rc 1\/1\), each with the trap message/],
       device_api: ['pass', /4 runs: shmem_put_bw on: ok \d+s, GDA w\/r 131072\/0 B, RDM w\+r 0 B.*; shmem_put_bw off: ok .*; put-block on \(data not judged: it reads its peer's put with no synchronization; \[1\]: error: data\[0\] = 0 expected 2;\[1\]: error: data\[0\] = 0 expected 2\): ok .*; ring-bcast on: ok/],
-      neg_device_api: ['pass', /unbroken: passes under the modes; fence_no_gda_quiet: caught by fence .*; signal_no_wait: caught by signal .*; no_flush_before_proxy: caught by atomic .*; quiet_no_flush: caught by barrier_lone on 4 PEs \(rc 1: PE0 FAIL barrier_lone: 180224 data errors/],
+      neg_device_api: ['pass', /unbroken: passes under the modes; fence_no_gda_quiet: caught by fence .*; signal_no_wait: caught by signal .*; no_flush_before_proxy: caught by atomic .*; quiet_no_flush: caught by barrier_lone on 4 PEs \(rc 1: PE0 FAIL barrier_lone: 180224 data errors.*; unbroken on 2 NICs per PE: passes under the modes; warp_rail: caught by xwarp_p with 2 NICs per PE \(rc 1: PE0 FAIL xwarp_p: 180224 data errors.*\), passes without the modes; no_proxy_flush: caught by proxy_fence_gda with 2 NICs per PE \(rc 1: PE0 FAIL proxy_fence_gda: 180224 data errors.*\), passes without the modes \(device_api_order/],
     }, r.out);
-  }, 300_000);
+  }, ALL_MS + 20_000);
 
   it('every check fails on a broken run; a negative control whose broken client was not caught is a FAIL, never a PASS', async () => {
-    const r = await runChecks(newWorld(), ALL, BAD, ENV);
+    const r = await runChecks(newWorld(), ALL, BAD, ENV, undefined, ALL_MS);
     verdicts(r.results, {
       fi_info: ['fail', /fi_info -p efa printed: efa efaemu0-rdm,efa-direct efaemu0-rdm/],
       fabtests: ['fail', /fi_rma_bw -p efa -v -o read FAILED \(rc client=1 server=0\)/],
@@ -274,7 +287,7 @@ describe.concurrent('gpu/checks.sh verdicts on the CPU (stand-in programs printi
       device_api: ['fail', /shmem_put_bw on: FAIL rc 0 8192 GPU-sourced RDM write bytes; .*put-block on \(data not judged.*\): ok .*ring-bcast on: FAIL rc 0 output: ring-bcast: data mismatch at element 3/],
       ...NOT_CAUGHT,
     }, r.out);
-  }, 300_000);
+  }, ALL_MS + 20_000);
 
   it('the other verdicts: skips that say why, a control that is not the broken build or fails without the modes too, a run that never failed', async () => {
     const world = newWorld();
@@ -312,6 +325,33 @@ echo "${finalize}"; ${st({ paths: { gda: { write: { bytes: 4096 } }, rdm: { writ
       expect(`${check} ${v.verdict}: ${v.evidence}`).toMatch(new RegExp(`^${check} skip: (LIBFABRIC_HOME is not set or missing \\(/nonexistent\\)|(PE_TEST|PATTERN_DIR|DEEPEP_DIR|NVSHMEM_TESTS) is not set or missing \\(unset\\))$`));
     const noLaunch = await runChecks(world, ['device_api', 'neg_device_api'], {}, { NVSHMEM_EFA_LAUNCH: '' });
     for (const c of ['device_api', 'neg_device_api']) expect(noLaunch.results.get(c)).toEqual({ verdict: 'skip', evidence: 'NVSHMEM_EFA_LAUNCH is not set (nvshmem-efa selftest sets it)' });
+  }, 300_000);
+
+  // Issue 35: the rows and controls that need 2 NICs per PE (PE_RAILS=2: the cross-warp fence of review 3's finding 1
+  // and the proxy put, fence, GDA flag of finding 7), and deepep_shrink with rank 1 refusing and the shim masking.
+  const orderRails = (rails: number) => `[ "$PE_RAILS" = 2 ] && [ "$EFAEMU_NICS" = 2 ] && [ "$CUDA_DEVICE_ORDER" = PCI_BUS_ID ] || { echo "PE$RANK FAIL setup: not on 2 NICs"; exit 2; }
+${st({ paths: { gda: { write: { bytes: 65536 }, read: { bytes: 0 } }, rdm: { write: { bytes: 0, gpu_bytes: 0 }, read: { bytes: 0 } } } })}
+for t in fence signal xwarp_p xwarp_signal proxy_fence_gda; do echo "PE$RANK ok $t: 100 rounds of 32768 B checked, 0.41 s"; done
+echo "nvshmem-efa: PE $RANK at finalize: EFA GDA active on ${rails === 2 ? '2 rails (efaemu0, efaemu1)' : '1 rail (efaemu0)'}; NVSHMEM device API over GDA on"
+echo "${proxyLine}"`;
+  it('issue 35: a 2-NIC control not caught is a FAIL; DEVICE_API_RAILS=0 leaves the 2-NIC runs out, saying so; device_api_order+rails needs GDA on 2 rails on every PE; deepep_shrink needs rank 1 refused', async () => {
+    const world = newWorld();
+    for (const [ctl, test] of [['no_proxy_flush', 'proxy_fence_gda'], ['warp_rail', 'xwarp_p']]) {
+      const r = await runChecks(world, ['neg_device_api'], negDeviceApi(ctl), ENV);
+      verdicts(r.results, { neg_device_api: ['fail', new RegExp(`${ctl}: NOT caught under the modes \\(rc 0, no data error in ${test}\\)`)] }, r.out);
+    }
+    const single = await runChecks(world, ['neg_device_api', 'device_api'], { ...negDeviceApi(), 'device_api.shmem_put_bw.on': devApi('on'), 'device_api.shmem_put_bw.off': devApi('off') },
+      { ...ENV, DEVICE_API_RAILS: '0', DEVICE_API_PROGRAMS: 'shmem_put_bw,device_api_order+rails' });
+    verdicts(single.results, {
+      neg_device_api: ['pass', /quiet_no_flush: caught by barrier_lone on 4 PEs .*; warp_rail: not run: DEVICE_API_RAILS=0 \(it needs 2 NICs per PE and a multi-rail NVSHMEM\); no_proxy_flush: not run: DEVICE_API_RAILS=0/],
+      device_api: ['pass', /2 runs: shmem_put_bw on: ok .*; device_api_order\+rails: not run: DEVICE_API_RAILS=0 \(a single-rail NVSHMEM gives GDA one NIC per PE/],
+    }, single.out);
+    const two = await runChecks(world, ['device_api'], { 'device_api.device_api_order+rails.on': orderRails(2) }, { ...ENV, DEVICE_API_PROGRAMS: 'device_api_order+rails' });
+    verdicts(two.results, { device_api: ['pass', /1 runs: device_api_order\+rails on: ok \d+s, GDA w\/r 131072\/0 B/] }, two.out);
+    const one = await runChecks(world, ['device_api'], { 'device_api.device_api_order+rails.on': orderRails(1) }, { ...ENV, DEVICE_API_PROGRAMS: 'device_api_order+rails' });
+    verdicts(one.results, { device_api: ['fail', /device_api_order\+rails on: FAIL rc 0 GDA on 2 rails at finalize on 0 of 2 PEs \(2 NICs per PE, PE_RAILS=2\)/] }, one.out);
+    const unrefused = await runChecks(world, ['deepep_shrink'], { deepep_shrink: shrink(true, 0) }, ENV);
+    verdicts(unrefused.results, { deepep_shrink: ['fail', /rc 0\/0\/0\/0\/0\/0 on 6 PEs, 1 per GPU .*rank 1 refusing GDA \(EFAEMU_FAIL_AS_TARGET=gda, 0 refused\)/] }, unrefused.out);
   }, 300_000);
 
   // The test above can fail: each judgement of "caught" weakened the way a plausible bug would, the not-caught runs

@@ -170,6 +170,11 @@ describe('software EFA (CPU)', () => {
       "NVSHMEM_EFA_SHIM_SIGNALS=proxy: the same calls send each count and the barrier value through NVSHMEM after the GDA payload completed; quiet then adds NVSHMEM's quiet (random:7:8)",
       'GDA not active: every put, signal, quiet and rma_p goes through NVSHMEM',
       "normal mode's counter adds go through NVSHMEM even with GDA signals on, after the GDA payload; quiet then includes NVSHMEM's quiet; a local copy is a local atomic",
+      // A peer's failure (issue 35 item 6): a trap by default; with NVSHMEM_EFA_SHIM_PEER_ERRORS=mask the rank is masked
+      // and nothing more is sent to it (the mask test fails on a shim whose failures always trap).
+      "NVSHMEM_EFA_SHIM_PEER_ERRORS=trap (the default): with PE 1 refusing, its count's wait traps, naming the quiet of the signal's rail and peer",
+      "NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: with PE 1 refusing, its count is not written and rank 1 is masked (once, said on stdout) instead of a trap; later tokens, counts and barrier writes to it post nothing; DeepEP's quiet does not trap",
+      'NVSHMEM_EFA_SHIM_PEER_ERRORS: unset, empty and trap trap; mask masks; anything else is refused',
       // DeepEP's own receive waits end at NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS when it is set (a failed signal write is
       // seen by its sender only; the receiver would wait DeepEP's 100 s).
       "DeepEP's receive-wait bound (NUM_TIMEOUT_CYCLES in the kernels that include the shim) is DeepEP's own until NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS sets it; the value is validated",
@@ -207,6 +212,10 @@ describe('software EFA (CPU)', () => {
   const fenceRule = 'fence: a GDA put after it is seen only after the GDA put before it, which the NIC held';
   const railRule = "two rails: put, p, put with SET signal, get and g to PE 1, from warps 0 to 3, all leave through PE 1's rail (1 mod 2), none through rail 0; the data lands";
   const quietRule = 'quiet flushes each PE sent a GDA write (put, p, SET signal) since its last flush, a read per rail, and no other: not after a get alone, nor twice; two rails';
+  const proxyRule = (by: string, next: string) =>
+    `proxy_fence_gda: two rails, the proxy on rail 0's NIC (multi-rail NVSHMEM), PE 1's GDA rail 1: a put from a buffer outside GDA's regions through the proxy, ${by}, then p of a flag over GDA: the put is in place before the flag (PE 1 flushed through every rail after the proxy's quiet); ${next}`;
+  const proxyFenceRule = proxyRule('fence', 'the next fence posts nothing');
+  const proxyQuietRule = proxyRule('quiet', "the next quiet flushes only the flag's PE");
   it("routes NVSHMEM's device API: RMA over GDA, what GDA cannot serve through the proxy by reason, quiet and fence over both paths, signals after their payload", () => {
     expect(runChecks(path.join(dir, 'device_api_cpu_test'))).toEqual([
       signalRule,
@@ -214,7 +223,9 @@ describe('software EFA (CPU)', () => {
       fenceRule,
       railRule,
       quietRule,
-      'a proxy operation to PE 1 takes its mark with its flush: the quiet after it flushes nothing more',
+      'a proxy operation to PE 1 takes its GDA mark with its flush: after a fetching atomic the quiet flushes nothing more; a non-fetching atomic marks PE 1 as written by the proxy, and the quiet after it flushes PE 1 once',
+      proxyFenceRule,
+      proxyQuietRule,
       'put_nbi and get_nbi of heap buffers (thread, warp and block scope) go over GDA: no proxy call; the data is in place after quiet, which makes no proxy quiet (random:7:8)',
       'blocking put and get: the data is in place when the call returns, without a quiet (large:4096:16 holds them)',
       'a GPU that does not order RDMA writes (no READS_OVER_GDA): get, nbi and blocking, goes through the proxy, counted as a read without write ordering; puts stay GDA writes',
@@ -230,15 +241,28 @@ describe('software EFA (CPU)', () => {
   // Its negative controls, one test switch each: exactly the rule it breaks is broken. softefa places a write's
   // bytes with its completion, so NO_FLUSH_BEFORE_PROXY is caught here by the missing quiet; the flush alone
   // (placement after completion) needs efaemu's EFAEMU_PLACE_DEFER_US.
-  for (const [name, ctl, broken, rule] of [
-    ['signal_no_wait', 'NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT', 'a SET signal over GDA is seen before its held payload', signalRule],
-    ['no_flush_before_proxy', 'NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY', "the proxy's SIGNAL_ADD runs before its held GDA payload is in place", addRule],
-    ['fence_no_gda_quiet', 'NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET', 'a put after a fence is seen before the held put before it', fenceRule],
-    ['quiet_no_flush', 'NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH', 'quiet flushes no PE it wrote to', quietRule],
-    ['warp_rail', 'NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL', "warps 1 and 3 send PE 1's operations through rail 0", railRule],
-  ] as const) {
-    it(`device API negative control ${ctl}: ${broken}; the other rules hold`, () => {
-      const expected = [signalRule, addRule, fenceRule, railRule, quietRule].map((r) => (r === rule ? `negative control ${ctl}: ${broken}` : r));
+  // Each control names the rules it breaks and what its build calls each of them.
+  const controls: [string, string, [string, string][]][] = [
+    ['signal_no_wait', 'NVSHMEMX_EFA_GDA_API_TEST_SIGNAL_NO_WAIT', [[signalRule, 'a SET signal over GDA is seen before its held payload']]],
+    ['no_flush_before_proxy', 'NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_PROXY', [[addRule, "the proxy's SIGNAL_ADD runs before its held GDA payload is in place"]]],
+    ['fence_no_gda_quiet', 'NVSHMEMX_EFA_GDA_API_TEST_FENCE_NO_GDA_QUIET', [[fenceRule, 'a put after a fence is seen before the held put before it']]],
+    ['quiet_no_flush', 'NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH', [[quietRule, 'quiet flushes no PE it wrote to']]],
+    ['warp_rail', 'NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL', [[railRule, "warps 1 and 3 send PE 1's operations through rail 0"]]],
+    [
+      'no_proxy_flush',
+      'NVSHMEMX_EFA_GDA_API_TEST_NO_PROXY_FLUSH',
+      [
+        [proxyFenceRule, "proxy_fence_gda: a GDA p after fence is seen before the proxy's put"],
+        [proxyQuietRule, "proxy_fence_gda: a GDA p after quiet is seen before the proxy's put"],
+      ],
+    ],
+  ];
+  for (const [name, ctl, broken] of controls) {
+    it(`device API negative control ${ctl}: ${broken.map(([, b]) => b).join('; ')}; the other rules hold`, () => {
+      const expected = [signalRule, addRule, fenceRule, railRule, quietRule, proxyFenceRule, proxyQuietRule].map((r) => {
+        const hit = broken.find(([rule]) => rule === r);
+        return hit ? `negative control ${ctl}: ${hit[1]}` : r;
+      });
       expect(runChecks(path.join(dir, `device_api_cpu_test_${name}`))).toEqual(expected);
     });
   }
@@ -596,13 +620,14 @@ describe('EFA GDA host code end to end on 2 PEs (fake efa-direct provider and CU
     // PE's GPU orders GPUDirect RDMA writes; below OWNER on one PE, puts stay GDA writes and the rest goes through the
     // proxy on every PE, and the status line says why.
     for (const out of [below.pe0, below.pe1]) {
-      expect(out).toContain('api slot: rc=0 abi=4 on=1 flags=0 g_slots=0\n');
+      expect(out).toContain('api slot: rc=0 abi=5 on=1 flags=0 g_slots=0\n');
       expect(out).toContain(`NVSHMEM device API over GDA on (puts as GDA writes; p, SET signals, g and get through NVSHMEM's proxy: ${why})`);
     }
     for (const out of [all.pe0, all.pe1]) {
-      expect(out).toMatch(/api slot: rc=0 abi=4 on=1 flags=3 g_slots=[1-9]\d*\n/);
-      // quiet's flush marks (review 3, finding 2): a word of bits after flushed_at, cleared.
-      expect(out).toContain('api shared: unflushed=after flushed_at words=1 set=0\n');
+      expect(out).toMatch(/api slot: rc=0 abi=5 on=1 flags=3 g_slots=[1-9]\d*\n/);
+      // quiet's flush marks (review 3, finding 2): a word of bits after flushed_at, cleared; the proxy's (finding 7)
+      // after them.
+      expect(out).toContain('api shared: unflushed=after flushed_at proxy_unflushed=after unflushed words=1 set=0\n');
       expect(out).toContain('NVSHMEM device API over GDA on (p and SET signals as GDA writes: every NIC delivers a write once; g as GDA reads, get too)');
     }
   });

@@ -198,6 +198,11 @@ describe('selftest: PEs on the GPUs there are (issue 34)', () => {
     expect(env).toMatch(/^PE_GPUS=1$/m);
     expect(env).toMatch(/^PES_PER_GPU=auto$/m);
     expect(env).toMatch(/^NO_MPS_DIR=.*\/no-mps$/m);
+    // The layout is not recorded in this work dir: the 2-NIC runs of device_api and neg_device_api are asked for.
+    expect(env).toMatch(/^DEVICE_API_RAILS=1$/m);
+    // A single-rail build: left out (checks.sh says so in their evidence).
+    const sr = await runSelftest(opts(workDir({ layout: 'single-rail' }), { checks: ['fi_info'] }), host({ gpus: 1 }), ['RESULT\tfi_info\tpass\tok']);
+    expect(readFileSync(path.join(sr.dir, 'env'), 'utf8')).toMatch(/^DEVICE_API_RAILS=0$/m);
     expect(r.out).toContain('PEs (host with 1 GPU, --pes-per-gpu auto): 2 PEs on 1 GPU (time-sliced, each PE a host of its own) for gda_kernel; 4 PEs on 1 GPU (time-sliced, each PE a host of its own) for deepep_ll_4pes; 6 PEs on 1 GPU (time-sliced, each PE a host of its own) for deepep_shrink');
     expect(r.out).toContain("shared GPUs: each check's time is the GPU time-slicer's, not the product's");
     expect(r.out).toMatch(/^4 passed, 0 failed, 0 skipped in \d+ s$/m);

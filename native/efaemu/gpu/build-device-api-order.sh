@@ -7,7 +7,7 @@
 #
 #   build-device-api-order.sh PREFIX OUT ARCH [PROGRAM...]
 #
-# PROGRAM: device_api_order, or device_api_order_<control> (control: fence_no_gda_quiet, signal_no_wait,
+# PROGRAM: device_api_order, or device_api_order_<control> (control: fence_no_gda_quiet, signal_no_wait, warp_rail, no_proxy_flush,
 # no_flush_before_proxy, quiet_no_flush); default: device_api_order. Negative controls need NVSHMEM_BUILD, the NVSHMEM build
 # directory (<work-dir>/build/nvshmem), configured with CMAKE_EXPORT_COMPILE_COMMANDS=ON (nvshmem-efa build does).
 # Programs land in OUT/ours/, the broken libraries in OUT/ours/neg-<control>/. CUDA_HOME names the toolkit.

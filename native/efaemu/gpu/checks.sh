@@ -120,7 +120,13 @@ DEVICE_API_TABLE=(
   "collective-launch|ex|"
   "device_api_order|order|100"
   "device_api_order@4|order|100 barrier barrier_lone"
+  "device_api_order+rails|order|100 fence signal xwarp_p xwarp_signal proxy_fence_gda"
 )
+# NAME@N: the program on N PEs. NAME+rails: on 2 emulated NICs per PE (PE_RAILS=2 in --pe-exec: each PE a host of its own
+# with efaemu0 and efaemu1 at its GPU), where GDA must say "on 2 rails" at finalize on every PE: the cross-warp fence
+# tests (review 3, finding 1) and a proxy put, fence, GDA flag (finding 7) are only tests with a second NIC. It needs a
+# multi-rail NVSHMEM (a single-rail transport gives GDA one NIC per PE): DEVICE_API_RAILS=0 (selftest passes it for a
+# single-rail build) leaves these rows out, saying so; default 1.
 # Sizes: ring-reduce's defaults move 10 GB (32 to 512 MiB, 5 times: 91 s on one H200 with both PEs on it). Its 32
 # blocks each reduce SIZE/32 bytes in chunks of -m bytes (default 256 KiB), and a block with less than a chunk does
 # nothing: 1 MiB left every block idle and the check failed (1x H200). 8 and 16 MiB in 64 KiB chunks give each block
@@ -138,7 +144,11 @@ declare -A DEVICE_API_SHARED_OMIT=(
 # that is not a barrier neighbour of its sender, which takes 4 PEs (review 3, finding 2), and only with one writer
 # (barrier_lone): 1x H200, the barrier test where every PE writes did not catch it at any window, since each barrier
 # signaller's own flush before its proxy signal lands the receiving NIC's earlier writes, the lone writer's too.
-NEG_DEVICE_API_CONTROLS=(fence_no_gda_quiet:fence signal_no_wait:signal no_flush_before_proxy:atomic quiet_no_flush:barrier_lone:4)
+# warp_rail (the rail of the calling warp, as before review 3's finding 1) and no_proxy_flush (fence and quiet without
+# the flush of the PEs the proxy wrote to: finding 7) show only with 2 NICs per PE (a fourth field, rails: PE_RAILS=2),
+# caught by the cross-warp test xwarp_p and by proxy_fence_gda; with DEVICE_API_RAILS=0 they are not run, and say so.
+NEG_DEVICE_API_CONTROLS=(fence_no_gda_quiet:fence signal_no_wait:signal no_flush_before_proxy:atomic quiet_no_flush:barrier_lone:4
+  warp_rail:xwarp_p:2:rails no_proxy_flush:proxy_fence_gda:2:rails)
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # --device-api-targets: the CMake targets of NVSHMEM's perftests and examples device_api runs (build-nvshmem-tests.sh).
@@ -148,7 +158,7 @@ if [ "${1:-}" = --device-api-targets ]; then
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind _ <<<"$row"
     device_api_wanted "$name" || continue
-    case $kind in ex* | order) echo "${name%@*}" ;; *) echo "perf_device_$name" ;; esac
+    case $kind in ex* | order) echo "${name%%[@+]*}" ;; *) echo "perf_device_$name" ;; esac
   done | awk '!seen[$0]++'
   exit 0
 fi
@@ -339,6 +349,16 @@ if [ "${1:-}" = --pe-exec ]; then
   # ring-reduce creates its events before that call: with both GPUs visible, PE 1 recorded an event of GPU 0 on a
   # stream of GPU 1 ("invalid resource handle", 2x H200 through efaemu, bench/results/device-api-gpu.md).
   # In a shared run (run_launch exports the placement) every PE is such a host.
+  # PE_RAILS=2: the PE in a sysfs namespace of its own with 2 emulated NICs at its GPU and a host name of its own (the
+  # 2-rail checks' setup, two_nics_per_pe), so NVSHMEM gives it both NICs.
+  if [ "${PE_RAILS:-1}" = 2 ]; then
+    g=$(gpu_pci_dir "$(gpu_of "$r")") || { echo "checks.sh --pe-exec: no PCI directory for GPU $(gpu_of "$r") (PE_RAILS=2)" >&2; exit 2; }
+    # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
+    exec env -u EFAEMU_SYSFS_NS "${EFAEMU_SYSFS_NS_SCRIPT:-$HERE/../scripts/sysfs-ns.sh}" --hostname "efaemu-node$r" --device "$g" --device "$g" -- \
+      env $(pe_env "$r") EFAEMU_NICS=2 CUDA_DEVICE_ORDER=PCI_BUS_ID "$@"
+  elif [ "${PE_RAILS:-1}" != 1 ]; then
+    echo "checks.sh --pe-exec: PE_RAILS=$PE_RAILS: expected 1 or 2" >&2; exit 2
+  fi
   own_host_argv "$r"
   # shellcheck disable=SC2046 # pe_env prints VAR=value words for env
   exec "${OWN_HOST[@]}" env $(pe_env "$r") "$@"
@@ -758,19 +778,28 @@ check_deepep_shrink() {
   # combine stage expects rank 3 in a 2-entry mask, on any transport), and experts that divide among them. The ranks
   # left wait out their receive bound once per failed rank before they mask it: the shim's bound
   # (NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS, SHRINK_RECV_MS, default 10 s) instead of DeepEP's 100 s.
+  # Rank 1 also refuses every GDA write and read sent to it (EFAEMU_FAIL_AS_TARGET=gda in its environment alone), as a
+  # peer that stopped answering, and the shim runs with NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: the others' failed
+  # completions to rank 1 must mask it (review 3, finding 6), not trap and end the job. SHRINK_REFUSE=0 leaves it out.
   placed deepep_shrink 6 || return
-  local ms=${SHRINK_RECV_MS:-10000} gda rdm_gpu masked
+  local ms=${SHRINK_RECV_MS:-10000} gda rdm_gpu masked refused shim_masked refuse=${SHRINK_REFUSE:-1}
   local bound=$((${DEEPEP_START_S:-60} + 3 * ms / 1000 + ${SHRINK_TEST_S:-120}))
+  [ "$refuse" = 1 ] && RANK_ENV=([1]="EFAEMU_FAIL_AS_TARGET=gda")
   # shellcheck disable=SC2046 # word lists: paths and arguments without spaces
-  CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_shrink "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8} NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS=$ms" \
+  CHECK_TIMEOUT=$bound T=$bound deepep_pair deepep_shrink "NVSHMEM_EFA_GDA_ENABLE=1 EFAEMU_REORDER=${REORDER:-8} NVSHMEM_EFA_SHIM_RECV_TIMEOUT_MS=$ms NVSHMEM_EFA_SHIM_PEER_ERRORS=mask" \
     --shrink-test $(deepep_args) --num-experts "${SHRINK_EXPERTS:-24}"
-  read -r gda rdm_gpu < <(estat deepep_shrink paths.gda.write.bytes paths.rdm.write.gpu_bytes)
+  RANK_ENV=()
+  read -r gda rdm_gpu refused < <(estat deepep_shrink paths.gda.write.bytes paths.rdm.write.gpu_bytes faults.refused)
   # shellcheck disable=SC2046
   masked=$(grep -h -o 'Rank [0-9]* failed when first calling [a-z]*' $(pe_logs deepep_shrink) | sort -u | sed 's/ failed when first calling / at /' | paste -sd, -)
-  if deepep_ok deepep_shrink && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ]; then
-    result deepep_shrink pass "--shrink-test passed on $(placement_note): failed ${masked:-?}, masked by the others; GDA bytes $gda, GPU-sourced RDM write bytes 0; receive bound ${ms} ms; ${ELAPSED}s$(deepep_args_note) --num-experts ${SHRINK_EXPERTS:-24}"
+  # shellcheck disable=SC2046
+  shim_masked=$(cat $(pe_logs deepep_shrink) 2>/dev/null | grep -c 'masked after its GDA failure')
+  local refusal="rank 1 refusing GDA (EFAEMU_FAIL_AS_TARGET=gda, $refused refused), the shim's peer errors mask ($shim_masked masks said)"
+  [ "$refuse" = 1 ] || refusal="no rank refusing (SHRINK_REFUSE=0)"
+  if deepep_ok deepep_shrink && [ "$gda" -gt 0 ] && [ "$rdm_gpu" = 0 ] && { [ "$refuse" != 1 ] || [ "$refused" -gt 0 ]; }; then
+    result deepep_shrink pass "--shrink-test passed on $(placement_note): failed ${masked:-?}, masked by the others; $refusal; GDA bytes $gda, GPU-sourced RDM write bytes 0; receive bound ${ms} ms; ${ELAPSED}s$(deepep_args_note) --num-experts ${SHRINK_EXPERTS:-24}"
   else
-    result deepep_shrink fail "rc $(rcs) on $(placement_note) (bound ${bound}s); failed ${masked:-none}; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_shrink)$(deepep_args_note) --num-experts ${SHRINK_EXPERTS:-24}"
+    result deepep_shrink fail "rc $(rcs) on $(placement_note) (bound ${bound}s); failed ${masked:-none}; $refusal; GDA bytes $gda, GPU-sourced RDM write bytes $rdm_gpu; $(deepep_tail deepep_shrink)$(deepep_args_note) --num-experts ${SHRINK_EXPERTS:-24}"
   fi
 }
 
@@ -1083,15 +1112,24 @@ check_device_api() {
   for row in "${DEVICE_API_TABLE[@]}"; do
     IFS='|' read -r name kind args <<<"$row"
     device_api_wanted "$name" || continue
-    # NAME@N: the program on N PEs (device_api_order@4: puts to a PE that is not a barrier neighbour).
-    local pes=2; [[ $name == *@* ]] && pes=${name#*@}
+    # NAME@N: the program on N PEs (device_api_order@4: puts to a PE that is not a barrier neighbour). NAME+rails: on 2
+    # NICs per PE (PE_RAILS=2), only where the build can use them (DEVICE_API_RAILS).
+    local pes=2 rails=1; [[ $name == *@* ]] && pes=${name#*@} pes=${pes%%+*}
+    if [[ $name == *+rails ]]; then
+      rails=2
+      if [ "${DEVICE_API_RAILS:-1}" != 1 ]; then
+        ev+="$name: not run: DEVICE_API_RAILS=${DEVICE_API_RAILS} (a single-rail NVSHMEM gives GDA one NIC per PE: build a multi-rail one, e.g. AWS's 3.5.7 branch); "
+        echo "device_api: $name: not run (DEVICE_API_RAILS=${DEVICE_API_RAILS})"
+        continue
+      fi
+    fi
     if ! place "$pes"; then ok=0; ev+="$name: $PLACE_WHY; "; continue; fi
     if [ "$PLACE_SHARED" = 1 ] && [ -n "${DEVICE_API_SHARED_OMIT[$name]:-}" ] && [ "${DEVICE_API_SHARED_ALL:-0}" != 1 ]; then
       ev+="$name: not run on a shared GPU: ${DEVICE_API_SHARED_OMIT[$name]} (DEVICE_API_SHARED_ALL=1 runs it); "
       echo "device_api: $name: not run on a shared GPU (DEVICE_API_SHARED_ALL=1 runs it)"
       continue
     fi
-    prog=$(device_api_program "${name%@*}")
+    prog=$(device_api_program "${name%%[@+]*}")
     if [ -z "$prog" ]; then ok=0; ev+="$name: not built in $NVSHMEM_TESTS; "; continue; fi
     for sw in 1 0; do
       [ "$sw" = 0 ] && ! [[ ",$off," == *",$kind,"* || ",$off," == *",$name,"* ]] && continue
@@ -1099,7 +1137,7 @@ check_device_api() {
       tag="device_api.$name.$state"
       local note=""
       # shellcheck disable=SC2086 # args are words
-      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 $([[ $kind == ex* ]] && echo PE_OWN_HOST=1) $MODES_ENV" -- "$prog" $args
+      run_launch "$tag" "NVSHMEM_EFA_GDA_ENABLE=1 NVSHMEM_EFA_GDA_DEVICE_API=$sw NVSHMEM_EFA_GDA_DEVICE_API_REPORT=1 PE_RAILS=$rails $([[ $kind == ex* ]] && echo PE_OWN_HOST=1) $MODES_ENV" -- "$prog" $args
       n=$((n + 1))
       local logs gw gr rw rdw rdr rr proxy bad path_ok=1 why=""
       logs=$(for ((r = 0; r < PLACE_PES; r++)); do echo "$RESULTS/$tag/rank$r.log"; done)
@@ -1114,6 +1152,10 @@ check_device_api() {
       fi
       if [ "$sw" = 1 ]; then
         grep -q 'NVSHMEM device API over GDA on' $logs || { path_ok=0; why+="the status line at finalize does not say the device API was on; "; }
+        if [ "$rails" = 2 ]; then  # every PE's GDA on both NICs, or the cross-NIC tests tested nothing
+          local on2; on2=$(cat $logs 2>/dev/null | grep -c 'at finalize: EFA GDA active on 2 rails')
+          [ "$on2" = "$PLACE_PES" ] || { path_ok=0; why+="GDA on 2 rails at finalize on $on2 of $PLACE_PES PEs (2 NICs per PE, PE_RAILS=2); "; }
+        fi
         case $kind in
           rma)
             [ $((gw + gr)) -gt 0 ] || { path_ok=0; why+="no GDA bytes; "; }
@@ -1162,27 +1204,42 @@ check_neg_device_api() {
   run_launch neg_device_api.unbroken "$base $under" -- "$prog" 100
   if [ "$RC" = 0 ]; then ev+="unbroken: passes under the modes; "
   else ok=0; ev+="unbroken: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken/rank*.log | cut -c1-160); "; fi
+  local rails_done=0
   for c in "${NEG_DEVICE_API_CONTROLS[@]}"; do
-    IFS=: read -r ctl test pes <<<"$c"
+    local nics
+    IFS=: read -r ctl test pes nics <<<"$c"
     pes=${pes:-2}
-    # A host that cannot place the control's PEs (--pes-per-gpu) has not run it: said, not failed.
+    # A host that cannot place the control's PEs (--pes-per-gpu) has not run it: said, not failed. Nor has a build
+    # that cannot put GDA on 2 NICs run a control that needs them (DEVICE_API_RAILS=0: a single-rail NVSHMEM).
     if ! place "$pes"; then ev+="$ctl: not run: $PLACE_WHY; "; continue; fi
+    local rails_env=""
+    if [ "$nics" = rails ]; then
+      if [ "${DEVICE_API_RAILS:-1}" != 1 ]; then ev+="$ctl: not run: DEVICE_API_RAILS=${DEVICE_API_RAILS} (it needs 2 NICs per PE and a multi-rail NVSHMEM); "; continue; fi
+      rails_env="PE_RAILS=2"
+      # The unbroken program on 2 NICs per PE first: the rails controls' tests must pass there under the modes.
+      if [ "$rails_done" = 0 ]; then
+        rails_done=1
+        run_launch neg_device_api.unbroken.rails "$base $under $rails_env" -- "$(device_api_program device_api_order)" 100 xwarp_p proxy_fence_gda
+        if [ "$RC" = 0 ]; then ev+="unbroken on 2 NICs per PE: passes under the modes; "
+        else ok=0; ev+="unbroken on 2 NICs per PE: FAIL rc $RC under the modes: $(grep -h -m1 FAIL "$RESULTS"/neg_device_api.unbroken.rails/rank*.log | cut -c1-160); "; fi
+      fi
+    fi
     prog=$(device_api_program "device_api_order_$ctl")
     if [ -z "$prog" ]; then ok=0; ev+="$ctl: not built in $NVSHMEM_TESTS; "; continue; fi
-    run_launch "neg_device_api.$ctl.modes" "$base $under" -- "$prog" 100 "$test"
+    run_launch "neg_device_api.$ctl.modes" "$base $under $rails_env" -- "$prog" 100 "$test"
     first=$(grep -h -m1 "FAIL $test: .*data errors" "$RESULTS/neg_device_api.$ctl.modes"/rank*.log 2>/dev/null | head -1 | cut -c1-200)
     caught=0; [ -n "$first" ] && caught=1
     local rc_m=$RC widened=""
     if [ "$caught" = 0 ] && [ "${PLACE_SHARED:-0}" = 1 ]; then  # time-sliced PEs: as neg_control says, the rounds' time too
       local ru; ru=$(round_us "neg_device_api.$ctl.modes" "$test")
-      run_launch "neg_device_api.$ctl.wide" "$base $(wide_modes_env "$list" "$ru")" -- "$prog" 100 "$test"
+      run_launch "neg_device_api.$ctl.wide" "$base $(wide_modes_env "$list" "$ru") $rails_env" -- "$prog" 100 "$test"
       first=$(grep -h -m1 "FAIL $test: .*data errors" "$RESULTS/neg_device_api.$ctl.wide"/rank*.log 2>/dev/null | head -1 | cut -c1-200)
       [ -n "$first" ] && caught=1 rc_m=$RC
       widened=" (not caught under $under on the shared GPU, $((ru / 1000)) ms a round; with the placement deferred $(wide_defer_us "$ru") us: $([ "$caught" = 1 ] && echo caught || echo 'not caught either'))"
     fi
-    run_launch "neg_device_api.$ctl.plain" "$base" -- "$prog" 100 "$test"
+    run_launch "neg_device_api.$ctl.plain" "$base $rails_env" -- "$prog" 100 "$test"
     plain=0; [ "$RC" = 0 ] && plain=1
-    local on=""; [ "$pes" = 2 ] || on=" on $pes PEs"
+    local on=""; [ "$pes" = 2 ] || on=" on $pes PEs"; [ -z "$rails_env" ] || on+=" with 2 NICs per PE"
     if [ "$caught" = 1 ] && [ "$plain" = 1 ]; then ev+="$ctl: caught by $test$on (rc $rc_m: $first)$widened, passes without the modes; "
     elif [ "$caught" = 0 ]; then ok=0; ev+="$ctl: NOT caught under the modes (rc $rc_m, no data error in $test$([ "$rc_m" = 124 ] && echo ': it hung'))$widened"
       ev+=" ($RESULTS/neg_device_api.$ctl.modes/rank*.log); "

@@ -16,6 +16,11 @@
 //                 nvshmem_uint64_p: NVSHMEM's fence orders what the GPU sent the peer, whichever warp sent it. With a
 //                 NIC per warp (review 3, finding 1) the flag could land first on a multi-rail build.
 //   xwarp_signal  the same, warp 1 writing the flag as the signal of a put-with-signal (SIGNAL_SET) of one word.
+//   proxy_fence_gda  thread scope: put data (nbi) from a buffer registered with nvshmemx_buffer_register (outside GDA's
+//            regions: NVSHMEM's proxy carries it), nvshmem_fence, then put the flag (nbi) from symmetric memory (GDA).
+//            The proxy's quiet means "queued towards the PE's PCIe" on the proxy's NIC only; on 2 NICs per PE
+//            (PE_RAILS=2) that need not be the flag's GDA rail, so the fence must flush the proxy's PE through every
+//            rail (review 3, finding 7).
 //   barrier  block scope: put data (nbi), nvshmemx_barrier_all_block (a quiet, then the barrier); each checks what
 //            was put to it. The data-checking program that synchronizes through NVSHMEM's barrier. With 4 PEs or more
 //            d = 3: the put goes to a PE that is not the sender's neighbour in NVSHMEM's barrier, so only the barrier's
@@ -25,7 +30,7 @@
 //            is signalled only by PEs that wrote nothing, so nothing but PE 0's quiet makes the data visible there
 //            (review 3, finding 2). With every PE writing (barrier), each signaller's own flush before its proxy
 //            signal lands the NIC's earlier writes too, and a quiet that flushes nothing goes unseen.
-// Usage: device_api_order [ITERS (100)] [TEST...] (default: all seven).
+// Usage: device_api_order [ITERS (100)] [TEST...] (default: all but proxy_fence_gda, which runs only when named).
 // Output: "PE<r> ok <test>: ..." or "PE<r> FAIL <test>: N data errors ... first at round R word W: got X want Y";
 // exit 1 on any error, 2 on a setup error. Every wait is bounded (WAIT_S, default 30 s): a lost write is reported
 // as a timeout, never a kernel that spins forever.
@@ -56,6 +61,7 @@ struct Sym {  // symmetric objects
     uint64_t *cnt;   // atomic: rounds, added by the peer after its data
     uint64_t *ack;   // the peer's "checked round R"
     uint64_t *tail;  // xwarp_signal: the one word its put-with-signal carries
+    uint64_t *local; // proxy_fence_gda: the round's data in a registered local buffer (not symmetric: the proxy's path)
 };
 
 struct Report {  // written by the kernel, read by the host
@@ -85,8 +91,11 @@ __device__ bool wait_ge(uint64_t *ivar, uint64_t want, uint64_t limit_ns) {
 
 // The round's data, and in the word after it the fence test's flag value (a put's source must be symmetric memory
 // to stay on GDA). Rewriting is safe: the last round's puts were completed by its handshake's quiet.
-__device__ void fill(uint64_t *src, int round, int me) {
-    for (int w = threadIdx.x; w < kWords; w += blockDim.x) src[w] = pattern(round, me, w);
+__device__ void fill(uint64_t *src, uint64_t *local, int round, int me) {
+    for (int w = threadIdx.x; w < kWords; w += blockDim.x) {
+        src[w] = pattern(round, me, w);
+        if (local) local[w] = src[w];
+    }
     if (threadIdx.x == 0) src[kWords] = round + 1;
     __syncthreads();
 }
@@ -119,7 +128,7 @@ __device__ bool handshake(const Sym &s, Report *r, int round, int from, uint64_t
     return ok;
 }
 
-enum Test { kFence, kSignal, kAtomic, kBarrier, kBarrierLone, kXwarpP, kXwarpSignal };
+enum Test { kFence, kSignal, kAtomic, kBarrier, kBarrierLone, kXwarpP, kXwarpSignal, kProxyFenceGda };
 
 // Rounds are numbered across the tests (first .. first + iters - 1): the flags, signals, acknowledgements and data of
 // an earlier test can never satisfy a later one's waits or checks, so nothing is reset between tests.
@@ -128,7 +137,7 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
     const int peer = (me + d) % n, from = (me - d + n) % n;  // whom this PE sends to, and whose data it checks
     __shared__ int arrived;
     for (int round = first; round < first + iters; round++) {
-        fill(s.src, round, me);
+        fill(s.src, s.local, round, me);
         switch (t) {
             case kFence:
                 if (threadIdx.x == 0) {
@@ -160,6 +169,13 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
                 nvshmemx_barrier_all_block();  // PE 0 rewrites its source and PE 3's data only after the check
                 continue;
             }
+            case kProxyFenceGda:
+                if (threadIdx.x == 0) {
+                    nvshmem_putmem_nbi(s.dst, s.local, kWords * sizeof(uint64_t), peer);  // the proxy (outside GDA's regions)
+                    nvshmem_fence();
+                    nvshmem_putmem_nbi(s.flag, &s.src[kWords], sizeof(uint64_t), peer);  // GDA, on the peer's rail
+                }
+                break;
             case kXwarpP:
             case kXwarpSignal:
                 if (threadIdx.x == 0) nvshmem_putmem_nbi(s.dst, s.src, kWords * sizeof(uint64_t), peer);
@@ -173,7 +189,7 @@ __global__ void run(Test t, Sym s, Report *r, int first, int iters, uint64_t lim
         }
         if (threadIdx.x == 0) {
             arrived = 1;
-            if (t == kFence || t == kXwarpP) arrived = wait_ge(s.flag, round + 1, limit_ns);
+            if (t == kFence || t == kXwarpP || t == kProxyFenceGda) arrived = wait_ge(s.flag, round + 1, limit_ns);
             if (t == kSignal || t == kXwarpSignal) arrived = wait_ge(s.sig, round + 1, limit_ns);
             if (t == kAtomic) arrived = wait_ge(s.cnt, round - first + 1, limit_ns);  // the counter counts this test's adds
             if (!arrived && !r->timed_out) r->timed_out = round + 1;
@@ -217,9 +233,11 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const struct { Test t; const char *name; } tests[] = {{kFence, "fence"},     {kSignal, "signal"},        {kAtomic, "atomic"},
                                                           {kBarrier, "barrier"}, {kBarrierLone, "barrier_lone"}, {kXwarpP, "xwarp_p"},
-                                                          {kXwarpSignal, "xwarp_signal"}};
-    auto wanted = [&](const char *name) {  // the tests named after ITERS; all when none is
-        if (argc <= 2) return true;
+                                                          {kXwarpSignal, "xwarp_signal"}, {kProxyFenceGda, "proxy_fence_gda"}};
+    // The tests named after ITERS; when none is, all but proxy_fence_gda, which needs nvshmemx_buffer_register and a
+    // second NIC to mean anything, and runs only when named (device_api_order+rails, neg_device_api's no_proxy_flush).
+    auto wanted = [&](const char *name) {
+        if (argc <= 2) return strcmp(name, "proxy_fence_gda") != 0;
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], name)) return true;
         return false;
@@ -228,7 +246,17 @@ int main(int argc, char **argv) {
         bool known = false;
         for (const auto &t : tests) known = known || !strcmp(argv[i], t.name);
         if (!known) {
-            fail("setup", fmt("no test %s (fence, signal, atomic, barrier, barrier_lone, xwarp_p, xwarp_signal)", argv[i]));
+            fail("setup", fmt("no test %s (fence, signal, atomic, barrier, barrier_lone, xwarp_p, xwarp_signal, proxy_fence_gda)", argv[i]));
+            return 2;
+        }
+    }
+    // proxy_fence_gda's source, only when that test runs (a transport that refused the registration would otherwise
+    // fail every test): device memory NVSHMEM knows only through nvshmemx_buffer_register, which it registers
+    // local-only, so GDA does not (the patch registers for GDA what is not local-only): a put from it is the proxy's.
+    if (wanted("proxy_fence_gda")) {
+        CUDA_OK(cudaMalloc(&s.local, kWords * sizeof(uint64_t)));
+        if (nvshmemx_buffer_register(s.local, kWords * sizeof(uint64_t)) != 0) {
+            fail("setup", "nvshmemx_buffer_register of proxy_fence_gda's source failed");
             return 2;
         }
     }
@@ -253,6 +281,10 @@ int main(int argc, char **argv) {
             fail(t.name, fmt("a wait passed WAIT_S=%g s in round %d (a write never landed)", wait_s, r->timed_out - 1 - (first - iters)));
         else
             ok(fmt("%s: %d rounds of %d B checked, %.2f s", t.name, iters, (int)(kWords * sizeof(uint64_t)), now_s() - t0));
+    }
+    if (s.local) {
+        nvshmemx_buffer_unregister(s.local);
+        cudaFree(s.local);
     }
     nvshmem_free(s.src);
     nvshmem_free(s.dst);

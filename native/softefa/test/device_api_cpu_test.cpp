@@ -42,14 +42,51 @@ static uint8_t *on_pe1(const void *sym) { return g_rig->heap1.data() + ((const u
 static void proxy_saw() {
     if (g_proxy.ordered_before && !g_proxy.ordered_before()) g_proxy.ran_early++;
 }
+// Multi-rail NVSHMEM (AWS 3.5.7+): the proxy's put leaves through a NIC of the proxy's choosing, here rail 0, while
+// GDA sends PE 1's operations through rail 1. With g_multi_rail_proxy set, a proxy put is not applied at once: the
+// proxy's quiet (or fence) makes it "queued towards PE 1's PCIe" on rail 0's NIC, as an EFA completion means, and it
+// lands only when that NIC has since served a read to PE 1 (a rail-0 credit refresh: efa_gda_flush), which it
+// serves after the writes it placed before. A GDA write on rail 1 does not wait for it.
+static bool g_multi_rail_proxy = false;
+static struct HeldPut {
+    uint8_t *at = nullptr;
+    std::vector<uint8_t> bytes;
+    bool queued = false;        // the proxy's quiet or fence ran since the put
+    uint64_t queued_at = 0;     // rail 0's refreshes when it was queued
+} g_held;
+static uint64_t rail0_refreshes() { return __atomic_load_n((uint64_t *)&g_rig->s0.rail[0].credits->refreshes, __ATOMIC_SEQ_CST); }
+static void proxy_queue_held() {
+    if (g_held.at && !g_held.queued) {
+        g_held.queued = true;
+        g_held.queued_at = rail0_refreshes();
+    }
+}
+// Places the held put if rail 0 served a read to PE 1 since it was queued; true once it is in place.
+static bool held_put_placed() {
+    if (!g_held.at) return true;
+    if (!g_held.queued || rail0_refreshes() == g_held.queued_at) return false;
+    memcpy(g_held.at, g_held.bytes.data(), g_held.bytes.size());
+    g_held.at = nullptr;
+    return true;
+}
 void nvshmemi_proxy_rma_nbi(void *rptr, void *lptr, size_t bytes, int, nvshmemi_op_t op) {
     proxy_saw();
     g_proxy.rma++;
-    if (op == NVSHMEMI_OP_PUT) memcpy(on_pe1(rptr), lptr, bytes);
+    if (op == NVSHMEMI_OP_PUT && g_multi_rail_proxy) {
+        g_held.at = on_pe1(rptr);
+        g_held.bytes.assign((uint8_t *)lptr, (uint8_t *)lptr + bytes);
+        g_held.queued = false;
+    } else if (op == NVSHMEMI_OP_PUT) memcpy(on_pe1(rptr), lptr, bytes);
     else memcpy(lptr, on_pe1(rptr), bytes);
 }
-void nvshmemi_proxy_quiet(bool) { g_proxy.quiet++; }
-void nvshmemi_proxy_fence() { g_proxy.fence++; }
+void nvshmemi_proxy_quiet(bool) {
+    g_proxy.quiet++;
+    proxy_queue_held();
+}
+void nvshmemi_proxy_fence() {
+    g_proxy.fence++;
+    proxy_queue_held();
+}
 template <typename T>
 void nvshmemi_proxy_rma_p(void *rptr, T value, int) {
     proxy_saw();
@@ -93,6 +130,8 @@ static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_NO_FLUSH_BEFORE_P
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH";
 #elif defined(NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL)
 static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_WARP_RAIL";
+#elif defined(NVSHMEMX_EFA_GDA_API_TEST_NO_PROXY_FLUSH)
+static const char *const kControl = "NVSHMEMX_EFA_GDA_API_TEST_NO_PROXY_FLUSH";
 #else
 static const char *const kControl = nullptr;
 #endif
@@ -111,7 +150,8 @@ static unsigned int g_flushed[2];
 constexpr uint32_t kGSlots = 4;
 constexpr uint64_t kGScratch = 10ull << 20;
 static unsigned int g_locks[kGSlots];
-static unsigned int g_unflushed[1];  // the unflushed bits of 2 PEs
+static unsigned int g_unflushed[1];        // the unflushed bits of 2 PEs
+static unsigned int g_proxy_unflushed[1];  // the PEs the proxy wrote to since their last flush
 // reads_ordered: every GPU orders GPUDirect RDMA writes (the host's READS_OVER_GDA; values over GDA need it too).
 static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0, bool reads_ordered = true) {
     g_rig = &r;
@@ -120,6 +160,8 @@ static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0, bool reads
     g_shared.flushed_at = g_flushed;
     g_unflushed[0] = 0;
     g_shared.unflushed = g_unflushed;
+    g_proxy_unflushed[0] = 0;
+    g_shared.proxy_unflushed = g_proxy_unflushed;
     memset(g_locks, 0, sizeof g_locks);
     g_shared.g_value = (unsigned long long *)r.sym(kGScratch);
     g_shared.g_lock = g_locks;
@@ -129,6 +171,8 @@ static void setup(Rig &r, bool values_over_gda, uint32_t g_slots = 0, bool reads
     g_proxy.rma = g_proxy.p = g_proxy.g = g_proxy.amo = g_proxy.amo_fetch = g_proxy.fence = g_proxy.quiet = 0;
     g_proxy.ordered_before = nullptr;
     g_proxy.ran_early = 0;
+    g_multi_rail_proxy = false;
+    g_held = HeldPut();
 }
 static void fill(Rig &r, uint64_t off, uint64_t n, uint8_t v) {
     memset(r.sym(off), v, n);
@@ -255,6 +299,49 @@ static void rail_checks() {
          });
 }
 
+// Review 3, finding 7 (proxy_fence_gda): on multi-rail NVSHMEM a put from a buffer outside GDA's regions goes through
+// the proxy's NIC, which need not be the GDA rail of PE 1. The proxy's quiet only queues it towards PE 1's PCIe on
+// that NIC, so fence and quiet must flush PE 1 through every rail after it, or a GDA flag after them lands first.
+static void proxy_flush_checks() {
+    for (const bool by_quiet : {false, true}) {
+        rule("NVSHMEMX_EFA_GDA_API_TEST_NO_PROXY_FLUSH",
+             by_quiet ? "proxy_fence_gda: a GDA p after quiet is seen before the proxy's put" : "proxy_fence_gda: a GDA p after fence is seen before the proxy's put",
+             std::string("proxy_fence_gda: two rails, the proxy on rail 0's NIC (multi-rail NVSHMEM), PE 1's GDA rail 1: a put from a "
+                         "buffer outside GDA's regions through the proxy, ") +
+                 (by_quiet ? "quiet" : "fence") + ", then p of a flag over GDA: the put is in place before the flag (PE 1 flushed "
+                 "through every rail after the proxy's quiet); " + (by_quiet ? "the next quiet flushes only the flag's PE" : "the next fence posts nothing"),
+             [&](bool b) {
+                 Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 2);
+                 setup(r, true);
+                 g_multi_rail_proxy = true;
+                 std::vector<uint8_t> local(4096, 0x7E);  // not in a registered region: the proxy
+                 memset(r.heap1.data() + (2 << 20), 0, 4096);
+                 memset(r.heap1.data() + kFlag, 0, 8);
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(2 << 20), local.data(), 4096, 1);
+                 CHECK(g_proxy.rma == 1, "the put went through the proxy");
+                 if (by_quiet) nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 else nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+                 // What was placed by the time the flag is posted: the flag, a GDA write on rail 1, lands at its completion.
+                 const bool in_place = held_put_placed();
+                 nvshmemi_efa_gda_api_rma_p<uint64_t>(r.sym(kFlag), 1, 1);
+                 CHECK(efa_gda_quiet(&r.s0) == 0, "quiet");
+                 CHECK(*(uint64_t *)(r.heap1.data() + kFlag) == 1 && g_proxy.p == 0, "the flag landed over GDA");
+                 CHECK(in_place == !b, in_place ? "the proxy's put was in place before the flag" : "the flag landed before the proxy's put");
+                 CHECK(r.s0.rail[1].qp.sq_reserved >= 1, "the flag took rail 1");
+                 uint32_t before = 0;
+                 for (uint32_t k = 0; k < r.n_rails; k++) before += r.s0.rail[k].qp.sq_reserved;
+                 if (by_quiet) nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 else nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+                 uint32_t after = 0;
+                 for (uint32_t k = 0; k < r.n_rails; k++) after += r.s0.rail[k].qp.sq_reserved;
+                 // A quiet flushes the flag's PE (a GDA write, a read per rail; not in the build whose quiet flushes
+                 // no GDA-written PE); a fence flushes nothing more.
+                 const uint32_t want = by_quiet && !broken("NVSHMEMX_EFA_GDA_API_TEST_QUIET_NO_FLUSH") ? 2u : 0u;
+                 CHECK(after - before == want, "the second call posted " + std::to_string(after - before) + " WQEs");
+             });
+    }
+}
+
 // GDA WQEs PE 0 posted on every rail so far.
 static uint32_t posted(Rig &r) {
     uint32_t n = 0;
@@ -292,17 +379,27 @@ static void quiet_checks() {
              CHECK(g_proxy.total() == 0, "the proxy was called");
          });
     if (!kControl) {
-        test("a proxy operation to PE 1 takes its mark with its flush: the quiet after it flushes nothing more", [&] {
-            Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 1);
-            setup(r, true);
-            fill(r, 0, 4096, 0x22);
-            nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), 4096, 1);
-            nvshmemi_efa_gda_api_amo_nonfetch<uint64_t>(r.sym(kFlag), 1, 1, NVSHMEMI_AMO_ADD);
-            CHECK(g_unflushed[0] == 0, "the atomic's flush took PE 1's mark");
-            const uint32_t before = posted(r);
-            nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
-            CHECK(posted(r) == before, "the quiet flushed again");
-        });
+        test("a proxy operation to PE 1 takes its GDA mark with its flush: after a fetching atomic the quiet flushes nothing "
+             "more; a non-fetching atomic marks PE 1 as written by the proxy, and the quiet after it flushes PE 1 once",
+             [&] {
+                 Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000, true, 1);
+                 setup(r, true);
+                 fill(r, 0, 4096, 0x22);
+                 nvshmemi_efa_gda_api_rma_nbi<NVSHMEMI_THREADGROUP_THREAD, NVSHMEMI_OP_PUT>(r.sym(0), r.sym(0), 4096, 1);
+                 (void)nvshmemi_efa_gda_api_amo_fetch<uint64_t>(r.sym(kFlag), 1, 0, 1, NVSHMEMI_AMO_ADD);
+                 CHECK(g_unflushed[0] == 0, "the atomic's flush took PE 1's mark");
+                 CHECK(g_proxy_unflushed[0] == 0, "a fetching atomic, waited for, marked PE 1 for the proxy's flush");
+                 uint32_t before = posted(r);
+                 nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 CHECK(posted(r) == before, "the quiet flushed again");
+                 nvshmemi_efa_gda_api_amo_nonfetch<uint64_t>(r.sym(kFlag), 1, 1, NVSHMEMI_AMO_ADD);
+                 CHECK(g_proxy_unflushed[0] == 2u, "the non-fetching atomic marked PE 1 for the proxy's flush");
+                 before = posted(r);
+                 nvshmemi_efa_gda_api_quiet<NVSHMEMI_THREADGROUP_THREAD>(false);
+                 CHECK(posted(r) == before + 1 && g_proxy_unflushed[0] == 0 && g_proxy.quiet == 2, "the quiet: the proxy's, then one read to PE 1");
+                 nvshmemi_efa_gda_api_fence<NVSHMEMI_THREADGROUP_THREAD>();
+                 CHECK(posted(r) == before + 1, "a fence after it flushed again");
+             });
     }
 }
 
@@ -310,6 +407,7 @@ int main() {
     ordering_checks();
     rail_checks();
     quiet_checks();
+    proxy_flush_checks();
     if (kControl) {
         printf("%d failed\n", failures);
         return failures ? 1 : 0;

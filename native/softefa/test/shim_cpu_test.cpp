@@ -12,12 +12,18 @@
 // Prints "ok <name>" / "FAIL <name>: <why>" and exits non-zero on a failure.
 #include "cuda_on_cpu.h"
 
+#include <algorithm>
+
 #include "nvshmemx_efa_gda_device.cuh"
 
 #include "gda_rig.h"
 
 // What the shim uses from CUDA beyond cuda_on_cpu.h.
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline int atomicCAS(int *p, int cmp, int val) {
+    __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
 template <typename T>
 inline T __ldcg(const T *p) {
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -32,6 +38,7 @@ State state_d;
 int peer_kind_d[kMaxCachedPeers];
 int64_t peer_delta_d[kMaxCachedPeers];
 int proxy_used_d;
+int masked_d[kMaxCachedPeers];
 }  // namespace nvshmem_efa_shim
 
 // NVSHMEM, counted. The data moves at once from PE 0's heap to the same offset of PE 1's (as NVSHMEM would,
@@ -75,6 +82,7 @@ static void setup(Rig &r, Mode m) {
     nvshmem_efa_shim::state_d.signals_over_gda = m == Mode::GdaSignals ? 1 : 0;
     memset(nvshmem_efa_shim::peer_kind_d, 0, sizeof nvshmem_efa_shim::peer_kind_d);
     nvshmem_efa_shim::proxy_used_d = 0;
+    memset(nvshmem_efa_shim::masked_d, 0, sizeof nvshmem_efa_shim::masked_d);
     g_calls.put = g_calls.add = g_calls.add64 = g_calls.p = g_calls.fence = g_calls.quiet = 0;
 }
 
@@ -392,6 +400,58 @@ int main() {
         uint64_t local = 5;
         deep_ep::nvshmemi_ibgda_amo_nonfetch_add(&local, 2, 0, 0, true);
         CHECK(local == 7 && g_calls.add64 == 1, "local copy");
+    });
+
+    // Review 3, finding 6 (issue 35 item 6): a dead peer must not end the job where DeepEP masks ranks. PE 1's NIC
+    // forgets PE 0 (av_remove): PE 0's writes to PE 1 fail UNKNOWN_PEER, a remote status the transport keeps per PE.
+    for (const bool mask : {false, true}) {
+        test(mask ? "NVSHMEM_EFA_SHIM_PEER_ERRORS=mask: with PE 1 refusing, its count is not written and rank 1 is masked "
+                    "(once, said on stdout) instead of a trap; later tokens, counts and barrier writes to it post nothing; "
+                    "DeepEP's quiet does not trap"
+                  : "NVSHMEM_EFA_SHIM_PEER_ERRORS=trap (the default): with PE 1 refusing, its count's wait traps, naming the "
+                    "quiet of the signal's rail and peer",
+             [&] {
+                 Rig r("inorder", 256, 16, 1 << 20, 64, 64, 2000);
+                 setup(r, Mode::GdaSignals);
+                 nvshmem_efa_shim::state_d.mask_peer_errors = mask ? 1 : 0;
+                 r.emu->av_remove(1, 1, 10);
+                 int *count = (int *)r.sym(11 << 20);
+                 memset(r.heap1.data() + (11 << 20), 0, 8);
+                 deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 4096, 1, 0, 0, 0);
+                 cpu_trap_throws = true;
+                 cpu_trap_report.clear();
+                 bool trapped = false;
+                 try {
+                     deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer(count, -3, 1, 0);
+                 } catch (const CpuTrap &) {
+                     trapped = true;
+                 }
+                 cpu_trap_throws = false;
+                 CHECK(trapped == !mask, trapped ? "the count's wait trapped: " + cpu_trap_report : std::string("the count's wait did not trap"));
+                 CHECK(*(int *)(r.heap1.data() + (11 << 20)) == 0, "the count landed at a PE that refuses");
+                 if (!mask) {
+                     CHECK(cpu_trap_report.find("quiet of the signal's rail and peer") != std::string::npos, "the trap names the wait: " + cpu_trap_report);
+                     CHECK(nvshmem_efa_shim::masked_d[1] == 0, "trap mode masked rank 1");
+                     return;
+                 }
+                 CHECK(nvshmem_efa_shim::masked_d[1] == EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, "rank 1 masked with its status");
+                 CHECK(cpu_trap_report.find("rank 1 masked after its GDA failure") != std::string::npos, "said: " + cpu_trap_report);
+                 const uint64_t before = r.wqes(0);
+                 deep_ep::nvshmemi_ibgda_put_nbi_warp((uint64_t)r.sym(0), (uint64_t)r.sym(1 << 20), 4096, 1, 0, 0, 0);
+                 deep_ep::nvshmem_efa_shim_signal_add_zeroed_single_writer(count, -3, 1, 0);
+                 deep_ep::nvshmemi_ibgda_rma_p(count + 1, 7, 1, 0);
+                 for (int qp = 0; qp < 4; qp++) deep_ep::nvshmemi_ibgda_quiet(1, qp);
+                 CHECK(r.wqes(0) == before, "a masked rank was sent " + std::to_string(r.wqes(0) - before) + " WQEs");
+                 CHECK(g_calls.total() == 0, "NVSHMEM was called for a masked rank");
+                 const size_t said = std::count_if(cpu_trap_report.begin(), cpu_trap_report.end(), [](char c) { return c == '\n'; });
+                 CHECK(said == 1, "the mask was said " + std::to_string(said) + " times");
+             });
+    }
+    test("NVSHMEM_EFA_SHIM_PEER_ERRORS: unset, empty and trap trap; mask masks; anything else is refused", [&] {
+        CHECK(nvshmem_efa_shim::parse_peer_errors(nullptr) == 0 && nvshmem_efa_shim::parse_peer_errors("") == 0, "unset and empty: trap");
+        CHECK(nvshmem_efa_shim::parse_peer_errors("trap") == 0 && nvshmem_efa_shim::parse_peer_errors("mask") == 1, "trap, mask");
+        for (const char *bad : {"Mask", "masked", "tra", "1", "mask ", "ignore"})
+            CHECK(nvshmem_efa_shim::parse_peer_errors(bad) == -1, std::string("refused: '") + bad + "'");
     });
 
     test("DeepEP's receive-wait bound (NUM_TIMEOUT_CYCLES in the kernels that include the shim) is DeepEP's own until "

@@ -186,13 +186,16 @@ int run_pe(int pe, const std::map<std::string, std::string> &env) {
         nvshmemx_efa_gda_api_slot_t slot;
         const int slot_rc = nvshmemx_efa_gda_get_api_slot(&slot);
         printf("api slot: rc=%d abi=%u on=%u flags=%u g_slots=%u\n", slot_rc, slot.abi, slot.on, slot.flags, slot.g_slots);
-        // The fake's "GPU memory" is host memory: the unflushed bits after flushed_at[n_pes], cleared.
+        // The fake's "GPU memory" is host memory: the unflushed bits after flushed_at[n_pes], the proxy's after them, cleared.
         if (slot.shared && slot.state) {
             const nvshmemx_efa_gda_api_shared_t *sh = slot.shared;
             const int words = (slot.state->n_pes + 31) / 32;
             unsigned set = 0;
             for (int i = 0; sh->unflushed && i < words; i++) set |= sh->unflushed[i];
-            printf("api shared: unflushed=%s words=%d set=%u\n", !sh->unflushed ? "null" : sh->unflushed == sh->flushed_at + slot.state->n_pes ? "after flushed_at" : "elsewhere", words, set);
+            for (int i = 0; sh->proxy_unflushed && i < words; i++) set |= sh->proxy_unflushed[i];
+            printf("api shared: unflushed=%s proxy_unflushed=%s words=%d set=%u\n",
+                   !sh->unflushed ? "null" : sh->unflushed == sh->flushed_at + slot.state->n_pes ? "after flushed_at" : "elsewhere",
+                   !sh->proxy_unflushed ? "null" : sh->proxy_unflushed == sh->unflushed + words ? "after unflushed" : "elsewhere", words, set);
         }
         printf("status with the device API: %s\n", nvshmemx_efa_gda_status());
     }

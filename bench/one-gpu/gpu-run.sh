@@ -84,6 +84,16 @@ in_session() {
 # the mirror variables, NVLink multicast off, CI, PYTHON), then the node and bundle the build phase unpacked into $W.
 tool_env() { echo "cd $REPO && W=$W OUT=$OG && source bench/quickstart/gpu-host.sh && cd $W"; }
 
+# The build comes first: rails-build takes the fabric it installed, shrink its DeepEP.
+if phase build; then
+  OUT=$OG/qs PHASE=build bash "$REPO/bench/quickstart/quickstart-gpu.sh" 2>&1 | tee "$OG/build.txt" | tail -25
+  du -sh "$W/wd"/{install,build,sources} 2>/dev/null | tee -a "$OG/build.txt"
+  # Where the cold build's time went (issue 38 item 4): every ninja log of the build, named by its directory.
+  find "$W/wd" -name .ninja_log 2>/dev/null | while read -r f; do
+    cp "$f" "$OG/ninja$(dirname "${f#"$W/wd"}" | tr / _).txt"
+  done
+fi
+
 if phase rails-build; then
   if [ ! -e "$W/wd/install/libfabric/lib/libfabric.so" ] && ! ls "$W"/wd/install/libfabric/lib*/libfabric.so >/dev/null 2>&1; then
     stamp "rails-build: no libfabric in $W/wd/install (run PHASE=build first)"
@@ -177,14 +187,6 @@ if phase patchtime; then
   cd "$REPO" || exit 1
 fi
 
-if phase build; then
-  OUT=$OG/qs PHASE=build bash "$REPO/bench/quickstart/quickstart-gpu.sh" 2>&1 | tee "$OG/build.txt" | tail -25
-  du -sh "$W/wd"/{install,build,sources} 2>/dev/null | tee -a "$OG/build.txt"
-  # Where the cold build's time went (issue 38 item 4): every ninja log of the build, named by its directory.
-  find "$W/wd" -name .ninja_log 2>/dev/null | while read -r f; do
-    cp "$f" "$OG/ninja$(dirname "${f#"$W/wd"}" | tr / _).txt"
-  done
-fi
 
 if phase quick; then
   stamp "selftest --quick"

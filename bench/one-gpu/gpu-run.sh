@@ -94,12 +94,25 @@ if phase build; then
   done
 fi
 
+# unpack_tool: the carried node and bundle into $W (the build phase does it too), for the phases that run without it.
+unpack_tool() {
+  mkdir -p "$W" && cd "$W" || exit 1
+  [ -x node ] || { xz -dc "$REPO/.carry/node.xz" >node && chmod +x node; }
+  [ -d bundle ] || tar xJf "$REPO/.carry/bundle.tar.xz"
+  cd "$REPO" || exit 1
+}
+
 if phase rails-build; then
-  if [ ! -e "$W/wd/install/libfabric/lib/libfabric.so" ] && ! ls "$W"/wd/install/libfabric/lib*/libfabric.so >/dev/null 2>&1; then
-    stamp "rails-build: no libfabric in $W/wd/install (run PHASE=build first)"
-  elif [ ! -s "$REPO/.carry/nvshmem-aws-357.tar.gz" ]; then
+  if [ ! -s "$REPO/.carry/nvshmem-aws-357.tar.gz" ]; then
     stamp "rails-build: .carry/nvshmem-aws-357.tar.gz is missing (MIRRORS=/work/.mirror bash bench/carry/make-carry.sh rails)"
   else
+    unpack_tool
+    # The build phase's fabric when it ran in this machine's life, else the tool builds its own from the carried sources.
+    fabric=()
+    if [ -e "$W/wd/install/libfabric/lib/libfabric.so" ] || ls "$W"/wd/install/libfabric/lib*/libfabric.so >/dev/null 2>&1; then
+      fabric=(--libfabric-home "$W/wd/install/libfabric")
+      [ -d "$W/wd/install/gdrcopy" ] && fabric+=(--gdrcopy-home "$W/wd/install/gdrcopy")
+    fi
     mkdir -p "$W/src"
     [ -d "$W/src/nvshmem-aws-357" ] || tar xzf "$REPO/.carry/nvshmem-aws-357.tar.gz" -C "$W/src"
     # DeepEP built in place: a copy of its own for this build, only with RAILS_DEEPEP=1.
@@ -108,9 +121,8 @@ if phase rails-build; then
       [ -d "$W/src/deepep-357" ] || { tar xzf "$REPO/.carry/deepep-567632d.tar.gz" -C "$W/src" && cp -r "$W/src/deepep-567632d" "$W/src/deepep-357"; }
       deepep=(--deepep-src "$W/src/deepep-357")
     fi
-    gdr=(); [ -d "$W/wd/install/gdrcopy" ] && gdr=(--gdrcopy-home "$W/wd/install/gdrcopy")
     in_session rails-build "$(tool_env) && ./node bundle/nvshmem-efa.mjs build --nvshmem-src $W/src/nvshmem-aws-357 ${deepep[*]} \
-      --libfabric-home $W/wd/install/libfabric ${gdr[*]} --efa-io-defs $REPO/.carry/efa_io_defs.h --work-dir $W/wd-rails; \
+      ${fabric[*]} --efa-io-defs $REPO/.carry/efa_io_defs.h --work-dir $W/wd-rails; \
       rc=\$?; grep -E 'layout|EFA GDA|NVSHMEM device API' $W/wd-rails/report.md | cut -c1-300; exit \$rc"
   fi
 fi

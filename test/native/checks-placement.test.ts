@@ -132,11 +132,15 @@ printf '{"paths": {"gda": {"write": {"bytes": 4096}}, "rdm": {"write": {"gpu_byt
     mkdirSync(path.join(tmp, 'lib'));
     mkdirSync(path.join(tmp, 'tests'));
     const env = { PYTHON: python(tmp), DEEPEP_DIR: tmp, DEEPEP_ARGS: undefined };
-    const shrink = checks(tmp, ['deepep_shrink'], env);
+    const shrink = checks(tmp, ['deepep_shrink'], { ...env, SHRINK_REFUSE: '1' });
     expect(shrink.stdout, shrink.out).toMatch(/^RESULT\tdeepep_shrink\tpass\t--shrink-test passed on 6 PEs on 1 GPU \(time-sliced, each PE a host of its own\): failed Rank 1 at dispatch,Rank 3 at combine,Rank 5 at clean, masked by the others; rank 1 refusing GDA \(EFAEMU_FAIL_AS_TARGET=gda, 5 refused\), the shim's peer errors mask \(0 masks said\); GDA bytes 24576, GPU-sourced RDM write bytes 0; receive bound 10000 ms; /m);
     // Rank 1 alone refuses GDA (issue 35); every rank's shim masks a failed peer.
     for (let r = 0; r < 6; r++)
       expect(seen(tmp, `deepep.${r}`)).toBe(`host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=6 recv_ms=10000 bench=3 args=--shrink-test --num-experts 16 --num-tokens 32 --hidden 2048 --num-topk 4 --num-experts 24 refuse=${r === 1 ? 'gda' : ''} peer_errors=mask`);
+    // By default no rank refuses (a refusing rank fails NVSHMEM's own flush before a proxy signal: checks.sh says so).
+    const plain = checks(tmp, ['deepep_shrink'], env);
+    expect(plain.stdout, plain.out).toMatch(/^RESULT\tdeepep_shrink\tpass\t.*masked by the others; no rank refusing \(SHRINK_REFUSE=0\); /m);
+    expect(seen(tmp, 'deepep.1')).toContain(' refuse= peer_errors=mask');
     const four = checks(tmp, ['deepep_ll_4pes'], env);
     expect(four.stdout, four.out).toMatch(/^RESULT\tdeepep_ll_4pes\tpass\ttest_low_latency\.py --disable-nvlink, 4 x 1 GPU \(4 PEs on 1 GPU \(time-sliced, each PE a host of its own\)\): passed over the shim's own GDA path/m);
     for (let r = 0; r < 4; r++) expect(seen(tmp, `deepep.${r}`)).toMatch(new RegExp(`^host=${os.hostname()}-pe${r} gpu=0 rank=${r} world=4 recv_ms= bench=3 `));

@@ -205,7 +205,8 @@ const ALL = ['fi_info', 'fabtests', 'nvshmem_perf', 'gda_kernel', 'gda_rails', '
   'deepep_shrink', 'deepep_pressure', 'll_pattern', 'normal_mode', 'neg_fail_injection', 'neg_wrong_provider', 'neg_no_quiet',
   'neg_signal_other_rail', 'neg_ignore_error', 'gda_pe_errors', 'silent_bound', 'deepep_silent_bound', 'device_api', 'neg_device_api'];
 // The bounds short enough for a CPU run: silent_bound's 1 s wait + 3 s slack, deepep_silent_bound's 1 s start-up.
-const ENV = { GDA_TIMEOUT_MS: '1000', SLACK_S: '3', DEEPEP_START_S: '1', PRESSURE_SECONDS: '5', DEVICE_API_PROGRAMS: 'shmem_put_bw,put-block,ring-bcast' };
+// SHRINK_REFUSE=1: deepep_shrink with rank 1 refusing GDA (off by default: checks.sh says why).
+const ENV = { SHRINK_REFUSE: '1', GDA_TIMEOUT_MS: '1000', SLACK_S: '3', DEEPEP_START_S: '1', PRESSURE_SECONDS: '5', DEVICE_API_PROGRAMS: 'shmem_put_bw,put-block,ring-bcast' };
 
 // Every check in one run: about 250 s of stand-ins beside the other tests on a loaded 2-core host, over the helper's
 // default 280 s once neg_device_api gained its 2-NIC runs (issue 35).

@@ -36,12 +36,21 @@ broken_library() {
   mkdir -p "$dir"
   member=$(ar t "$PREFIX/lib/libnvshmem_device.a" | grep -m1 'transfer_device') || {
     echo "build-device-api-order.sh: $PREFIX/lib/libnvshmem_device.a has no transfer_device object (an NVSHMEM_ENABLE_ALL_DEVICE_INLINING build?)" >&2; exit 4; }
+  # NVSHMEM builds libnvshmem_device.a in a CMake project of its own (ExternalProject, <build>/src/device), which does
+  # not inherit CMAKE_EXPORT_COMPILE_COMMANDS: 3.4 also compiles transfer_device.cu into its combined static library in
+  # the top project (so the top database has it), AWS's 3.5.7 has no such library. There, ninja writes the device
+  # project's database from its build.ninja (`ninja -t compdb`), with the very command it ran.
+  local sub=${NVSHMEM_BUILD:-}/src/device
+  if [ -f "$sub/build.ninja" ] && ! grep -q 'comm/transfer_device.cu"' "$db"; then
+    db=$dir/device-compile_commands.json
+    (cd "$sub" && ninja -t compdb) >"$db" || { echo "build-device-api-order.sh: ninja -t compdb in $sub failed" >&2; exit 4; }
+  fi
   python3 - "$db" "NVSHMEMX_EFA_GDA_API_TEST_${ctl^^}" "$dir/$member" <<'PY'
 import json, shlex, subprocess, sys
 db, define, out = sys.argv[1:]
 entries = [e for e in json.load(open(db)) if e["file"].endswith("comm/transfer_device.cu")]
 if not entries:
-    sys.exit(f"build-device-api-order.sh: {db} has no entry for comm/transfer_device.cu")
+    sys.exit(f"build-device-api-order.sh: {db} has no entry for comm/transfer_device.cu (nor has the device project build.ninja)")
 e = entries[0]
 argv = e["arguments"] if "arguments" in e else shlex.split(e["command"])
 i = argv.index("-o")

@@ -2,7 +2,7 @@ import { detectGdrdrv, surveyEnvironment, versionAtLeast, type GdrdrvFacts, type
 import { GDRCOPY_SWITCH } from '../core/fabric-lock.ts';
 import { queryTool } from '../core/exec.ts';
 import { findPipNvshmem, pipNvshmemFix } from '../core/pip-nvshmem.ts';
-import { renderChecks, type HostCheck } from '../core/host-check.ts';
+import { hostVerdict, renderChecks, type HostCheck, type HostVerdict } from '../core/host-check.ts';
 import { notNvshmemReason, nvshmemVersion, versionWarning } from '../core/nvshmem-tree.ts';
 import { describeJournal, journalState, JOURNAL, readJournal, STAGED } from '../patchers/engine/journal.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
@@ -206,14 +206,9 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
 /** The schema of `doctor --json`; 2: `verdict` is a value (it was the prose now in `summary`; issue 39, item 6). */
 export const DOCTOR_JSON = 'nvshmem-efa-doctor/2';
 
-/** What the checks add up to, as a value a script compares: any failure, else any warning, else ok. */
-export type DoctorVerdict = 'ok' | 'warn' | 'fail';
-
-export function doctorVerdictValue(checks: readonly HostCheck[]): DoctorVerdict {
-  if (checks.some((c) => c.status === 'fail')) return 'fail';
-  if (checks.some((c) => c.status === 'warn')) return 'warn';
-  return 'ok';
-}
+/** What the checks add up to (host-check.ts's rule, one for doctor and probe). */
+export type DoctorVerdict = HostVerdict;
+export const doctorVerdictValue = hostVerdict;
 
 const VERDICT_SUMMARY: Record<DoctorVerdict, string> = {
   fail: 'not ready: fix the failed checks, then run nvshmem-efa build',

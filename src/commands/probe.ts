@@ -5,7 +5,8 @@ import { detectEnvironment } from '../core/environment.ts';
 import { acquireLock } from '../core/lock.ts';
 import { buildProbe, runProbe } from '../core/probe-build.ts';
 import { describeProbeLibfabric, probeLibfabric } from '../core/probe-libfabric.ts';
-import { renderChecks } from '../core/host-check.ts';
+import { hostVerdict, renderChecks } from '../core/host-check.ts';
+import type { ProbeJson, ProbeReport } from '../core/probe-schema.ts';
 import { claimWorkDir } from '../core/work-dir.ts';
 import { withInterrupts } from './run-pipeline.ts';
 import { UsageError } from '../core/errors.ts';
@@ -16,6 +17,15 @@ export interface ProbeOptions {
   libfabricHome?: string;
   json: boolean;
   root?: string;
+}
+
+/** The schema of `probe --json`; 2: `verdict` is a value, as doctor's (the probe's own prose is `summary`, its counts `counts`; issue 39, item 6). */
+export const PROBE_JSON = 'nvshmem-efa-probe/2' satisfies ProbeJson['schema'];
+
+/** `probe --json`'s document from the probe's own (nvshmem-efa-probe/1, which the build's report keeps as it is). */
+export function probeJson(r: ProbeReport): ProbeJson {
+  const { schema: _native, summary: counts, verdict: summary, ...rest } = r;
+  return { schema: PROBE_JSON, verdict: hostVerdict(r.checks), summary, counts, ...rest };
 }
 
 /** `nvshmem-efa probe`: builds native/probe once per work dir (cmake reuses it), runs it, shows the result. */
@@ -41,7 +51,7 @@ export async function probeCommand(opts: ProbeOptions, out: (s: string) => void,
       const report = await runProbe(bin, opts.root);
       // What ran, from the probe itself: the shared object the loader picked, whatever the build linked.
       if (report.libfabric) err(`the probe loaded libfabric ${report.libfabric.version}${report.libfabric.path ? ` from ${report.libfabric.path}` : ' (linked statically)'}`);
-      out(opts.json ? JSON.stringify(report, null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
+      out(opts.json ? JSON.stringify(probeJson(report), null, 2) : `nvshmem-efa probe on ${report.host}${report.root ? `, root ${report.root}` : ''}\n\n${renderChecks(report.checks, report.verdict)}`);
       return report.summary.fail > 0 ? 1 : 0;
     } finally {
       await lock.release();

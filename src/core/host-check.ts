@@ -13,6 +13,15 @@ export const HostCheckSchema = z.object({
 });
 export type HostCheck = z.infer<typeof HostCheckSchema>;
 
+/** What a list of checks adds up to, as a value a script compares (doctor's and probe's `verdict`): any failure, else any warning, else ok. */
+export type HostVerdict = 'ok' | 'warn' | 'fail';
+
+export function hostVerdict(checks: readonly HostCheck[]): HostVerdict {
+  if (checks.some((c) => c.status === 'fail')) return 'fail';
+  if (checks.some((c) => c.status === 'warn')) return 'warn';
+  return 'ok';
+}
+
 /** The table `nvshmem-efa probe` and `doctor` print: status, check, evidence, and the fix under it. */
 export function renderChecks(checks: readonly HostCheck[], verdict: string): string {
   const w = Math.max(5, ...checks.map((c) => c.title.length));

@@ -15,3 +15,15 @@ export const ProbeReportSchema = z.object({
   verdict: z.string().min(1),
 });
 export type ProbeReport = z.infer<typeof ProbeReportSchema>;
+
+/**
+ * `probe --json`'s document (src/commands/probe.ts makes it from the probe's own): `verdict` a value as doctor's, the
+ * probe's prose verdict as `summary` and its counts as `counts` (issue 39, item 6: verdicts are values).
+ */
+export const ProbeJsonSchema = ProbeReportSchema.omit({ schema: true, summary: true, verdict: true }).extend({
+  schema: z.literal('nvshmem-efa-probe/2'),
+  verdict: z.enum(['ok', 'warn', 'fail']),
+  summary: z.string().min(1),
+  counts: ProbeReportSchema.shape.summary,
+});
+export type ProbeJson = z.infer<typeof ProbeJsonSchema>;

@@ -4,7 +4,7 @@
 import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ProbeReportSchema } from '../../src/core/probe-schema.ts';
+import { ProbeJsonSchema } from '../../src/core/probe-schema.ts';
 import { cli, ENV, tmp } from '../helpers/cli.ts';
 import { libfabricPrefix, NO_LIBFABRIC } from '../helpers/host.ts';
 import { skipTitle } from '../helpers/skip-title.ts';
@@ -29,7 +29,7 @@ describe.skipIf(!!skip)(skipTitle('probe: the libfabric it builds against exists
     const announce = r.stderr.split('\n').find((l) => l.startsWith('building the probe'))!;
     expect(announce).not.toContain(path.join(work, 'install', 'libfabric'));
     expect(announce).toMatch(new RegExp(`against libfabric \\S+ at ${libfabricPrefix} \\(the host's`));
-    const doc = ProbeReportSchema.parse(JSON.parse(r.stdout));
+    const doc = ProbeJsonSchema.parse(JSON.parse(r.stdout));
     expect(doc.libfabric?.path).toMatch(/\/libfabric\.so\.\d+/);
     expect(existsSync(doc.libfabric!.path)).toBe(true);
     expect(r.stderr).toContain(`the probe loaded libfabric ${doc.libfabric!.version} from ${doc.libfabric!.path}`);
@@ -50,7 +50,7 @@ describe.skipIf(!!skip)(skipTitle('probe: the libfabric it builds against exists
     const r = cli(['probe', '--work-dir', work, '--cuda-home', CUDA!, '--root', fakeRoot(), '--json'], UNNAMED);
     expect([0, 1], r.stderr).toContain(r.code);
     expect(r.stderr).toMatch(new RegExp(`against libfabric \\S+ at ${prefix} \\(built by nvshmem-efa in ${work}\\)`));
-    expect(ProbeReportSchema.parse(JSON.parse(r.stdout)).libfabric?.path).toMatch(/\/libfabric\.so\.\d+/);
+    expect(ProbeJsonSchema.parse(JSON.parse(r.stdout)).libfabric?.path).toMatch(/\/libfabric\.so\.\d+/);
     // CMake looked again (its cache kept what it found the first time): the probe now links the work dir's prefix.
     expect(readFileSync(path.join(work, 'build', 'probe', 'CMakeCache.txt'), 'utf8')).toContain(`FABRIC_LIB:FILEPATH=${path.join(prefix, 'lib', 'libfabric.so')}`);
   }, 180_000);

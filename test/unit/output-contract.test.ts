@@ -13,7 +13,7 @@ import { materialize } from '../helpers/golden.ts';
  * (a real `patch` of the miniature NVSHMEM, and a copy of it made to look built), nothing compiled.
  *
  * `probe` is in every exit-code situation below but not in the --json one: answering means building native/probe
- * with cmake (minutes); its document is validated against `nvshmem-efa-probe/1` by the CLI itself
+ * with cmake (minutes); its document is validated against `nvshmem-efa-probe/1` by the CLI itself and printed as `nvshmem-efa-probe/2` (test/unit/probe-json.test.ts)
  * (core/probe-build.ts) and tested in test/native/probe.test.ts.
  */
 

@@ -64,7 +64,7 @@ const MUTANTS: [string, Edit[], string, RegExp][] = [
     [{ file: OWNED, from: `${FENCE}\n        efa_gda_mmio_store(h.q.db,`, to: 'efa_gda_mmio_store(h.q.db,' }], 'gda_owned_put',
     /^gda_owned_put: doorbell store reachable from an earlier store with no system fence/],
   ["the shim's signal without its wait for the payload",
-    [{ file: SHIM, from: `    ${SHIM_WAIT}(gda, rail, pe);\n`, to: '' }], 'shim_signal',
+    [{ file: SHIM, from: `    if (!${SHIM_WAIT}(gda, rail, pe))\n        return;\n`, to: '' }], 'shim_signal',
     /^shim_signal: doorbell store reachable without the wait for its payload/],
   ["the shim's put without the async-proxy fence",
     [{ file: SHIM, from: '    asm volatile("fence.proxy.async.global;" ::: "memory");\n', to: '' }], 'shim_put',

@@ -88,7 +88,7 @@ describe.skipIf(!!UNAVAILABLE && !REQUIRED)(`docker/Dockerfile on stand-ins, --n
     expect(JSON.parse(doctor.out).schema).toMatch(/doctor/);
     // No build in the volume yet: env says so about the entrypoint's work dir, which the CLI read from NVSHMEM_EFA_WORK_DIR.
     const env = run(IMG, ['env'], { volume: v });
-    expect(env.code).toBe(1);
+    expect(env.code).toBe(4); // no build in the work dir: exit 4, as every command says it (docs/cli.md)
     expect(env.err).toContain('no report in /cache/nvshmem-efa');
   });
 

@@ -146,6 +146,15 @@ describe('one run per work dir (item 4)', () => {
   it('a run killed outright (SIGKILL) leaves its build running; the next run takes the lock over and stops it first', async () => {
     const { t, work, r, pids } = await hangingBuild('build');
     try {
+      // The lock names the running commands once the CLI's child observer has written them: on a loaded host the fake
+      // build's pids can appear first, and a kill before that leaves a lock naming none (CI of 832f6eb).
+      await waitFor('the lock to name the running commands', () => {
+        try {
+          return JSON.parse(readFileSync(path.join(work, LOCK_FILE), 'utf8')).children.length > 0;
+        } catch {
+          return false;
+        }
+      }, 30_000);
       process.kill(r.child.pid!, 'SIGKILL');
       await r.exited;
       // Nothing could stop the build's processes: they are still running, in groups of their own.

@@ -8,6 +8,9 @@ import { flattenPreprocessor } from './flatten.ts';
 
 let parserPromise: Promise<Parser> | undefined;
 
+/** The inflated grammar's name beside the .gz, in a standalone bundle only (scripts/bundle.mjs writes it). */
+export const INFLATED = 'tree-sitter-cpp.wasm';
+
 /**
  * The C++ grammar's wasm, vendored gzipped (third_party/tree-sitter-cpp/README.md says why and from where): 0.3 MB
  * in the package instead of 3.3 MB, and a few milliseconds to inflate. In a clone, an installed package and a
@@ -16,7 +19,16 @@ let parserPromise: Promise<Parser> | undefined;
  * (about 30 ms of a `patch --dry-run`, issue 38 item 3).
  */
 function grammar(): Uint8Array {
-  const gz = readFileSync(path.join(packageRoot(), 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm.gz'));
+  const dir = path.join(packageRoot(), 'third_party/tree-sitter-cpp');
+  // A standalone bundle (scripts/bundle.mjs --standalone) carries the grammar inflated too, as the container runs
+  // it: inflating took about 20 ms of every `patch --dry-run` (issue 38 item 3). Elsewhere (a clone, the npm
+  // package) there is only the .gz.
+  try {
+    return readFileSync(path.join(dir, INFLATED));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const gz = readFileSync(path.join(dir, 'tree-sitter-cpp.wasm.gz'));
   return gunzipSync(gz, { chunkSize: Math.max(64 * 1024, gz.readUInt32LE(gz.length - 4) + 1) });
 }
 

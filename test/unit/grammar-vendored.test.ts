@@ -24,7 +24,7 @@ describe('third_party/tree-sitter-cpp', () => {
     try {
       const b = spawnSync(process.execPath, [path.join(ROOT, 'scripts/bundle.mjs'), '--standalone', sa], { cwd: ROOT, encoding: 'utf8' });
       expect(b.status, b.stderr).toBe(0);
-      expect(sha256(readFileSync(path.join(sa, 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm')))).toBe(recorded);
+      expect(sha256(readFileSync(path.join(sa, 'tree-sitter-cpp.wasm')))).toBe(recorded);
     } finally {
       rmSync(sa, { recursive: true, force: true });
     }

@@ -8,7 +8,7 @@ import { flattenPreprocessor } from './flatten.ts';
 
 let parserPromise: Promise<Parser> | undefined;
 
-/** The inflated grammar's name beside the .gz, in a standalone bundle only (scripts/bundle.mjs writes it). */
+/** The inflated grammar's name at the package root, in a standalone bundle only (scripts/bundle.mjs writes it). */
 export const INFLATED = 'tree-sitter-cpp.wasm';
 
 /**
@@ -19,16 +19,15 @@ export const INFLATED = 'tree-sitter-cpp.wasm';
  * (about 30 ms of a `patch --dry-run`, issue 38 item 3).
  */
 function grammar(): Uint8Array {
-  const dir = path.join(packageRoot(), 'third_party/tree-sitter-cpp');
-  // A standalone bundle (scripts/bundle.mjs --standalone) carries the grammar inflated too, as the container runs
-  // it: inflating took about 20 ms of every `patch --dry-run` (issue 38 item 3). Elsewhere (a clone, the npm
-  // package) there is only the .gz.
+  // A standalone bundle (scripts/bundle.mjs --standalone) carries the grammar inflated too, at its top, as the
+  // container runs it: inflating took about 20 ms of every `patch --dry-run` (issue 38 item 3). Elsewhere (a
+  // clone, the npm package) there is only the .gz.
   try {
-    return readFileSync(path.join(dir, INFLATED));
+    return readFileSync(path.join(packageRoot(), INFLATED));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
-  const gz = readFileSync(path.join(dir, 'tree-sitter-cpp.wasm.gz'));
+  const gz = readFileSync(path.join(packageRoot(), 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm.gz'));
   return gunzipSync(gz, { chunkSize: Math.max(64 * 1024, gz.readUInt32LE(gz.length - 4) + 1) });
 }
 

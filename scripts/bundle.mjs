@@ -7,14 +7,16 @@
 //                                              while dist/source-hash.txt matches src/ (source-stat.txt: the same,
 //                                              told by stat alone, its fast path); an installed package has no src/.
 //   node scripts/bundle.mjs --standalone DIR   one self-contained directory (every dependency bundled,
-//                                              web-tree-sitter's wasm, package.json, templates/, third_party/,
+//                                              web-tree-sitter's wasm, package.json, templates/, third_party/, the C++
+//                                              grammar inflated (tree-sitter-cpp.wasm),
 //                                              native/probe, bench/gda-signals, and for selftest native/efaemu,
 //                                              native/softefa and the test GDA headers test/efa_abi)
 //                                              for a machine without node_modules: run DIR/nvshmem-efa.mjs.
 //   --metafile FILE (with either)              also write esbuild's metafile there (the test reads it).
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,6 +74,11 @@ if (standalone) {
   cpSync(req.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(standalone, 'web-tree-sitter.wasm'));
   // Python's byte-code caches (warmup/ is run by the tests here) are this host's, not the package's.
   for (const d of ['templates', 'third_party', 'native/probe', 'native/efaemu', 'native/softefa', 'test/efa_abi', 'bench/gda-signals']) cpSync(path.join(root, d), path.join(standalone, d), { recursive: true, filter: (f) => path.basename(f) !== '__pycache__' });
+  // The C++ grammar inflated, at the top beside web-tree-sitter.wasm (src/patchers/engine/cpp.ts reads it first): a
+  // standalone directory is not a download, so its 3 MB cost nothing, and every parse-using command then skips
+  // about 20 ms of inflating. Not into third_party/: a copied symlink there (the tests' package copies) would take
+  // the write into the clone.
+  writeFileSync(path.join(standalone, 'tree-sitter-cpp.wasm'), gunzipSync(readFileSync(path.join(root, 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm.gz'))));
   cpSync(path.join(root, 'package.json'), path.join(standalone, 'package.json'));
   writeFileSync(path.join(standalone, 'nvshmem-efa.mjs'), "#!/usr/bin/env node\nconst { main } = await import('./cli.mjs');\nprocess.exitCode = await main(process.argv);\n");
 } else {

@@ -5,6 +5,7 @@ import { readHeadCommit } from '../core/git.ts';
 import type { Options } from '../options.ts';
 import { renderDiff, seriesNames } from '../patchers/engine/apply.ts';
 import { display } from '../patchers/engine/bytes.ts';
+import { prepareParser } from '../patchers/engine/cpp.ts';
 import type { FileChange } from '../patchers/engine/plan.ts';
 import { planDeepEp } from '../patchers/deepep/index.ts';
 import { planNvshmem } from '../patchers/nvshmem/index.ts';
@@ -220,6 +221,8 @@ function wouldFailLine(blockers: readonly PlanBlocker[], command: string): void 
  * plan as a blocker with its fix, and the exit code is WOULD_FAIL (issue 39, item 5).
  */
 export async function planOnly(opts: Options, out: (s: string) => void): Promise<number> {
+  // A tree given is parsed below: the C++ grammar compiles meanwhile, beside the preflight (issue 38 item 3).
+  if (opts.nvshmemSrc) prepareParser();
   // The checks the real run makes before its first step, all of them; a dry run collects their blockers.
   const found = await preflight(opts);
   const blockers = found.blockers;

@@ -4,6 +4,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createTwoFilesPatch } from 'diff';
 import { describe, expect, it } from 'vitest';
 import { processStartTime } from '../../src/core/proc.ts';
 import { exportPatches, renderDiff, renderFileDiff, seriesNames, writeChanges } from '../../src/patchers/engine/apply.ts';
@@ -38,6 +39,18 @@ describe('the diff and the patch series', () => {
     expect(renderDiff([])).toBe('');
     // a file name that is no ASCII is written as the bytes of its UTF-8
     expect(renderFileDiff({ file: 'é', before: null, after: 'x\n' })).toMatch(/^diff --git a\/\xc3\xa9 b\/\xc3\xa9\n/);
+  });
+  it("renders a new file's patch as jsdiff's line diff against nothing does, without running the diff", () => {
+    // The fast path for new files (issue 38 item 3) must print the very bytes the diff printed: last lines with
+    // and without a newline, empty lines, CRLF and a lone CR, bytes above 0x7f, an empty file, a file name jsdiff quotes.
+    const texts = ['', '\n', '\n\n', 'a', 'a\n', 'a\nb', 'a\n\nb\n', 'x\r\ny\r\n', 'x\r\ny', 'a\rb\n\n', '\xc3\xa9\xff\n', ' lead\n\ttab \n', '+\n-\n \n\\ No newline at end of file\n'];
+    for (const name of ['n.txt', 'd/with space.c', 'q"uote\tx']) {
+      for (const after of texts) {
+        const viaDiff = createTwoFilesPatch('/dev/null', `b/${name}`, '', after, undefined, undefined, { context: 3 });
+        const expected = `diff --git a/${name} b/${name}\nnew file mode 100644\n${viaDiff.slice(viaDiff.indexOf('--- '))}`;
+        expect(renderFileDiff({ file: name, before: null, after }), JSON.stringify({ name, after })).toBe(expected);
+      }
+    }
   });
   it('names one numbered patch per file and writes them with a series', async () => {
     const changes = Array.from({ length: 10 }, (_, i) => ({ file: i === 0 ? 'src/x y/z.c' : `f${i}.txt`, before: null, after: `${i}\n` }));

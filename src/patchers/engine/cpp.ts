@@ -8,6 +8,9 @@ import { flattenPreprocessor } from './flatten.ts';
 
 let parserPromise: Promise<Parser> | undefined;
 
+/** The inflated grammar's name at the package root, in a standalone bundle only (scripts/bundle.mjs writes it). */
+export const INFLATED = 'tree-sitter-cpp.wasm';
+
 /**
  * The C++ grammar's wasm, vendored gzipped (third_party/tree-sitter-cpp/README.md says why and from where): 0.3 MB
  * in the package instead of 3.3 MB, and a few milliseconds to inflate. In a clone, an installed package and a
@@ -16,6 +19,14 @@ let parserPromise: Promise<Parser> | undefined;
  * (about 30 ms of a `patch --dry-run`, issue 38 item 3).
  */
 function grammar(): Uint8Array {
+  // A standalone bundle (scripts/bundle.mjs --standalone) carries the grammar inflated too, at its top, as the
+  // container runs it: inflating took about 20 ms of every `patch --dry-run` (issue 38 item 3). Elsewhere (a
+  // clone, the npm package) there is only the .gz.
+  try {
+    return readFileSync(path.join(packageRoot(), INFLATED));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
   const gz = readFileSync(path.join(packageRoot(), 'third_party/tree-sitter-cpp/tree-sitter-cpp.wasm.gz'));
   return gunzipSync(gz, { chunkSize: Math.max(64 * 1024, gz.readUInt32LE(gz.length - 4) + 1) });
 }
@@ -32,13 +43,28 @@ function grammar(): Uint8Array {
 function getParser(): Promise<Parser> {
   parserPromise ??= (async () => {
     setFlagsFromString('--liftoff-only');
+    // Compiled up front, on V8's background threads, not function by function on the main thread at the first
+    // parse (lazy compilation, V8's default): the grammar compiles while the runtime's wasm is set up and the
+    // caller goes on (prepareParser), instead of stalling the first parse for about 50 ms (issue 38 item 3).
+    setFlagsFromString('--no-wasm-lazy-compilation');
+    // readFileSync and gunzipSync return Buffers over ordinary ArrayBuffers (never shared ones), as compile wants.
+    const grammarModule = WebAssembly.compile(grammar() as Uint8Array<ArrayBuffer>);
+    grammarModule.catch(() => {}); // awaited below, after Parser.init: a failure is thrown there
     await Parser.init();
-    const lang = await Language.load(grammar());
+    const lang = Language.loadSync(await grammarModule);
     const parser = new Parser();
     parser.setLanguage(lang);
     return parser;
   })();
   return parserPromise;
+}
+
+/**
+ * Starts making the parser without waiting for it: a command that will parse calls this first, so that the
+ * grammar's compilation (background threads) overlaps its other work. A failure surfaces at the first parse.
+ */
+export function prepareParser(): void {
+  getParser().catch(() => {});
 }
 
 export interface Span {

@@ -5,7 +5,9 @@
  * `} else` / `#endif` / `{`) made tree-sitter swallow a function into an ERROR node.
  */
 export function flattenPreprocessor(src: string): string {
-  const out = src.split('');
+  // Built from slices of the source, each line kept or blanked whole: a per-character array of a 72 KB file
+  // (split(''), then join) cost about 15 ms of a `patch --dry-run` (issue 38 item 3).
+  const out: string[] = [];
   interface Frame {
     parentKeep: boolean;
     keep: boolean;
@@ -49,9 +51,9 @@ export function flattenPreprocessor(src: string): string {
         blank = true;
       }
     }
-    if (blank) {
-      for (let i = pos; i < logicalEnd; i++) if (out[i] !== '\n') out[i] = ' ';
-    }
+    const line = src.slice(pos, logicalEnd);
+    out.push(blank ? line.replace(/[^\n]/g, ' ') : line);
+    if (logicalEnd < src.length) out.push('\n');
     pos = logicalEnd + 1;
   }
   return out.join('');

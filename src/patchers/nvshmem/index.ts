@@ -78,14 +78,17 @@ async function findAwsGda(root: string): Promise<{ file: string; line: number; t
       if (e.type !== 'file' || !(CMAKE_FILE.test(e.name) || (SOURCE_FILE.test(e.name) && SOURCE_DIRS.some((d) => e.rel.startsWith(d))))) return;
       // Read synchronously: a few hundred small files, each an open, stat, read and close that would otherwise wait
       // in turn for libuv's thread pool (long waits on a loaded machine), for no concurrency (the walk is in order).
-      let src = '';
+      // The bytes are searched, and only a file that has the option is decoded: decoding every file cost more
+      // than reading it (issue 38 item 3). The option's name is ASCII, so its bytes are found where its text is.
+      let bytes: Buffer;
       try {
-        src = readFileSync(e.abs, 'utf8');
+        bytes = readFileSync(e.abs);
       } catch {
-        /* unreadable: not searched */
+        return; // unreadable: not searched
       }
+      if (bytes.indexOf(AWS_GDA_OPTION) === -1) return;
+      const src = bytes.toString('utf8');
       const at = src.indexOf(AWS_GDA_OPTION);
-      if (at === -1) return;
       const start = src.lastIndexOf('\n', at) + 1;
       const nl = src.indexOf('\n', at);
       hit = { file: e.rel, line: lineOf(src, at), text: src.slice(start, nl === -1 ? src.length : nl).trim().slice(0, 100) };

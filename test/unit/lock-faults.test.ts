@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -21,6 +21,7 @@ const fault = {
   writeCode: undefined as string | undefined, // the O_EXCL fallback's write fails with this code
   renameCode: undefined as string | undefined, // the next rename() fails with this code
   beforeRename: undefined as (() => void) | undefined, // runs once, just before the next rename()
+  afterRename: undefined as ((to: string) => void) | undefined, // runs once, just after the next rename() that succeeds
   links: 0,
   renames: 0,
 };
@@ -45,7 +46,10 @@ vi.mock('node:fs/promises', async (orig) => {
       fault.renameCode = undefined;
       throw Object.assign(new Error(`${code}: rename (test)`), { code });
     }
-    return real.rename(...a);
+    await real.rename(...a);
+    const after = fault.afterRename;
+    fault.afterRename = undefined;
+    after?.(String(a[1]));
   };
   const open: typeof real.open = async (...a: Parameters<typeof real.open>) => {
     const fh = await real.open(...a);
@@ -60,7 +64,7 @@ vi.mock('node:fs/promises', async (orig) => {
   return { ...real, link, rename, open, default: { ...real, link, rename, open } };
 });
 afterEach(() => {
-  Object.assign(fault, { linkEexist: 0, linkCode: undefined, writeCode: undefined, renameCode: undefined, beforeRename: undefined, links: 0, renames: 0 });
+  Object.assign(fault, { linkEexist: 0, linkCode: undefined, writeCode: undefined, renameCode: undefined, beforeRename: undefined, afterRename: undefined, links: 0, renames: 0 });
   vi.restoreAllMocks();
 });
 
@@ -148,6 +152,36 @@ describe('work dir lock: races with another taker', () => {
     expect(readFileSync(file, 'utf8')).toBe(live);
     expect(readdirSync(d)).toEqual([LOCK_FILE]);
     expect(n.got).toEqual([]);
+  });
+
+  it('a stale lock another taker removes just after it was moved aside is looked at again', async () => {
+    const d = tmp();
+    writeFileSync(path.join(d, LOCK_FILE), lockOf({ pid: deadPid(), procStart: null }));
+    fault.afterRename = (aside) => unlinkSync(aside);
+    const n = notes();
+    const held = await acquireLock(d, process.argv, { note: n.note });
+    expect(held.tookOverFrom).toBeUndefined();
+    expect(n.got).toEqual([]);
+    expect(readdirSync(d)).toEqual([LOCK_FILE]);
+    await held.release();
+  });
+
+  it('an unreadable lock removed while it is waited on is taken at once', async () => {
+    const d = tmp();
+    const file = path.join(d, LOCK_FILE);
+    writeFileSync(file, `{"pid": ${process.pid}, "host": "${os.hostname()}"`);
+    const t = setTimeout(() => unlinkSync(file), 300);
+    const n = notes();
+    const t0 = Date.now();
+    try {
+      const held = await acquireLock(d, process.argv, { note: n.note });
+      expect(Date.now() - t0).toBeLessThan(3000);
+      expect(n.got).toEqual([]);
+      expect(JSON.parse(readFileSync(file, 'utf8')).pid).toBe(process.pid);
+      await held.release();
+    } finally {
+      clearTimeout(t);
+    }
   });
 
   it('an unreadable lock that changes while it is waited on is looked at again at once', async () => {

@@ -51,6 +51,7 @@ export const AREAS = {
       'test/unit/fs-atomic-race.test.ts',
       'test/unit/work-dir-claim.test.ts',
       'test/unit/lock-nolink.test.ts',
+      'test/unit/lock-faults.test.ts',
     ],
   },
   specs: {

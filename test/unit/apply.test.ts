@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hashTree } from '../../src/core/hash.ts';
+import { PatchRefusedError } from '../../src/core/errors.ts';
 import { writeChanges } from '../../src/patchers/engine/apply.ts';
 import type { FileChange } from '../../src/patchers/engine/plan.ts';
 
@@ -71,7 +72,13 @@ describe('writeChanges', () => {
     const d = tree();
     const entries = all(d);
     await expect(writeChanges(d, [{ file: 'a.txt', before: 'A\n', after: 'A \u2014 dash\n' }])).rejects.toThrow(/U\+2014 .* is not a byte/);
-    await expect(writeChanges(d, [{ file: 'a.txt', before: 'B\n', after: 'C\n' }])).rejects.toThrow(/changed while nvshmem-efa was patching it/);
+    const changed = await writeChanges(d, [{ file: 'a.txt', before: 'B\n', after: 'C\n' }]).catch((e: unknown) => e);
+    expect(changed).toBeInstanceOf(PatchRefusedError);
+    expect((changed as PatchRefusedError).message).toBe(
+      `${path.join(d, 'a.txt')} changed while nvshmem-efa was patching it (it is no longer the file the patch was planned against); nothing was changed`,
+    );
+    expect((changed as PatchRefusedError).fix).toBe('rerun once nothing else is writing to the tree');
+    expect((changed as PatchRefusedError).refusals).toEqual([]);
     expect(all(d)).toEqual(entries);
     expect(readFileSync(path.join(d, 'a.txt'), 'utf8')).toBe('A\n');
   });

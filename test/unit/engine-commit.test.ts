@@ -57,6 +57,8 @@ describe('the diff and the patch series', () => {
     const names = seriesNames(changes);
     expect(names[0]).toBe('0001-src-x-y-z.c.patch');
     expect(names[9]).toBe('0010-f9.txt.patch');
+    // A run of characters a file name should not have is one dash, not one per character.
+    expect(seriesNames([{ file: 'a  b\t+c', before: null, after: '' }])).toEqual(['0001-a-b-c.patch']);
     const d = tmp('series-');
     expect(await exportPatches(d, changes.slice(0, 2))).toEqual(['0001-src-x-y-z.c.patch', '0002-f1.txt.patch']);
     expect(readFileSync(path.join(d, 'series'), 'utf8')).toBe('0001-src-x-y-z.c.patch\n0002-f1.txt.patch\n');

@@ -126,7 +126,7 @@ describe('flattenPreprocessor, branch by branch', () => {
     );
   });
   it('reads comments in a directive as C does: #if/**/ 0 and #/**/if 0 are #if 0, #if /* 1 */ 0 too', () => {
-    for (const d of ['#if/**/ 0', '#/**/if 0', '#if /* 1 */ 0', '# /* a */ if /* b */ 0 /* c */']) {
+    for (const d of ['#if/**/ 0', '#if/**/0', '#/**/if 0', '#if /* 1 */ 0', '# /* a */ if /* b */ 0 /* c */']) {
       const kept = flattenPreprocessor(`${d}\nx\n#else\ny\n#endif\n`).split('\n').map((l) => l.trim()).filter(Boolean);
       expect(kept, d).toEqual(['y']);
     }
@@ -138,6 +138,20 @@ describe('flattenPreprocessor, branch by branch', () => {
   });
   it('handles #elifdef/#elifndef as #elif and a last line without a newline', () => {
     expect(flattenPreprocessor('#ifdef A\na\n#elifdef B\nb\n#elifndef C\nc\n#endif\nd')).toBe('        \na\n          \n \n           \n \n      \nd');
+  });
+  it('ends #elifndef right after a kept #ifdef like any #elif', () => {
+    expect(flattenPreprocessor('#ifdef A\na\n#elifndef C\nc\n#endif')).toBe('        \na\n           \n \n      ');
+  });
+  it('reads #if 0 only when 0 is the whole first word: #if A || 0 is kept', () => {
+    expect(flattenPreprocessor('#if A || 0\na\n#endif')).toBe('          \na\n      ');
+  });
+  it('leaves a null directive (# alone) as it is, and blanks it in a dropped branch', () => {
+    expect(flattenPreprocessor('#\na')).toBe('#\na');
+    expect(flattenPreprocessor('#if 0\n#\na\n#endif')).toBe('     \n \n \n      ');
+  });
+  it('ends a directive continued past the last line at the end of the text', () => {
+    expect(flattenPreprocessor('x\n#if 0 \\\n  1')).toBe('x\n       \n   ');
+    expect(flattenPreprocessor('x\n#define X \\')).toBe('x\n#define X \\');
   });
 });
 

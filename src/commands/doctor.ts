@@ -206,11 +206,8 @@ export async function nvshmemTreeCheck(dir: string): Promise<{ check: HostCheck;
 /** The schema of `doctor --json`; 2: `verdict` is a value (it was the prose now in `summary`; issue 39, item 6). */
 export const DOCTOR_JSON = 'nvshmem-efa-doctor/2';
 
-/** What the checks add up to (host-check.ts's rule, one for doctor and probe). */
-export type DoctorVerdict = HostVerdict;
-export const doctorVerdictValue = hostVerdict;
-
-const VERDICT_SUMMARY: Record<DoctorVerdict, string> = {
+/** The words for each verdict (hostVerdict: the rule doctor and probe share). */
+const VERDICT_SUMMARY: Record<HostVerdict, string> = {
   fail: 'not ready: fix the failed checks, then run nvshmem-efa build',
   warn: 'the build can run; fix the warnings before running jobs on EFA',
   ok: 'ready',
@@ -218,7 +215,7 @@ const VERDICT_SUMMARY: Record<DoctorVerdict, string> = {
 
 /** The verdict as the text output says it (the JSON's `summary`). */
 export function doctorVerdict(checks: readonly HostCheck[]): string {
-  return VERDICT_SUMMARY[doctorVerdictValue(checks)];
+  return VERDICT_SUMMARY[hostVerdict(checks)];
 }
 
 export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: string; gdrcopyHome?: string; nvshmemSrc?: string; json: boolean }, out: (s: string) => void): Promise<number> {
@@ -231,7 +228,7 @@ export async function doctorCommand(opts: { cudaHome?: string; libfabricHome?: s
   // NVSHMEM_EFA_SYSROOT: where /sys and /dev are read (tests), as for the host's rdma-core.
   const gdrdrv = detectGdrdrv(process.env.NVSHMEM_EFA_SYSROOT ?? '/');
   const checks = doctorChecks({ env: process.env, survey, pipNvshmem: pip.dir, torchRequiresNvshmem: pip.torchRequires, nodeVersion: process.version, torch, gdrdrv, ...(tree ? { nvshmemTree: tree.check } : {}) });
-  const verdict = doctorVerdictValue(checks);
+  const verdict = hostVerdict(checks);
   const summary = VERDICT_SUMMARY[verdict];
   out(opts.json ? JSON.stringify({ schema: DOCTOR_JSON, verdict, summary, checks, ...(tree ? { nvshmem: { dir: opts.nvshmemSrc, ...tree.facts } } : {}) }, null, 2) : renderChecks(checks, summary));
   return verdict === 'fail' ? 1 : 0;

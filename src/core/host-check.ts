@@ -14,7 +14,8 @@ export const HostCheckSchema = z.object({
 export type HostCheck = z.infer<typeof HostCheckSchema>;
 
 /** What a list of checks adds up to, as a value a script compares (doctor's and probe's `verdict`): any failure, else any warning, else ok. */
-export type HostVerdict = 'ok' | 'warn' | 'fail';
+export const HostVerdictSchema = z.enum(['ok', 'warn', 'fail']);
+export type HostVerdict = z.infer<typeof HostVerdictSchema>;
 
 export function hostVerdict(checks: readonly HostCheck[]): HostVerdict {
   if (checks.some((c) => c.status === 'fail')) return 'fail';

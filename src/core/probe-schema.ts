@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { HostCheckSchema } from './host-check.ts';
+import { HostCheckSchema, HostVerdictSchema } from './host-check.ts';
 
 /** The probe's report: the document native/probe prints (schema nvshmem-efa-probe/1); the CLI validates it before using it. */
 export const ProbeReportSchema = z.object({
@@ -22,7 +22,7 @@ export type ProbeReport = z.infer<typeof ProbeReportSchema>;
  */
 export const ProbeJsonSchema = ProbeReportSchema.omit({ schema: true, summary: true, verdict: true }).extend({
   schema: z.literal('nvshmem-efa-probe/2'),
-  verdict: z.enum(['ok', 'warn', 'fail']),
+  verdict: HostVerdictSchema,
   summary: z.string().min(1),
   counts: ProbeReportSchema.shape.summary,
 });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, readlink, stat } from 'node:fs/promises';
 import { skipBuildDirs, skipDirsAt, skipDirsNamed, walkTree, type SkipRule } from './walk-tree.ts';
+import { DEFAULT_WORK_DIR } from './work-dir-default.ts';
 
 export function hashJson(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex');
@@ -21,7 +22,7 @@ export interface HashOptions {
  * directories at `skip` (absolute), and in-tree build directories. A file of one of those names is hashed.
  */
 export function sourceTreeSkips(skip: readonly string[] = []): SkipRule[] {
-  return [skipDirsNamed('.git', 'node_modules', 'build', '.nvshmem-efa'), skipDirsAt(skip), skipBuildDirs];
+  return [skipDirsNamed('.git', 'node_modules', 'build', DEFAULT_WORK_DIR), skipDirsAt(skip), skipBuildDirs];
 }
 
 /**

@@ -94,19 +94,19 @@ if phase build; then
   done
 fi
 
-# unpack_tool: the carried node and bundle into $W (the build phase does it too), for the phases that run without it.
+# unpack_tool: the carried node and this call's bundle (fresh: a warm machine may hold an older one) into $W, and cd
+# there; for the phases that run without the build phase (which unpacks them itself).
 unpack_tool() {
   mkdir -p "$W" && cd "$W" || exit 1
   [ -x node ] || { xz -dc "$REPO/.carry/node.xz" >node && chmod +x node; }
-  [ -d bundle ] || tar xJf "$REPO/.carry/bundle.tar.xz"
-  cd "$REPO" || exit 1
+  rm -rf bundle && tar xJf "$REPO/.carry/bundle.tar.xz"
 }
 
 if phase rails-build; then
   if [ ! -s "$REPO/.carry/nvshmem-aws-357.tar.gz" ]; then
     stamp "rails-build: .carry/nvshmem-aws-357.tar.gz is missing (MIRRORS=/work/.mirror bash bench/carry/make-carry.sh rails)"
   else
-    unpack_tool
+    unpack_tool && cd "$REPO" || exit 1
     # The build phase's fabric when it ran in this machine's life, else the tool builds its own from the carried sources.
     fabric=()
     if [ -e "$W/wd/install/libfabric/lib/libfabric.so" ] || ls "$W"/wd/install/libfabric/lib*/libfabric.so >/dev/null 2>&1; then
@@ -186,9 +186,7 @@ fi
 
 if phase patchtime; then
   stamp "patch --dry-run against node -e 0"
-  mkdir -p "$W" && cd "$W" || exit 1
-  [ -x node ] || { xz -dc "$REPO/.carry/node.xz" >node && chmod +x node; }
-  rm -rf bundle && tar xJf "$REPO/.carry/bundle.tar.xz"
+  unpack_tool
   [ -d src/nvshmem-v3.4.5 ] || { mkdir -p src && tar xzf "$REPO/.carry/nvshmem-v3.4.5.tar.gz" -C src; }
   {
     echo "bundle: $("$W/node" "$W/bundle/nvshmem-efa.mjs" --version | head -1); $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"

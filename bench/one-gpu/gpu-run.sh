@@ -26,6 +26,9 @@
 #   PHASE=rails-check  selftest of /tmp/qs/wd-rails, CHECKS (default device_api,neg_device_api) with DEVICE_API_PROGRAMS
 #                 (default device_api_order,device_api_order+rails): device_api_order on 2 NICs per PE and the controls
 #                 warp_rail and no_proxy_flush; own session, waits, call again to keep waiting ($OUT/rails-check.txt)
+#   PHASE=api     selftest --checks CHECKS (default device_api) of /tmp/qs/wd (after build) with DEVICE_API_PROGRAMS
+#                 (default device_api_order) and SELFTEST_ARGS (e.g. --efaemu-modes each: which mode a failure needs);
+#                 own session, waits, call again to keep waiting ($OUT/api.txt)
 #   PHASE=shrink  selftest --checks deepep_shrink of /tmp/qs/wd (6 PEs on the GPU; rank 1 refusing GDA, the shim masking
 #                 a failed peer); own session, waits, call again to keep waiting ($OUT/shrink.txt)
 # PHASE may list several (build,quick,start). CHECKS: selftest --checks instead of the full list (start). CALL_S: the
@@ -42,9 +45,9 @@ phase() { [[ ",${PHASE:-build}," == *",$1,"* ]]; }
 # collect: the selftest's logs and the probe's results, no binaries, into $OUT (each call gets what is there now).
 # Text files only, each cut to its last LOG_TAIL_B bytes (60000): run 3's whole tree did not come back (too large).
 collect() {
-  cp "$OG"/{build,quick,full,probe,proof,postcost,postcost-medians,patchtime,rails-build,rails-check,shrink}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
+  cp "$OG"/{build,quick,full,probe,proof,postcost,postcost-medians,patchtime,rails-build,rails-check,api,shrink}.txt "$OG"/ninja*.txt "$OUT/" 2>/dev/null
   local tmp; tmp=$(mktemp -d)
-  (cd / && find tmp/og tmp/qs/wd/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
+  (cd / && find tmp/og tmp/qs/wd/selftest tmp/qs/wd-rails/selftest -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.md' \) \
       -not -path '*/efaemu-build/*' -not -path '*/patterns/*' -not -path '*/nvshmem-tests/*' 2>/dev/null) |
     while read -r f; do mkdir -p "$tmp/$(dirname "$f")"; tail -c "${LOG_TAIL_B:-60000}" "/$f" >"$tmp/$f"; done
   tar czf "$OUT/og.tgz" -C "$tmp" . 2>/dev/null
@@ -132,8 +135,18 @@ if phase rails-check; then
     stamp "rails-check: the multi-rail build is not done (PHASE=rails-build first)"
   else
     in_session rails-check "$(tool_env) && DEVICE_API_PROGRAMS=${DEVICE_API_PROGRAMS:-device_api_order,device_api_order+rails} \
-      ./node bundle/nvshmem-efa.mjs selftest --work-dir $W/wd-rails --checks ${CHECKS:-device_api,neg_device_api}"
+      ./node bundle/nvshmem-efa.mjs selftest --work-dir $W/wd-rails --checks ${CHECKS:-device_api,neg_device_api} ${SELFTEST_ARGS:-}"
     grep -E '^(RESULT|device_api:)|device_api_order|passed, ' "$OG/rails-check.txt" 2>/dev/null | cut -c1-600 | tail -20
+  fi
+fi
+
+if phase api; then
+  if [ ! -e "$W/wd/state.json" ]; then
+    stamp "api: no build in $W/wd (PHASE=build first)"
+  else
+    in_session api "$(tool_env) && DEVICE_API_PROGRAMS=${DEVICE_API_PROGRAMS:-device_api_order} \
+      ./node bundle/nvshmem-efa.mjs selftest --work-dir $W/wd --checks ${CHECKS:-device_api} ${SELFTEST_ARGS:-}"
+    grep -E '^device_api:|passed, ' "$OG/api.txt" 2>/dev/null | cut -c1-600 | tail -30
   fi
 fi
 
@@ -260,4 +273,5 @@ if phase probe; then
   cp probe.txt "$OUT/"
   collect >/dev/null
 fi
+collect >/dev/null
 stamp "done"

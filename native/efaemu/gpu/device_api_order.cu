@@ -47,6 +47,18 @@
 #include <unistd.h>
 #include <string>
 
+// The device API's slot as this program's own module sees it (the host library copies it into every module that
+// links the device library): "slot on" is what the hooks in this program test, so a run whose counters show neither
+// GDA bytes nor proxy operations can tell "the slot never reached this module" from "the hooks were not compiled in".
+#if __has_include(<nvshmem_efa/nvshmemx_efa_gda_api.h>)
+#include <nvshmem_efa/nvshmemx_efa_gda_api.h>
+#define DEVICE_API_ORDER_SLOT 1
+extern __constant__ nvshmemx_efa_gda_api_slot_t nvshmemi_efa_gda_api_d;
+__global__ void read_slot(unsigned *out) {
+    out[0] = nvshmemi_efa_gda_api_d.abi, out[1] = nvshmemi_efa_gda_api_d.on, out[2] = nvshmemi_efa_gda_api_d.flags;
+}
+#endif
+
 namespace {
 #include "pe_common.cuh"
 
@@ -226,6 +238,17 @@ int main(int argc, char **argv) {
         fail("setup", "nvshmem_malloc failed");
         return 2;
     }
+#ifdef DEVICE_API_ORDER_SLOT
+    {
+        unsigned *slot;
+        CUDA_OK(cudaMallocManaged(&slot, 3 * sizeof(unsigned)));
+        read_slot<<<1, 1>>>(slot);
+        CUDA_OK(cudaDeviceSynchronize());
+        printf("PE%d slot abi %u on %u flags 0x%x (the device API's slot in this program's module)\n", g_rank, slot[0], slot[1], slot[2]);
+        fflush(stdout);
+        cudaFree(slot);
+    }
+#endif
     s.flag = words, s.sig = words + 1, s.cnt = words + 2, s.ack = words + 3, s.tail = words + 4;
     Report *r;
     CUDA_OK(cudaMallocManaged(&r, sizeof *r));

@@ -15,7 +15,8 @@ describe('indexCpp, in detail', () => {
     expect(idx.functionNames).toEqual(['g', 'f', 'e', 'h']);
     expect(idx.lastTopLevelInclude).toEqual({ start: 0, end: 14, text: '#include "a.h"' });
     const f = idx.findFunction('f')!.raw!;
-    expect(f).toMatchObject({ name: 'f', start: SRC.indexOf('static int *f'), end: SRC.indexOf('\nstruct s'), viaFlattened: false, finalReturn: undefined });
+    expect(f).toMatchObject({ name: 'f', start: SRC.indexOf('static int *f'), end: SRC.indexOf('\nstruct s'), viaFlattened: false });
+    expect(SRC.slice(f.finalReturn!.start, f.finalReturn!.end)).toBe('return r;'); // under its label
     expect(SRC.slice(f.body.start, f.body.end)).toMatch(/^\{\n {2}\/\/ c[\s\S]*return r;\n\}$/);
     expect(f.statements.map((s) => SRC.slice(s.start, s.end))).toEqual(['int r = t->h->allgather(1);', 'ns::q(2);', '(*fp)(3);', 'if (r) { return 0; }', 'out:\n  x();', 'out:\n  return r;']);
     expect([...f.labels].map(([k, s]) => [k, SRC.slice(s.start, s.end)])).toEqual([['out', 'out:\n  x();']]);

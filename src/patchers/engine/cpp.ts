@@ -80,7 +80,7 @@ export interface FunctionAnchor extends Span {
   labels: Map<string, Span>;
   /** Calls anywhere in the body, by callee name, in source order (only those outside ERROR nodes). */
   calls: { name: string; span: Span; statement: Span }[];
-  /** The body's last direct `return`, if any. */
+  /** The body's last direct `return` (under its labels, if any), if any. */
   finalReturn?: Span;
   /** Parsed on the `#if`-flattened copy (the raw parse had the function inside an ERROR node). */
   viaFlattened: boolean;
@@ -140,6 +140,18 @@ function span(n: Node): Span {
   return { start: n.startIndex, end: n.endIndex };
 }
 
+/** The statement a label (or several) stands before; any other statement itself. */
+function unlabeled(s: Node): Node {
+  let at = s;
+  while (at.type === 'labeled_statement') {
+    const inner = at.namedChildren.filter((c): c is Node => !!c && c.type !== 'comment' && c.type !== 'statement_identifier');
+    const last = inner[inner.length - 1];
+    if (!last) break;
+    at = last;
+  }
+  return at;
+}
+
 function functionAnchor(def: Node, name: string, viaFlattened: boolean): FunctionAnchor | undefined {
   if (underError(def, null)) return undefined;
   const body = def.childForFieldName('body');
@@ -158,7 +170,9 @@ function functionAnchor(def: Node, name: string, viaFlattened: boolean): Functio
     if (cname) calls.push({ name: cname, span: span(c!), statement: span(stmt) });
   }
   calls.sort((a, b) => a.span.start - b.span.start);
-  const returns = statements.filter((s) => s.type === 'return_statement');
+  // A return under labels (`out: return status;`, the end of every goto-cleanup function) is the body's return
+  // too: taken for the end of the body, code inserted "before the final return" would land after it, dead.
+  const returns = statements.map(unlabeled).filter((s) => s.type === 'return_statement');
   const finalReturn = returns.length ? span(returns[returns.length - 1]!) : undefined;
   return {
     name,

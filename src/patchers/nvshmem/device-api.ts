@@ -265,6 +265,10 @@ function memHandleSpec(): InsertSpec {
         const head = doc.src.slice(f.start, f.body.start);
         if (!/\bvoid\s*\*\*\s*transport_dev_state_ptr\b/.test(head)) return 'no parameter `void **transport_dev_state_ptr`';
         // Before the final return (AWS's int version), else before the closing brace.
+        // (AWS's 3.5.7 returns through a cleanup label, `out:` then `return status;`: after the label, so every path
+        // runs it; a label on the return's own line would put the insertion before the label, skipped by its gotos.)
+        if (f.finalReturn && doc.src.slice(lineStart(doc.src, f.finalReturn.start), f.finalReturn.start).trim())
+          return 'the final return shares its line with a label or another statement: no line before it that every path reaches';
         const at = f.finalReturn ? lineStart(doc.src, f.finalReturn.start) : lineStart(doc.src, f.end - 1);
         return { offset: at, indent: bodyIndent(doc, f) };
       });
